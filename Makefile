@@ -1,0 +1,44 @@
+# Pontoon: everyday commands. `make test` and `make run` do all set-up themselves.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+TESTBED := tests/testbed
+KUBECONFIG_TESTBED := $(CURDIR)/.testbed/kubeconfig
+
+.PHONY: deps testbed testbed-up testbed-down testbed-clean test lint fmt run
+
+deps: ## install missing tools (Debian packages, rustup target)
+	@scripts/deps.sh
+
+testbed: deps ## build the test bed's binaries (cached per pin set)
+	@$(TESTBED)/build.sh
+
+testbed-up: deps ## start etcd, kube-apiserver, controllers, kwok; write .testbed/kubeconfig
+	@$(TESTBED)/up.sh
+
+testbed-down: ## stop the test bed's processes (data is kept)
+	@$(TESTBED)/down.sh
+
+testbed-clean: testbed-down ## wipe the test bed's data (binaries are kept)
+	rm -rf .testbed/etcd .testbed/pki .testbed/logs .testbed/run .testbed/pods .testbed/exec-shim .testbed/kubeconfig
+
+# Unit and integration tests against the test bed; stops the test bed afterwards
+# unless it was already running before.
+test: deps
+	@source $(TESTBED)/lib.sh; run=.testbed/run; \
+	if all_running; then started=""; else started=1; fi; \
+	$(TESTBED)/up.sh; \
+	trap '[[ -z "$$started" ]] || $(TESTBED)/down.sh' EXIT; \
+	KUBECONFIG=$(KUBECONFIG_TESTBED) cargo test --workspace --locked
+
+lint: ## formatting and clippy, warnings are errors
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets --locked -- -D warnings
+
+fmt:
+	cargo fmt --all
+
+run: testbed-up ## the test bed, ready for kubectl
+	@echo; echo "The test bed is up. Use it with:"; \
+	echo "  export KUBECONFIG=$(KUBECONFIG_TESTBED)"; \
+	echo "  $(CURDIR)/.testbed/bin/kubectl get nodes"; \
+	echo "Stop it with: make testbed-down"

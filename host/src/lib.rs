@@ -1,0 +1,5 @@
+//! Pontoon: a Kubernetes operator whose providers are WebAssembly components.
+//!
+//! The binary (`src/main.rs`) is a thin command-line edge over this library.
+
+pub mod telemetry;

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Stops exactly the processes up.sh started (by their pid files); keeps data.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+tb=${TESTBED_DIR:-$root/.testbed}
+run=$tb/run logs=$tb/logs
+source "$here/lib.sh"
+
+stopped=0
+for c in "${components[@]}"; do
+  if pid=$(running "$c"); then
+    # Each component leads its own session (setsid): signal the whole group.
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+    stopped=$((stopped + 1))
+  fi
+  rm -f "$run/$c.pid"
+done
+echo "testbed: stopped $stopped processes"

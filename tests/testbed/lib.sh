@@ -1,0 +1,34 @@
+# Shared by up.sh and down.sh: the processes of the test bed and their pid files.
+components=(pod-exec-sync kwok kube-scheduler kube-controller-manager kube-apiserver etcd)
+
+# start NAME COMMAND...: runs COMMAND in its own session, logging to logs/NAME.log.
+start() {
+  local name=$1; shift
+  setsid "$@" >>"$logs/$name.log" 2>&1 < /dev/null &
+  echo $! > "$run/$name.pid"
+}
+
+# running NAME: the pid of NAME if its process is alive.
+running() {
+  local pid
+  pid=$(cat "$run/$1.pid" 2>/dev/null) || return 1
+  kill -0 "$pid" 2>/dev/null && echo "$pid"
+}
+
+all_running() {
+  local c
+  for c in "${components[@]}"; do running "$c" >/dev/null || return 1; done
+}
+
+# wait_until SECONDS WHAT COMMAND...: retries COMMAND until it succeeds.
+wait_until() {
+  local limit=$1 what=$2; shift 2
+  local deadline=$(( $(date +%s) + limit ))
+  until "$@" >/dev/null 2>&1; do
+    if (( $(date +%s) >= deadline )); then
+      echo "testbed: gave up after ${limit}s waiting for $what; logs in $logs/" >&2
+      return 1
+    fi
+    sleep 0.5
+  done
+}

@@ -1,0 +1,207 @@
+// Command pod-exec-sync gives every pod of the test bed its own exec sandbox.
+//
+// kwok runs `kubectl exec` commands as local processes. A ClusterExec would
+// send every pod to one shared working directory, so this program watches
+// pods and creates, per pod, a kwok `Exec` whose working directory is
+// <root>/<namespace>/<pod>, with the pod's name in the environment. The exec
+// shim (exec-shim.sh) then binds <workdir>/tmp over /tmp in a private mount
+// namespace, so pods exec'd in parallel never see each other's files.
+//
+// Once the Exec exists it annotates the pod; the test bed's pod-ready stage
+// waits for that annotation, so a Ready pod can always be exec'd into.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+const readyAnnotation = "testbed.pontoon.dev/exec-ready"
+
+var execGVR = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: "execs"}
+
+type syncer struct {
+	root    string
+	pods    kubernetes.Interface
+	dynamic dynamic.Interface
+	lister  cache.Indexer
+	queue   workqueue.TypedRateLimitingInterface[string]
+}
+
+func main() {
+	kubeconfig := flag.String("kubeconfig", "", "admin kubeconfig of the test bed")
+	root := flag.String("root", "", "directory holding one working directory per pod")
+	flag.Parse()
+	if *kubeconfig == "" || *root == "" {
+		fmt.Fprintln(os.Stderr, "usage: pod-exec-sync --kubeconfig FILE --root DIR")
+		os.Exit(2)
+	}
+	if err := run(*kubeconfig, *root); err != nil {
+		klog.ErrorS(err, "pod-exec-sync stopped")
+		os.Exit(1)
+	}
+}
+
+func run(kubeconfig, root string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	pods, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	factory := informers.NewSharedInformerFactory(pods, 10*time.Minute)
+	informer := factory.Core().V1().Pods().Informer()
+	s := &syncer{
+		root:    root,
+		pods:    pods,
+		dynamic: dyn,
+		lister:  informer.GetIndexer(),
+		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+	}
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			s.queue.Add(key)
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		return fmt.Errorf("pod cache never synced")
+	}
+	go func() {
+		<-ctx.Done()
+		s.queue.ShutDown()
+	}()
+	for s.next(ctx) {
+	}
+	return nil
+}
+
+func (s *syncer) next(ctx context.Context) bool {
+	key, quit := s.queue.Get()
+	if quit {
+		return false
+	}
+	defer s.queue.Done(key)
+	if err := s.sync(ctx, key); err != nil {
+		klog.ErrorS(err, "sync failed, retrying", "pod", key)
+		s.queue.AddRateLimited(key)
+		return true
+	}
+	s.queue.Forget(key)
+	return true
+}
+
+func (s *syncer) sync(ctx context.Context, key string) error {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return err
+	}
+	workDir := filepath.Join(s.root, namespace, name)
+	obj, exists, err := s.lister.GetByKey(key)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		// The Exec goes with the pod through its owner reference.
+		return os.RemoveAll(workDir)
+	}
+	pod := obj.(*corev1.Pod)
+	if pod.Annotations[readyAnnotation] == string(pod.UID) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Join(workDir, "tmp"), 0o1777); err != nil {
+		return err
+	}
+	if err := s.ensureExec(ctx, pod, workDir); err != nil {
+		return err
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, readyAnnotation, pod.UID)
+	_, err = s.pods.CoreV1().Pods(namespace).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func (s *syncer) ensureExec(ctx context.Context, pod *corev1.Pod, workDir string) error {
+	exec := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kwok.x-k8s.io/v1alpha1",
+		"kind":       "Exec",
+		"metadata": map[string]any{
+			"name":      pod.Name,
+			"namespace": pod.Namespace,
+			"ownerReferences": []any{map[string]any{
+				"apiVersion": "v1",
+				"kind":       "Pod",
+				"name":       pod.Name,
+				"uid":        string(pod.UID),
+			}},
+		},
+		"spec": map[string]any{
+			"execs": []any{map[string]any{
+				"local": map[string]any{
+					"workDir": workDir,
+					"envs": []any{
+						map[string]any{"name": "HOSTNAME", "value": pod.Name},
+						map[string]any{"name": "POD_NAME", "value": pod.Name},
+						map[string]any{"name": "POD_NAMESPACE", "value": pod.Namespace},
+						map[string]any{"name": "HOME", "value": workDir},
+					},
+				},
+			}},
+		},
+	}}
+	_, err := s.dynamic.Resource(execGVR).Namespace(pod.Namespace).Create(ctx, exec, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		// A pod of the same name from before: replace an Exec owned by another UID.
+		old, getErr := s.dynamic.Resource(execGVR).Namespace(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if getErr != nil {
+			return getErr
+		}
+		owners := old.GetOwnerReferences()
+		if len(owners) == 1 && owners[0].UID == pod.UID {
+			return nil
+		}
+		if err := s.dynamic.Resource(execGVR).Namespace(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		return fmt.Errorf("replaced stale Exec for %s/%s", pod.Namespace, pod.Name)
+	}
+	return err
+}
