@@ -15,6 +15,8 @@ use kube::{
 };
 use rand::distr::{Alphanumeric, SampleString};
 
+pub mod modules;
+
 /// Root of the repository (the test bed lives in `.testbed/` under it).
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
