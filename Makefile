@@ -4,7 +4,7 @@ SHELL := bash
 TESTBED := tests/testbed
 KUBECONFIG_TESTBED := $(CURDIR)/.testbed/kubeconfig
 
-.PHONY: deps testbed testbed-up testbed-down testbed-clean test lint fmt run
+.PHONY: deps testbed testbed-up testbed-down testbed-clean test lint fmt run bench-runtime
 
 deps: ## install missing tools (Debian packages, rustup target)
 	@scripts/deps.sh
@@ -42,3 +42,6 @@ run: testbed-up ## the test bed, ready for kubectl
 	echo "  export KUBECONFIG=$(KUBECONFIG_TESTBED)"; \
 	echo "  $(CURDIR)/.testbed/bin/kubectl get nodes"; \
 	echo "Stop it with: make testbed-down"
+
+bench-runtime: deps ## figures for the plugin runtime: compile, instantiate, host call
+	cargo run --release --locked -p pontoon --example bench_runtime

@@ -3,3 +3,5 @@
 //! The binary (`src/main.rs`) is a thin command-line edge over this library.
 
 pub mod telemetry;
+pub mod plugins;
+pub mod conformance;

@@ -272,6 +272,6 @@ async fn horizontal_pod_autoscalers_can_be_created() -> anyhow::Result<()> {
     }))?;
     hpas.create(&PostParams::default(), &hpa).await?;
     let stored = hpas.get("web").await?;
-    assert_eq!(stored.spec.map(|s| s.max_replicas), Some(4));
+    assert_eq!(stored.spec.max_replicas, 4);
     Ok(())
 }

@@ -1,0 +1,510 @@
+//! `pontoon conformance`: runs the provider contract against a real cluster
+//! and says, check by check, whether a bridge-mount provider keeps it.
+//!
+//! It works in scratch namespaces with a sample Deployment, and compares
+//! what is on the cluster before and after each step: idempotent steps leave
+//! the same state, `uninstall` leaves nothing behind and the target as it was.
+
+use std::{
+    collections::BTreeMap,
+    fmt,
+    path::Path,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::{
+    apps::v1::{Deployment, StatefulSet},
+    autoscaling::v2::HorizontalPodAutoscaler,
+    core::v1::{ConfigMap, Namespace, ObjectReference, Pod, Secret, Service},
+};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    api::{DeleteParams, ListParams, ObjectMeta, PostParams},
+};
+use serde_json::json;
+
+use crate::plugins::{
+    CallError, ClusterAccess, Discovery, EventSubject, LoadedModule, PluginRuntime, ProviderModule,
+    bindings::{Mount, Progress, ProviderError, Settings},
+};
+
+/// Image of the sample target's container.
+const SAMPLE_IMAGE: &str = "nginx:1.27";
+
+pub struct Options {
+    pub timeout: Duration,
+    pub keep_namespaces: bool,
+    pub carrier_image: String,
+}
+
+/// The outcome of one check.
+pub struct Check {
+    pub name: String,
+    pub result: Result<(), String>,
+}
+
+impl fmt::Display for Check {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.result {
+            Ok(()) => write!(f, "PASS  {}", self.name),
+            Err(why) => write!(f, "FAIL  {}: {why}", self.name),
+        }
+    }
+}
+
+/// Everything the checks share.
+struct Run {
+    client: Client,
+    provider: Arc<ProviderModule>,
+    discovery: Arc<Discovery>,
+    mount: Mount,
+    operator_ns: String,
+    timeout: Duration,
+    checks: Vec<Check>,
+    /// Called with each check as it completes, so progress is visible.
+    report: Box<dyn FnMut(&Check) + Send>,
+}
+
+/// Runs every check; returns them all (the caller decides the exit status).
+pub async fn run(
+    client: Client,
+    provider_path: &Path,
+    options: Options,
+    report: impl FnMut(&Check) + Send + 'static,
+) -> anyhow::Result<Vec<Check>> {
+    let runtime = PluginRuntime::new(crate::plugins::Limits::default())?;
+    let provider = match runtime.load_file(provider_path).await? {
+        LoadedModule::Provider(p) => Arc::new(p),
+        LoadedModule::Filter(f) => bail!(
+            "{} is a config filter (`{}`), not a bridge-mount provider",
+            provider_path.display(),
+            f.name()
+        ),
+    };
+    let suffix = random_suffix();
+    let target_ns = format!("conformance-{suffix}");
+    let operator_ns = format!("conformance-{suffix}-operator");
+    for ns in [&target_ns, &operator_ns] {
+        create_namespace(&client, ns).await?;
+    }
+    let mount = Mount {
+        name: "conformance".into(),
+        namespace: target_ns.clone(),
+        uid: format!("conformance-{suffix}"),
+        target: "deploy/sample".into(),
+        target_namespace: target_ns.clone(),
+        target_container: "app".into(),
+        parameters: None,
+        settings: Settings {
+            operator_namespace: operator_ns.clone(),
+            carrier_image: options.carrier_image.clone(),
+            restore_config_map: "gefyra-carrier2-restore-configmap".into(),
+        },
+    };
+    let mut run = Run {
+        client: client.clone(),
+        provider,
+        discovery: Arc::default(),
+        mount,
+        operator_ns,
+        timeout: options.timeout,
+        checks: Vec::new(),
+        report: Box::new(report),
+    };
+    let outcome = run.all().await;
+    if !options.keep_namespaces {
+        for ns in [&target_ns, &run.operator_ns] {
+            let _ = Api::<Namespace>::all(client.clone()).delete(ns, &DeleteParams::background()).await;
+        }
+    }
+    outcome?;
+    Ok(run.checks)
+}
+
+fn random_suffix() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() ^ (d.as_secs() as u32))
+        .unwrap_or_default();
+    format!("{:08x}", nanos ^ std::process::id().rotate_left(16))
+}
+
+async fn create_namespace(client: &Client, name: &str) -> anyhow::Result<()> {
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some([("pontoon.dev/conformance".to_string(), "true".to_string())].into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .with_context(|| format!("creating scratch namespace {name}"))?;
+    Ok(())
+}
+
+fn sample_deployment() -> anyhow::Result<Deployment> {
+    Ok(serde_json::from_value(json!({
+        "metadata": { "name": "sample", "labels": { "app": "sample", "tier": "web" } },
+        "spec": {
+            "replicas": 1,
+            "selector": { "matchLabels": { "app": "sample" } },
+            "template": {
+                "metadata": { "labels": { "app": "sample", "tier": "web" } },
+                "spec": { "containers": [{
+                    "name": "app",
+                    "image": SAMPLE_IMAGE,
+                    "command": ["nginx"],
+                    "args": ["-g", "daemon off;"],
+                    "ports": [{ "containerPort": 80 }]
+                }] }
+            }
+        }
+    }))?)
+}
+
+/// The parts of the target a provider must give back unchanged.
+#[derive(Debug, PartialEq)]
+struct TargetShape {
+    labels: BTreeMap<String, String>,
+    template_labels: BTreeMap<String, String>,
+    containers: Vec<(String, Option<String>, Option<Vec<String>>, Option<Vec<String>>)>,
+}
+
+impl TargetShape {
+    fn of(deployment: &Deployment) -> Self {
+        let template = deployment.spec.as_ref().map(|s| &s.template);
+        Self {
+            labels: deployment.labels().clone(),
+            template_labels: template
+                .and_then(|t| t.metadata.as_ref())
+                .and_then(|m| m.labels.clone())
+                .unwrap_or_default(),
+            containers: template
+                .and_then(|t| t.spec.as_ref())
+                .map(|s| {
+                    s.containers
+                        .iter()
+                        .map(|c| (c.name.clone(), c.image.clone(), c.command.clone(), c.args.clone()))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// What is in the scratch namespaces, by `Kind namespace/name`, with the
+/// content a provider could change (spec, data, labels).
+type Snapshot = BTreeMap<String, serde_json::Value>;
+
+impl Run {
+    fn access(&self) -> ClusterAccess {
+        let subject = ObjectReference {
+            api_version: Some("apps/v1".into()),
+            kind: Some("Deployment".into()),
+            name: Some("sample".into()),
+            namespace: Some(self.mount.target_namespace.clone()),
+            ..Default::default()
+        };
+        ClusterAccess {
+            client: self.client.clone(),
+            discovery: self.discovery.clone(),
+            scope: self.provider.scope_for(&self.mount),
+            field_manager: self.provider.name().to_string(),
+            events: Some(EventSubject::new(self.client.clone(), "pontoon-conformance", subject)),
+        }
+    }
+
+    fn record(&mut self, name: impl Into<String>, result: Result<(), String>) -> bool {
+        let check = Check { name: name.into(), result };
+        (self.report)(&check);
+        let ok = check.result.is_ok();
+        self.checks.push(check);
+        ok
+    }
+
+    async fn all(&mut self) -> anyhow::Result<()> {
+        let ns = self.mount.target_namespace.clone();
+        let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), &ns);
+        deployments.create(&PostParams::default(), &sample_deployment()?).await?;
+        self.wait_target_ready().await?;
+        let original = TargetShape::of(&deployments.get("sample").await?);
+
+        self.check_validate().await;
+
+        let exists = self.provider.target_exists(self.access(), &self.mount).await;
+        self.record("target-exists is true for an existing target", expect_bool(exists, true));
+
+        let before = self.snapshot().await?;
+        let prepared = self.drive("prepare").await;
+        if !self.record("prepare completes", prepared) {
+            return self.finish_with_uninstall(&before, &original).await;
+        }
+        let after_first = self.snapshot().await?;
+        let again = self.drive("prepare").await;
+        let after_second = self.snapshot().await?;
+        self.record("prepare twice gives the same cluster state", again.and_then(|()| same(&after_first, &after_second)));
+
+        let became_prepared = self.poll("prepared", |run| async move {
+            match run.provider.prepared(run.access(), &run.mount).await {
+                Ok(true) => Ok(true),
+                Ok(false) => Ok(false),
+                Err(err) => Err(err.to_string()),
+            }
+        }).await;
+        self.record("prepared becomes true", became_prepared);
+
+        let installed = self.drive("install").await;
+        if self.record("install completes", installed) {
+            let first = self.snapshot().await?;
+            let again = self.drive("install").await;
+            let second = self.snapshot().await?;
+            self.record("install twice is harmless", again.and_then(|()| same(&first, &second)));
+
+            let all_ready = self.wait_all_ready().await;
+            self.record("ready reports every condition true after install", all_ready);
+        }
+        self.finish_with_uninstall(&before, &original).await
+    }
+
+    async fn finish_with_uninstall(&mut self, before: &Snapshot, original: &TargetShape) -> anyhow::Result<()> {
+        let uninstalled = self.drive("uninstall").await;
+        if self.record("uninstall completes", uninstalled) {
+            let after = self.snapshot().await?;
+            self.record("uninstall leaves nothing the provider created", leftovers(before, &after));
+            let restored = self.wait_target_restored(original).await;
+            self.record("uninstall leaves the target as it was (image, command, args, labels)", restored);
+            let again = self.drive("uninstall").await;
+            self.record("uninstall twice is harmless", again);
+        }
+        let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), &self.mount.target_namespace);
+        deployments.delete("sample", &DeleteParams::foreground()).await?;
+        let gone = self.poll("target-exists", |run| async move {
+            match run.provider.target_exists(run.access(), &run.mount).await {
+                Ok(exists) => Ok(!exists),
+                Err(err) => Err(err.to_string()),
+            }
+        }).await;
+        self.record("target-exists is false after the target is deleted", gone);
+        Ok(())
+    }
+
+    async fn check_validate(&mut self) {
+        let accepted = self.provider.validate(Some(self.access()), &self.mount).await.map_err(|e| e.to_string());
+        self.record("validate accepts a well-formed mount", accepted);
+        let cases = [
+            ("validate rejects an empty target", "", "app"),
+            ("validate rejects an empty container", "deploy/sample", ""),
+            ("validate rejects a malformed target (`deploy/`)", "deploy/", "app"),
+            ("validate rejects a malformed target (`deploy/a/b`)", "deploy/a/b", "app"),
+            ("validate rejects a malformed target (`frobnicator/sample`)", "frobnicator/sample", "app"),
+        ];
+        for (name, target, container) in cases {
+            let mut mount = self.mount.clone();
+            mount.target = target.into();
+            mount.target_container = container.into();
+            let result = match self.provider.validate(Some(self.access()), &mount).await {
+                Err(err) if matches!(err.provider_error(), Some(ProviderError::InvalidInput(_))) => Ok(()),
+                Err(err) => Err(format!("expected invalid-input, got: {err}")),
+                Ok(()) => Err(format!("accepted target `{target}` with container `{container}`")),
+            };
+            self.record(name, result);
+        }
+    }
+
+    /// Calls a step until it reports done, following its retry hints.
+    async fn drive(&self, step: &'static str) -> Result<(), String> {
+        let started = Instant::now();
+        loop {
+            let outcome = match step {
+                "prepare" => self.provider.prepare(self.access(), &self.mount).await,
+                "install" => self.provider.install(self.access(), &self.mount).await,
+                _ => self.provider.uninstall(self.access(), &self.mount).await,
+            };
+            let wait = match outcome {
+                Ok(Progress::Done) => return Ok(()),
+                Ok(Progress::RetryAfter(seconds)) => Duration::from_secs(seconds.into()),
+                Ok(Progress::WhenPodsChange) => Duration::from_secs(1),
+                Err(CallError::Provider { error: ProviderError::Temporary(t), .. }) => {
+                    Duration::from_secs(t.retry_after_seconds.into())
+                }
+                Err(err) => return Err(err.to_string()),
+            };
+            if started.elapsed() + wait > self.timeout {
+                return Err(format!("{step} did not complete within {:?}", self.timeout));
+            }
+            tokio::time::sleep(wait.clamp(Duration::from_millis(200), Duration::from_secs(5))).await;
+        }
+    }
+
+    /// Polls `ready` until every condition is true; on timeout, names the ones that are not.
+    async fn wait_all_ready(&self) -> Result<(), String> {
+        let started = Instant::now();
+        loop {
+            let conditions = self.provider.ready(self.access(), &self.mount).await.map_err(|e| e.to_string())?;
+            if conditions.is_empty() {
+                return Err("ready reported no conditions".into());
+            }
+            let missing: Vec<String> = conditions
+                .iter()
+                .filter(|c| !c.ready)
+                .map(|c| format!("{} ({})", c.name, c.reason))
+                .collect();
+            if missing.is_empty() {
+                return Ok(());
+            }
+            if started.elapsed() > self.timeout {
+                return Err(format!("after {:?} still not ready: {}", self.timeout, missing.join(", ")));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// Polls `probe` until it returns true or the timeout passes.
+    async fn poll<'a, F, Fut>(&'a self, what: &str, mut probe: F) -> Result<(), String>
+    where
+        F: FnMut(&'a Self) -> Fut,
+        Fut: std::future::Future<Output = Result<bool, String>>,
+    {
+        let started = Instant::now();
+        loop {
+            if probe(self).await? {
+                return Ok(());
+            }
+            if started.elapsed() > self.timeout {
+                return Err(format!("{what} was still false after {:?}", self.timeout));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    async fn wait_target_ready(&self) -> anyhow::Result<()> {
+        let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), &self.mount.target_namespace);
+        let started = Instant::now();
+        loop {
+            let d = deployments.get("sample").await?;
+            if d.status.and_then(|s| s.ready_replicas) == Some(1) {
+                return Ok(());
+            }
+            if started.elapsed() > self.timeout {
+                bail!("the sample Deployment never became ready; is the cluster scheduling pods?");
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+
+    /// The target's spec is back and its pods run the original image again.
+    async fn wait_target_restored(&self, original: &TargetShape) -> Result<(), String> {
+        let ns = &self.mount.target_namespace;
+        let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), ns);
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let started = Instant::now();
+        loop {
+            let now = deployments.get("sample").await.map_err(|e| e.to_string())?;
+            let shape = TargetShape::of(&now);
+            let live = pods.list(&ListParams::default().labels("app=sample")).await.map_err(|e| e.to_string())?;
+            let images: Vec<String> = live
+                .items
+                .iter()
+                .filter(|p| p.meta().deletion_timestamp.is_none())
+                .flat_map(|p| p.status.iter().flat_map(|s| s.container_statuses.iter().flatten()))
+                .filter(|c| c.name == "app")
+                .map(|c| c.image.clone())
+                .collect();
+            let pods_restored = !images.is_empty() && images.iter().all(|i| i == SAMPLE_IMAGE);
+            if shape == *original && pods_restored {
+                return Ok(());
+            }
+            if started.elapsed() > self.timeout {
+                return Err(if shape != *original {
+                    format!("target changed: was {original:?}, is {shape:?}")
+                } else {
+                    format!("pods of the target run {images:?}, expected {SAMPLE_IMAGE}")
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    async fn snapshot(&self) -> anyhow::Result<Snapshot> {
+        let mut snapshot = Snapshot::new();
+        for ns in [self.mount.target_namespace.clone(), self.operator_ns.clone()] {
+            collect::<Deployment>(&self.client, &ns, &mut snapshot, |o| json!(o.spec)).await?;
+            collect::<StatefulSet>(&self.client, &ns, &mut snapshot, |o| json!(o.spec)).await?;
+            collect::<Service>(&self.client, &ns, &mut snapshot, |o| {
+                // The cluster assigns these; they are not the provider's doing.
+                let mut spec = json!(o.spec);
+                if let Some(spec) = spec.as_object_mut() {
+                    spec.remove("clusterIP");
+                    spec.remove("clusterIPs");
+                }
+                spec
+            })
+            .await?;
+            collect::<ConfigMap>(&self.client, &ns, &mut snapshot, |o| json!([o.data, o.binary_data])).await?;
+            collect::<Secret>(&self.client, &ns, &mut snapshot, |o| json!(o.data)).await?;
+            collect::<HorizontalPodAutoscaler>(&self.client, &ns, &mut snapshot, |o| json!(o.spec)).await?;
+        }
+        // Made by the cluster in every namespace.
+        snapshot.retain(|key, _| !key.ends_with("/kube-root-ca.crt"));
+        Ok(snapshot)
+    }
+}
+
+async fn collect<K>(
+    client: &Client,
+    ns: &str,
+    snapshot: &mut Snapshot,
+    content: impl Fn(&K) -> serde_json::Value,
+) -> anyhow::Result<()>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    for object in api.list(&ListParams::default()).await? {
+        if object.meta().deletion_timestamp.is_some() {
+            continue;
+        }
+        let key = format!("{} {ns}/{}", K::kind(&()), object.name_any());
+        snapshot.insert(key, json!({ "labels": object.labels(), "content": content(&object) }));
+    }
+    Ok(())
+}
+
+fn expect_bool(outcome: Result<bool, CallError>, expected: bool) -> Result<(), String> {
+    match outcome {
+        Ok(value) if value == expected => Ok(()),
+        Ok(value) => Err(format!("returned {value}")),
+        Err(err) => Err(err.to_string()),
+    }
+}
+
+fn same(first: &Snapshot, second: &Snapshot) -> Result<(), String> {
+    let mut differences = Vec::new();
+    for (key, value) in second {
+        match first.get(key) {
+            None => differences.push(format!("{key} appeared")),
+            Some(old) if old != value => differences.push(format!("{key} changed")),
+            Some(_) => {}
+        }
+    }
+    differences.extend(first.keys().filter(|k| !second.contains_key(*k)).map(|k| format!("{k} disappeared")));
+    if differences.is_empty() { Ok(()) } else { Err(differences.join("; ")) }
+}
+
+fn leftovers(before: &Snapshot, after: &Snapshot) -> Result<(), String> {
+    let left: Vec<&str> = after.keys().filter(|k| !before.contains_key(*k)).map(String::as_str).collect();
+    let lost: Vec<&str> = before.keys().filter(|k| !after.contains_key(*k)).map(String::as_str).collect();
+    match (left.is_empty(), lost.is_empty()) {
+        (true, true) => Ok(()),
+        (false, _) => Err(format!("left behind: {}", left.join(", "))),
+        (true, false) => Err(format!("deleted what it did not create: {}", lost.join(", "))),
+    }
+}

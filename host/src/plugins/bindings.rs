@@ -1,0 +1,48 @@
+//! Host bindings generated from `wit/`: the one place `bindgen!` runs.
+//!
+//! Imports are async on the host (the guest sees a blocking call while the
+//! host awaits the API server on tokio) and trappable only where the host
+//! itself can fail; exports are called asynchronously so a guest that runs
+//! long yields to the executor at every epoch tick.
+
+/// The `bridge-mount-provider` world.
+pub mod provider {
+    wasmtime::component::bindgen!({
+        world: "bridge-mount-provider",
+        path: "../wit",
+        imports: { default: async },
+        exports: { default: async },
+    });
+}
+
+/// The `config-filter-provider` world; shares `log` with the provider world.
+pub mod filter {
+    wasmtime::component::bindgen!({
+        world: "config-filter-provider",
+        path: "../wit",
+        imports: { default: async },
+        exports: { default: async },
+        with: {
+            "pontoon:provider/log": super::provider::pontoon::provider::log,
+        },
+    });
+}
+
+pub use filter::exports::pontoon::provider::config_filter::{
+    FilterError, FilterMetadata, RouteContext,
+};
+pub use provider::exports::pontoon::provider::bridge_mount::{
+    Condition, Mount, Progress, Settings,
+};
+pub use provider::pontoon::provider::cluster::{
+    ClusterError, EventType, ExecOutput, ObjectRef, PatchType,
+};
+pub use provider::pontoon::provider::log::Level;
+pub use provider::pontoon::provider::types::{
+    Capability, Error as ProviderError, Metadata, NamespaceScope, TemporaryError, Verb,
+};
+
+/// WIT name of the interface a bridge-mount provider exports.
+pub const BRIDGE_MOUNT_EXPORT: &str = "pontoon:provider/bridge-mount@0.1.0";
+/// WIT name of the interface a config filter exports.
+pub const CONFIG_FILTER_EXPORT: &str = "pontoon:provider/config-filter@0.1.0";

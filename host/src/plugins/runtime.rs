@@ -1,0 +1,195 @@
+//! The plugin runtime: one engine, one linker per world, compiled components
+//! cached by content hash, and a fresh store for every call.
+
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex},
+};
+
+use sha2::{Digest, Sha256};
+use wasmtime::{
+    Engine, Store,
+    component::{Component, HasSelf, Linker},
+};
+
+use super::{
+    bindings::{BRIDGE_MOUNT_EXPORT, CONFIG_FILTER_EXPORT, filter, provider},
+    cluster::ClusterAccess,
+    engine::{new_engine, start_epoch_clock},
+    error::{CallError, LoadError},
+    filter::FilterModule,
+    limits::Limits,
+    provider::ProviderModule,
+    registry::Registry,
+    state::CallState,
+};
+
+pub struct PluginRuntime {
+    engine: Engine,
+    limits: Limits,
+    provider_linker: Linker<CallState>,
+    filter_linker: Linker<CallState>,
+    compiled: Mutex<HashMap<[u8; 32], Component>>,
+}
+
+/// A loaded module of either world.
+pub enum LoadedModule {
+    Provider(ProviderModule),
+    Filter(FilterModule),
+}
+
+impl PluginRuntime {
+    pub fn new(limits: Limits) -> anyhow::Result<Arc<Self>> {
+        let engine = new_engine(limits)?;
+        start_epoch_clock(&engine)?;
+        let mut provider_linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut provider_linker)?;
+        provider::BridgeMountProvider::add_to_linker::<_, HasSelf<_>>(&mut provider_linker, |s| s)?;
+        let mut filter_linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut filter_linker)?;
+        filter::ConfigFilterProvider::add_to_linker::<_, HasSelf<_>>(&mut filter_linker, |s| s)?;
+        Ok(Arc::new(Self {
+            engine,
+            limits,
+            provider_linker,
+            filter_linker,
+            compiled: Mutex::default(),
+        }))
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Loads every `*.wasm` of `dir`. A module that cannot be loaded is
+    /// reported in [`Registry::rejected`] and does not stop the others.
+    pub async fn load_dir(self: &Arc<Self>, dir: &Path) -> Result<Registry, LoadError> {
+        let mut entries = tokio::fs::read_dir(dir)
+            .await
+            .map_err(|source| LoadError::Directory { dir: dir.into(), source })?;
+        let mut paths = Vec::new();
+        while let Some(entry) = entries
+            .next_entry()
+            .await
+            .map_err(|source| LoadError::Directory { dir: dir.into(), source })?
+        {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "wasm") {
+                paths.push(path);
+            }
+        }
+        paths.sort();
+        let mut registry = Registry::default();
+        for path in paths {
+            match self.load_file(&path).await {
+                Ok(module) => registry.insert(module),
+                Err(err) => {
+                    tracing::error!(error = %err, "rejected module");
+                    registry.rejected.push(err);
+                }
+            }
+        }
+        Ok(registry)
+    }
+
+    /// Loads one module: compiles it (once per content), checks which world
+    /// it implements, pre-instantiates it and reads its metadata.
+    pub async fn load_file(self: &Arc<Self>, path: &Path) -> Result<LoadedModule, LoadError> {
+        let bytes = tokio::fs::read(path)
+            .await
+            .map_err(|source| LoadError::Read { path: path.into(), source })?;
+        let component = self.compile(path, &bytes).await?;
+        let exports: Vec<String> = component
+            .component_type()
+            .exports(&self.engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
+        let link_error = |e: wasmtime::Error| LoadError::Link { path: path.into(), reason: format!("{e:#}") };
+        if exports.iter().any(|e| e == BRIDGE_MOUNT_EXPORT) {
+            let pre = self.provider_linker.instantiate_pre(&component).map_err(link_error)?;
+            let pre = provider::BridgeMountProviderPre::new(pre).map_err(link_error)?;
+            let module = ProviderModule::load(self.clone(), path.into(), pre).await?;
+            Ok(LoadedModule::Provider(module))
+        } else if exports.iter().any(|e| e == CONFIG_FILTER_EXPORT) {
+            let pre = self.filter_linker.instantiate_pre(&component).map_err(link_error)?;
+            let pre = filter::ConfigFilterProviderPre::new(pre).map_err(link_error)?;
+            let module = FilterModule::load(self.clone(), path.into(), pre).await?;
+            Ok(LoadedModule::Filter(module))
+        } else {
+            Err(LoadError::UnknownWorld { path: path.into(), exports })
+        }
+    }
+
+    async fn compile(&self, path: &Path, bytes: &[u8]) -> Result<Component, LoadError> {
+        let hash: [u8; 32] = Sha256::digest(bytes).into();
+        if let Some(component) = self.cache().get(&hash) {
+            return Ok(component.clone());
+        }
+        let engine = self.engine.clone();
+        let owned = bytes.to_vec();
+        // Cranelift is CPU-bound: keep it off the async workers.
+        let component = tokio::task::spawn_blocking(move || Component::new(&engine, owned))
+            .await
+            .map_err(|e| LoadError::NotAComponent { path: path.into(), reason: e.to_string() })?
+            .map_err(|e| LoadError::NotAComponent { path: path.into(), reason: format!("{e:#}") })?;
+        self.cache().insert(hash, component.clone());
+        Ok(component)
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], Component>> {
+        // A panic while holding the lock leaves a valid map; keep using it.
+        self.compiled.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// How many distinct module contents have been compiled.
+    pub fn compiled_count(&self) -> usize {
+        self.cache().len()
+    }
+
+    /// A store for one call, with limits armed.
+    pub(super) fn store(&self, module: Arc<str>, subject: Arc<str>, cluster: Option<ClusterAccess>) -> Store<CallState> {
+        let mut store = Store::new(&self.engine, CallState::new(module, subject, self.limits, cluster));
+        store.limiter(|state| &mut state.limiter);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|mut ctx| ctx.data_mut().limiter.on_epoch());
+        store
+    }
+
+    /// Turns how a call ended into the caller's error, naming the cause.
+    pub(super) fn failure(&self, store: &Store<CallState>, step: &'static str, err: wasmtime::Error) -> CallError {
+        let state = store.data();
+        let module = state.module.to_string();
+        if state.limiter.deadline_exceeded {
+            CallError::Deadline { module, step, deadline: self.limits.deadline }
+        } else if state.limiter.memory_exceeded {
+            CallError::OutOfMemory { module, step, limit_mib: self.limits.memory_bytes / (1024 * 1024) }
+        } else {
+            let stderr = state.stderr_tail();
+            let mut message = format!("{err:#}");
+            if !stderr.is_empty() {
+                message = format!("{message}; guest stderr: {stderr}");
+            }
+            CallError::Trap { module, step, message }
+        }
+    }
+
+    /// Bound on a whole call, host calls included: the guest's own deadline
+    /// plus time for a hung API request to be abandoned.
+    pub(super) fn hard_deadline(&self) -> std::time::Duration {
+        self.limits.deadline + std::time::Duration::from_secs(5)
+    }
+
+    pub(super) fn deadline_error(&self, module: &str, step: &'static str) -> CallError {
+        CallError::Deadline { module: module.to_string(), step, deadline: self.limits.deadline }
+    }
+}
+
+/// A short label of a module for messages: its file name.
+pub(super) fn file_label(path: &PathBuf) -> String {
+    path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
+}

@@ -1,0 +1,193 @@
+//! Capability scopes: what a provider may do on the cluster.
+//!
+//! A module declares its scope in `metadata` with symbolic namespaces
+//! (`target`, `operator`); the host resolves them per mount and checks every
+//! cluster call against the result before it is sent.
+
+use std::fmt;
+
+use super::bindings::{Capability, NamespaceScope, Verb};
+
+/// The concrete namespaces a symbolic scope refers to for one mount.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Namespaces {
+    pub target: String,
+    pub operator: String,
+}
+
+/// One capability with its namespace resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Rule {
+    api_group: String,
+    kinds: Vec<String>,
+    verbs: Vec<Verb>,
+    namespace: String,
+    names: Vec<String>,
+}
+
+/// A provider's scope for one mount.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Scope {
+    rules: Vec<Rule>,
+}
+
+/// A request as the scope sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    pub api_version: &'a str,
+    pub kind: &'a str,
+    pub verb: Verb,
+    pub namespace: &'a str,
+    /// `None` for `list`.
+    pub name: Option<&'a str>,
+}
+
+impl Request<'_> {
+    fn api_group(&self) -> &str {
+        // `apps/v1` -> `apps`; the core group is written `v1`.
+        self.api_version
+            .rsplit_once('/')
+            .map_or("", |(group, _)| group)
+    }
+}
+
+impl fmt::Display for Request<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", verb_name(self.verb), self.kind)?;
+        if let Some(name) = self.name {
+            write!(f, " `{name}`")?;
+        }
+        write!(f, " ({}) in namespace `{}`", self.api_version, self.namespace)
+    }
+}
+
+pub(crate) fn verb_name(verb: Verb) -> &'static str {
+    match verb {
+        Verb::Get => "get",
+        Verb::List => "list",
+        Verb::Create => "create",
+        Verb::Apply => "apply",
+        Verb::Patch => "patch",
+        Verb::Delete => "delete",
+        Verb::Exec => "exec",
+    }
+}
+
+impl Scope {
+    /// Resolves a module's declared capabilities for one mount.
+    pub fn resolve(capabilities: &[Capability], namespaces: &Namespaces) -> Self {
+        let rules = capabilities
+            .iter()
+            .map(|c| Rule {
+                api_group: c.api_group.clone(),
+                kinds: c.kinds.clone(),
+                verbs: c.verbs.clone(),
+                namespace: match c.namespace {
+                    NamespaceScope::Target => namespaces.target.clone(),
+                    NamespaceScope::Operator => namespaces.operator.clone(),
+                },
+                names: c.names.clone(),
+            })
+            .collect();
+        Self { rules }
+    }
+
+    /// `Ok` if one rule allows the request; otherwise a message naming what was denied.
+    pub fn check(&self, request: &Request<'_>) -> Result<(), String> {
+        let group = request.api_group();
+        let allowed = self.rules.iter().any(|rule| {
+            rule.api_group == group
+                && rule.kinds.iter().any(|k| k == "*" || k == request.kind)
+                && rule.verbs.contains(&request.verb)
+                && rule.namespace == request.namespace
+                && (rule.names.is_empty()
+                    || request
+                        .name
+                        .is_some_and(|name| rule.names.iter().any(|n| n == name)))
+        });
+        if allowed {
+            Ok(())
+        } else {
+            Err(format!("{request} is outside the provider's capability scope"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn capability(group: &str, kinds: &[&str], verbs: &[Verb], ns: NamespaceScope, names: &[&str]) -> Capability {
+        Capability {
+            api_group: group.into(),
+            kinds: kinds.iter().map(|s| s.to_string()).collect(),
+            verbs: verbs.to_vec(),
+            namespace: ns,
+            names: names.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn scope() -> Scope {
+        let caps = [
+            capability("apps", &["Deployment", "StatefulSet"], &[Verb::Get, Verb::Apply], NamespaceScope::Target, &[]),
+            capability("", &["Pod"], &[Verb::List, Verb::Exec], NamespaceScope::Target, &[]),
+            capability("", &["ConfigMap"], &[Verb::Get, Verb::Patch], NamespaceScope::Operator, &["restore"]),
+        ];
+        Scope::resolve(&caps, &Namespaces { target: "shop".into(), operator: "pontoon".into() })
+    }
+
+    fn req<'a>(api_version: &'a str, kind: &'a str, verb: Verb, namespace: &'a str, name: Option<&'a str>) -> Request<'a> {
+        Request { api_version, kind, verb, namespace, name }
+    }
+
+    #[test]
+    fn allows_what_a_rule_names() {
+        let s = scope();
+        assert!(s.check(&req("apps/v1", "Deployment", Verb::Apply, "shop", Some("web"))).is_ok());
+        assert!(s.check(&req("v1", "Pod", Verb::List, "shop", None)).is_ok());
+        assert!(s.check(&req("v1", "Pod", Verb::Exec, "shop", Some("web-1"))).is_ok());
+        assert!(s.check(&req("v1", "ConfigMap", Verb::Patch, "pontoon", Some("restore"))).is_ok());
+    }
+
+    #[test]
+    fn denies_other_namespaces_kinds_verbs_groups_and_names() {
+        let s = scope();
+        let denied = [
+            req("apps/v1", "Deployment", Verb::Get, "kube-system", Some("web")),
+            req("v1", "Secret", Verb::Get, "shop", Some("token")),
+            req("apps/v1", "Deployment", Verb::Delete, "shop", Some("web")),
+            req("extensions/v1beta1", "Deployment", Verb::Get, "shop", Some("web")),
+            req("v1", "ConfigMap", Verb::Get, "pontoon", Some("other")),
+            req("v1", "ConfigMap", Verb::List, "pontoon", None),
+            req("v1", "ConfigMap", Verb::Get, "shop", Some("restore")),
+        ];
+        for r in denied {
+            assert!(s.check(&r).is_err(), "{r} should be denied");
+        }
+    }
+
+    #[test]
+    fn denial_says_what_was_asked() {
+        let err = scope()
+            .check(&req("v1", "Secret", Verb::Get, "kube-system", Some("admin")))
+            .unwrap_err();
+        assert_eq!(
+            err,
+            "get Secret `admin` (v1) in namespace `kube-system` is outside the provider's capability scope"
+        );
+    }
+
+    #[test]
+    fn an_empty_scope_allows_nothing() {
+        let s = Scope::default();
+        assert!(s.check(&req("v1", "Pod", Verb::Get, "shop", Some("p"))).is_err());
+    }
+
+    #[test]
+    fn wildcard_kind_covers_the_group_only() {
+        let caps = [capability("gefyra.dev", &["*"], &[Verb::Get], NamespaceScope::Target, &[])];
+        let s = Scope::resolve(&caps, &Namespaces { target: "a".into(), operator: "b".into() });
+        assert!(s.check(&req("gefyra.dev/v1", "GefyraBridge", Verb::Get, "a", Some("x"))).is_ok());
+        assert!(s.check(&req("v1", "Pod", Verb::Get, "a", Some("x"))).is_err());
+    }
+}

@@ -1,0 +1,91 @@
+//! What a store holds for one call: the sandbox (WASI without files, network
+//! or environment; limits), and the cluster access granted to that call.
+
+use std::sync::Arc;
+
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView, p2::pipe::MemoryOutputPipe};
+
+use super::{
+    bindings::Level,
+    cluster::ClusterAccess,
+    limits::{CallLimiter, Limits},
+};
+
+/// Guest stderr kept for error messages (a Rust guest prints its panic there).
+const STDERR_CAPACITY: usize = 16 * 1024;
+
+pub struct CallState {
+    pub(super) module: Arc<str>,
+    /// Context for log lines, e.g. the mount `shop/web`.
+    pub(super) subject: Arc<str>,
+    pub(super) cluster: Option<ClusterAccess>,
+    pub(super) limiter: CallLimiter,
+    wasi: WasiCtx,
+    table: ResourceTable,
+    stderr: MemoryOutputPipe,
+}
+
+impl CallState {
+    pub fn new(
+        module: Arc<str>,
+        subject: Arc<str>,
+        limits: Limits,
+        cluster: Option<ClusterAccess>,
+    ) -> Self {
+        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+        // Nothing inherited: no preopened directories, environment, args or network.
+        let wasi = WasiCtx::builder().stderr(stderr.clone()).build();
+        Self {
+            module,
+            subject,
+            cluster,
+            limiter: CallLimiter::new(limits),
+            wasi,
+            table: ResourceTable::new(),
+            stderr,
+        }
+    }
+
+    /// The last lines the guest wrote to stderr (its panic message, typically).
+    pub fn stderr_tail(&self) -> String {
+        let bytes = self.stderr.contents();
+        let text = String::from_utf8_lossy(&bytes);
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        lines[lines.len().saturating_sub(3)..].join(" | ")
+    }
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl super::bindings::provider::pontoon::provider::types::Host for CallState {}
+
+impl super::bindings::provider::pontoon::provider::log::Host for CallState {
+    async fn enabled(&mut self, level: Level) -> bool {
+        match level {
+            Level::Trace => tracing::enabled!(tracing::Level::TRACE),
+            Level::Debug => tracing::enabled!(tracing::Level::DEBUG),
+            Level::Info => tracing::enabled!(tracing::Level::INFO),
+            Level::Warn => tracing::enabled!(tracing::Level::WARN),
+            Level::Error => tracing::enabled!(tracing::Level::ERROR),
+        }
+    }
+
+    async fn log(&mut self, level: Level, message: String) {
+        let (module, subject) = (&*self.module, &*self.subject);
+        match level {
+            Level::Trace => tracing::trace!(module, subject, "{message}"),
+            Level::Debug => tracing::debug!(module, subject, "{message}"),
+            Level::Info => tracing::info!(module, subject, "{message}"),
+            Level::Warn => tracing::warn!(module, subject, "{message}"),
+            Level::Error => tracing::error!(module, subject, "{message}"),
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! The plugin runtime against the test bed: well-behaved modules do their
+//! work through the host's cluster interface; hostile ones are contained,
+//! each with an error naming it, while other calls carry on.
+
+use std::{sync::Arc, time::Duration};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use pontoon::plugins::{
+    CallError, ClusterAccess, LoadError, LoadedModule, Limits, PluginRuntime, ProviderModule,
+    bindings::{Mount, Progress, ProviderError, RouteContext, Settings},
+};
+use pontoon_tests::{TestNamespace, modules::test_module};
+use tokio::time::Instant;
+
+fn mount(ns: &str, parameters: Option<serde_json::Value>) -> Mount {
+    Mount {
+        name: "web-mount".into(),
+        namespace: ns.into(),
+        uid: "0000".into(),
+        target: "deploy/web".into(),
+        target_namespace: ns.into(),
+        target_container: "web".into(),
+        parameters: parameters.map(|p| p.to_string()),
+        settings: Settings {
+            operator_namespace: format!("{ns}-operator"),
+            carrier_image: "quay.io/gefyra/carrier2:latest".into(),
+            restore_config_map: "gefyra-carrier2-restore-configmap".into(),
+        },
+    }
+}
+
+async fn provider(runtime: &Arc<PluginRuntime>, name: &str) -> anyhow::Result<Arc<ProviderModule>> {
+    match runtime.load_file(&test_module(name)?).await? {
+        LoadedModule::Provider(p) => Ok(Arc::new(p)),
+        LoadedModule::Filter(_) => anyhow::bail!("{name} loaded as a filter"),
+    }
+}
+
+fn access(ns: &TestNamespace, provider: &ProviderModule, mount: &Mount) -> ClusterAccess {
+    ClusterAccess {
+        client: ns.client.clone(),
+        discovery: Arc::default(),
+        scope: provider.scope_for(mount),
+        field_manager: provider.name().to_string(),
+        events: None,
+    }
+}
+
+#[tokio::test]
+async fn a_well_behaved_provider_runs_every_step_on_the_cluster() -> anyhow::Result<()> {
+    let ns = TestNamespace::new("rt-sample").await?;
+    let runtime = PluginRuntime::new(Limits::default())?;
+    let sample = provider(&runtime, "sample_provider").await?;
+    assert_eq!(sample.metadata.name, "sample");
+    assert_eq!(sample.metadata.version, "0.1.0");
+    let mount = mount(ns.name(), None);
+    let configmaps: Api<ConfigMap> = ns.api();
+
+    assert!(matches!(sample.prepare(access(&ns, &sample, &mount), &mount).await?, Progress::Done));
+    let cm = configmaps.get("web-mount-sample").await?;
+    let labels = cm.metadata.labels.unwrap_or_default();
+    assert_eq!(labels.get("app.kubernetes.io/managed-by").map(String::as_str), Some("sample"));
+    assert!(sample.prepared(access(&ns, &sample, &mount), &mount).await?);
+
+    let before = sample.ready(access(&ns, &sample, &mount), &mount).await?;
+    assert!(before.iter().any(|c| !c.ready), "not ready before install: {before:?}");
+    assert!(matches!(sample.install(access(&ns, &sample, &mount), &mount).await?, Progress::Done));
+    let after = sample.ready(access(&ns, &sample, &mount), &mount).await?;
+    assert!(!after.is_empty() && after.iter().all(|c| c.ready), "ready after install: {after:?}");
+
+    assert!(matches!(sample.uninstall(access(&ns, &sample, &mount), &mount).await?, Progress::Done));
+    assert!(configmaps.get_opt("web-mount-sample").await?.is_none(), "uninstall removed the ConfigMap");
+    assert!(!sample.prepared(access(&ns, &sample, &mount), &mount).await?);
+    Ok(())
+}
+
+/// Current-thread runtime on purpose: a looping guest must yield to the
+/// executor, or the well-behaved call beside it could not finish first.
+#[tokio::test(flavor = "current_thread")]
+async fn hostile_modules_are_contained_while_others_keep_working() -> anyhow::Result<()> {
+    let ns = TestNamespace::new("rt-hostile").await?;
+    let other = TestNamespace::new("rt-victim").await?;
+    let limits = Limits { deadline: Duration::from_secs(3), memory_bytes: 32 * 1024 * 1024 };
+    let runtime = PluginRuntime::new(limits)?;
+    let (sample, looping, hog, trap, outsider) = (
+        provider(&runtime, "sample_provider").await?,
+        provider(&runtime, "infinite_loop").await?,
+        provider(&runtime, "memory_hog").await?,
+        provider(&runtime, "trap").await?,
+        provider(&runtime, "out_of_scope").await?,
+    );
+    let plain = mount(ns.name(), None);
+    let steal = mount(ns.name(), Some(serde_json::json!({ "secretNamespace": "kube-system", "secretName": "bootstrap-token" })));
+    let escape = mount(ns.name(), Some(serde_json::json!({ "otherNamespace": other.name() })));
+
+    let (looped, hogged, trapped, stolen, escaped, served) = tokio::join!(
+        timed(looping.prepare(access(&ns, &looping, &plain), &plain)),
+        timed(hog.prepare(access(&ns, &hog, &plain), &plain)),
+        timed(trap.prepare(access(&ns, &trap, &plain), &plain)),
+        timed(outsider.prepare(access(&ns, &outsider, &steal), &steal)),
+        timed(outsider.install(access(&ns, &outsider, &escape), &escape)),
+        timed(sample.prepare(access(&ns, &sample, &plain), &plain)),
+    );
+
+    match &looped.0 {
+        Err(err @ CallError::Deadline { module, .. }) => {
+            assert_eq!(module, "infinite-loop");
+            assert!(err.to_string().contains("infinite-loop"), "{err}");
+        }
+        other => panic!("expected a deadline error, got {other:?}"),
+    }
+    match &hogged.0 {
+        Err(err @ CallError::OutOfMemory { module, limit_mib, .. }) => {
+            assert_eq!(module, "memory-hog");
+            assert_eq!(*limit_mib, 32);
+            assert!(err.to_string().contains("memory limit of 32 MiB"), "{err}");
+        }
+        other => panic!("expected an out-of-memory error, got {other:?}"),
+    }
+    match &trapped.0 {
+        Err(err @ CallError::Trap { module, .. }) => {
+            assert_eq!(module, "trap");
+            assert!(err.to_string().contains("trap module panics on purpose"), "guest panic message is kept: {err}");
+        }
+        other => panic!("expected a trap, got {other:?}"),
+    }
+    for (what, outcome) in [("reading a Secret in kube-system", &stolen.0), ("creating in another namespace", &escaped.0)] {
+        match outcome {
+            Err(CallError::Provider { module, error: ProviderError::Failed(message), .. }) => {
+                assert_eq!(module, "out-of-scope");
+                assert!(
+                    message.starts_with("denied: ") && message.contains("outside the provider's capability scope"),
+                    "{what}: {message}"
+                );
+            }
+            other => panic!("{what}: expected a denial, got {other:?}"),
+        }
+    }
+    let escaped_cm: Api<ConfigMap> = other.api();
+    assert!(escaped_cm.get_opt("escaped").await?.is_none(), "a denied create never reached the API server");
+
+    assert!(matches!(served.0, Ok(Progress::Done)), "well-behaved call succeeded: {:?}", served.0);
+    assert!(served.1 < looped.1, "the well-behaved call finished while the loop was still running");
+    // The host keeps serving after all of that.
+    assert!(sample.prepared(access(&ns, &sample, &plain), &plain).await?);
+    Ok(())
+}
+
+/// Runs `call`, noting when it finished.
+async fn timed<T>(call: impl std::future::Future<Output = T>) -> (T, Instant) {
+    let out = call.await;
+    (out, Instant::now())
+}
+
+#[tokio::test]
+async fn a_module_of_no_known_world_is_rejected_naming_the_file() -> anyhow::Result<()> {
+    let runtime = PluginRuntime::new(Limits::default())?;
+    let path = test_module("not_a_provider")?;
+    let err = match runtime.load_file(&path).await {
+        Err(err) => err,
+        Ok(_) => anyhow::bail!("not_a_provider.wasm was accepted"),
+    };
+    assert!(matches!(err, LoadError::UnknownWorld { .. }), "{err}");
+    assert!(err.to_string().contains("not_a_provider.wasm"), "error names the file: {err}");
+
+    // In a directory, the bad module is reported and the good ones load.
+    let dir = tempfile::tempdir()?;
+    std::fs::copy(&path, dir.path().join("not_a_provider.wasm"))?;
+    std::fs::copy(test_module("sample_provider")?, dir.path().join("sample_provider.wasm"))?;
+    std::fs::copy(test_module("header_filter")?, dir.path().join("header_filter.wasm"))?;
+    std::fs::write(dir.path().join("garbage.wasm"), b"not wasm at all")?;
+    let registry = runtime.load_dir(dir.path()).await?;
+    assert_eq!(registry.provider_names().collect::<Vec<_>>(), ["sample"]);
+    assert_eq!(registry.filter_names().collect::<Vec<_>>(), ["header-filter"]);
+    let rejected: Vec<String> = registry.rejected.iter().map(ToString::to_string).collect();
+    assert_eq!(rejected.len(), 2, "{rejected:?}");
+    assert!(rejected.iter().any(|r| r.contains("garbage.wasm") && r.contains("not a WebAssembly component")), "{rejected:?}");
+    assert!(rejected.iter().any(|r| r.contains("not_a_provider.wasm") && r.contains("implements no Pontoon world")), "{rejected:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn identical_modules_are_compiled_once() -> anyhow::Result<()> {
+    let runtime = PluginRuntime::new(Limits::default())?;
+    let dir = tempfile::tempdir()?;
+    let path = test_module("sample_provider")?;
+    std::fs::copy(&path, dir.path().join("copy.wasm"))?;
+    runtime.load_file(&path).await?;
+    runtime.load_file(&dir.path().join("copy.wasm")).await?;
+    assert_eq!(runtime.compiled_count(), 1);
+    runtime.load_file(&test_module("trap")?).await?;
+    assert_eq!(runtime.compiled_count(), 2);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_config_filter_translates_and_reports_bad_input() -> anyhow::Result<()> {
+    let runtime = PluginRuntime::new(Limits::default())?;
+    let LoadedModule::Filter(filter) = runtime.load_file(&test_module("header_filter")?).await? else {
+        anyhow::bail!("header_filter did not load as a filter");
+    };
+    assert_eq!(filter.metadata.handles, ["RequestHeaderModifier"]);
+    let context = RouteContext {
+        route_namespace: "shop".into(),
+        route_name: "web".into(),
+        rule_index: 0,
+        filter_index: 1,
+        gateway_namespace: "infra".into(),
+        gateway_name: "edge".into(),
+    };
+    let input = serde_json::json!({
+        "type": "RequestHeaderModifier",
+        "requestHeaderModifier": { "set": [{ "name": "x-env", "value": "dev" }], "remove": ["x-debug"] }
+    });
+    let entries = filter.translate(&input.to_string(), &context).await?;
+    assert_eq!(entries.len(), 1);
+    let entry: serde_json::Value = serde_json::from_str(&entries[0])?;
+    assert_eq!(entry["filter"], "headers");
+    assert_eq!(entry["request_set"][0]["name"], "x-env");
+    assert_eq!(entry["request_remove"][0], "x-debug");
+
+    let wrong = serde_json::json!({ "type": "RequestRedirect", "requestRedirect": {} });
+    let err = filter.translate(&wrong.to_string(), &context).await.expect_err("wrong type is refused");
+    assert!(err.to_string().contains("header-filter"), "{err}");
+    Ok(())
+}
