@@ -9,7 +9,10 @@
 
 use std::time::{Duration, Instant};
 
-use pontoon::plugins::{LoadedModule, Limits, PluginRuntime, bindings::{Mount, Settings}};
+use pontoon::plugins::{
+    Limits, LoadedModule, PluginRuntime,
+    bindings::{Mount, Settings},
+};
 use pontoon_tests::modules::test_module;
 use wasmtime::component::Component;
 
@@ -54,7 +57,9 @@ async fn main() -> anyhow::Result<()> {
         }
         println!(
             "compile      {:<22} {:>8} KiB  {} per compile",
-            path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
+            path.file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default(),
             bytes.len() / 1024,
             per_iteration(started.elapsed(), rounds)
         );
@@ -80,7 +85,10 @@ async fn main() -> anyhow::Result<()> {
         bench.validate(None, &empty).await?;
     }
     let baseline = started.elapsed() / rounds;
-    println!("call         {} (instantiate + an export call that returns at once)", per_iteration(baseline * rounds, rounds));
+    println!(
+        "call         {} (instantiate + an export call that returns at once)",
+        per_iteration(baseline * rounds, rounds)
+    );
 
     let n: u32 = 1_000_000;
     let busy = mount(n.into());

@@ -116,7 +116,9 @@ pub async fn run(
     let outcome = run.all().await;
     if !options.keep_namespaces {
         for ns in [&target_ns, &run.operator_ns] {
-            let _ = Api::<Namespace>::all(client.clone()).delete(ns, &DeleteParams::background()).await;
+            let _ = Api::<Namespace>::all(client.clone())
+                .delete(ns, &DeleteParams::background())
+                .await;
         }
     }
     outcome?;
@@ -167,12 +169,20 @@ fn sample_deployment() -> anyhow::Result<Deployment> {
     }))?)
 }
 
+/// A container's name, image, command and args.
+type ContainerShape = (
+    String,
+    Option<String>,
+    Option<Vec<String>>,
+    Option<Vec<String>>,
+);
+
 /// The parts of the target a provider must give back unchanged.
 #[derive(Debug, PartialEq)]
 struct TargetShape {
     labels: BTreeMap<String, String>,
     template_labels: BTreeMap<String, String>,
-    containers: Vec<(String, Option<String>, Option<Vec<String>>, Option<Vec<String>>)>,
+    containers: Vec<ContainerShape>,
 }
 
 impl TargetShape {
@@ -189,7 +199,14 @@ impl TargetShape {
                 .map(|s| {
                     s.containers
                         .iter()
-                        .map(|c| (c.name.clone(), c.image.clone(), c.command.clone(), c.args.clone()))
+                        .map(|c| {
+                            (
+                                c.name.clone(),
+                                c.image.clone(),
+                                c.command.clone(),
+                                c.args.clone(),
+                            )
+                        })
                         .collect()
                 })
                 .unwrap_or_default(),
@@ -215,12 +232,19 @@ impl Run {
             discovery: self.discovery.clone(),
             scope: self.provider.scope_for(&self.mount),
             field_manager: self.provider.name().to_string(),
-            events: Some(EventSubject::new(self.client.clone(), "pontoon-conformance", subject)),
+            events: Some(EventSubject::new(
+                self.client.clone(),
+                "pontoon-conformance",
+                subject,
+            )),
         }
     }
 
     fn record(&mut self, name: impl Into<String>, result: Result<(), String>) -> bool {
-        let check = Check { name: name.into(), result };
+        let check = Check {
+            name: name.into(),
+            result,
+        };
         (self.report)(&check);
         let ok = check.result.is_ok();
         self.checks.push(check);
@@ -230,14 +254,22 @@ impl Run {
     async fn all(&mut self) -> anyhow::Result<()> {
         let ns = self.mount.target_namespace.clone();
         let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), &ns);
-        deployments.create(&PostParams::default(), &sample_deployment()?).await?;
+        deployments
+            .create(&PostParams::default(), &sample_deployment()?)
+            .await?;
         self.wait_target_ready().await?;
         let original = TargetShape::of(&deployments.get("sample").await?);
 
         self.check_validate().await;
 
-        let exists = self.provider.target_exists(self.access(), &self.mount).await;
-        self.record("target-exists is true for an existing target", expect_bool(exists, true));
+        let exists = self
+            .provider
+            .target_exists(self.access(), &self.mount)
+            .await;
+        self.record(
+            "target-exists is true for an existing target",
+            expect_bool(exists, true),
+        );
 
         let before = self.snapshot().await?;
         let prepared = self.drive("prepare").await;
@@ -247,15 +279,20 @@ impl Run {
         let after_first = self.snapshot().await?;
         let again = self.drive("prepare").await;
         let after_second = self.snapshot().await?;
-        self.record("prepare twice gives the same cluster state", again.and_then(|()| same(&after_first, &after_second)));
+        self.record(
+            "prepare twice gives the same cluster state",
+            again.and_then(|()| same(&after_first, &after_second)),
+        );
 
-        let became_prepared = self.poll("prepared", |run| async move {
-            match run.provider.prepared(run.access(), &run.mount).await {
-                Ok(true) => Ok(true),
-                Ok(false) => Ok(false),
-                Err(err) => Err(err.to_string()),
-            }
-        }).await;
+        let became_prepared = self
+            .poll("prepared", |run| async move {
+                match run.provider.prepared(run.access(), &run.mount).await {
+                    Ok(true) => Ok(true),
+                    Ok(false) => Ok(false),
+                    Err(err) => Err(err.to_string()),
+                }
+            })
+            .await;
         self.record("prepared becomes true", became_prepared);
 
         let installed = self.drive("install").await;
@@ -263,54 +300,97 @@ impl Run {
             let first = self.snapshot().await?;
             let again = self.drive("install").await;
             let second = self.snapshot().await?;
-            self.record("install twice is harmless", again.and_then(|()| same(&first, &second)));
+            self.record(
+                "install twice is harmless",
+                again.and_then(|()| same(&first, &second)),
+            );
 
             let all_ready = self.wait_all_ready().await;
-            self.record("ready reports every condition true after install", all_ready);
+            self.record(
+                "ready reports every condition true after install",
+                all_ready,
+            );
         }
         self.finish_with_uninstall(&before, &original).await
     }
 
-    async fn finish_with_uninstall(&mut self, before: &Snapshot, original: &TargetShape) -> anyhow::Result<()> {
+    async fn finish_with_uninstall(
+        &mut self,
+        before: &Snapshot,
+        original: &TargetShape,
+    ) -> anyhow::Result<()> {
         let uninstalled = self.drive("uninstall").await;
         if self.record("uninstall completes", uninstalled) {
             let after = self.snapshot().await?;
-            self.record("uninstall leaves nothing the provider created", leftovers(before, &after));
+            self.record(
+                "uninstall leaves nothing the provider created",
+                leftovers(before, &after),
+            );
             let restored = self.wait_target_restored(original).await;
-            self.record("uninstall leaves the target as it was (image, command, args, labels)", restored);
+            self.record(
+                "uninstall leaves the target as it was (image, command, args, labels)",
+                restored,
+            );
             let again = self.drive("uninstall").await;
             self.record("uninstall twice is harmless", again);
         }
-        let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), &self.mount.target_namespace);
-        deployments.delete("sample", &DeleteParams::foreground()).await?;
-        let gone = self.poll("target-exists", |run| async move {
-            match run.provider.target_exists(run.access(), &run.mount).await {
-                Ok(exists) => Ok(!exists),
-                Err(err) => Err(err.to_string()),
-            }
-        }).await;
+        let deployments: Api<Deployment> =
+            Api::namespaced(self.client.clone(), &self.mount.target_namespace);
+        deployments
+            .delete("sample", &DeleteParams::foreground())
+            .await?;
+        let gone = self
+            .poll("target-exists", |run| async move {
+                match run.provider.target_exists(run.access(), &run.mount).await {
+                    Ok(exists) => Ok(!exists),
+                    Err(err) => Err(err.to_string()),
+                }
+            })
+            .await;
         self.record("target-exists is false after the target is deleted", gone);
         Ok(())
     }
 
     async fn check_validate(&mut self) {
-        let accepted = self.provider.validate(Some(self.access()), &self.mount).await.map_err(|e| e.to_string());
+        let accepted = self
+            .provider
+            .validate(Some(self.access()), &self.mount)
+            .await
+            .map_err(|e| e.to_string());
         self.record("validate accepts a well-formed mount", accepted);
         let cases = [
             ("validate rejects an empty target", "", "app"),
             ("validate rejects an empty container", "deploy/sample", ""),
-            ("validate rejects a malformed target (`deploy/`)", "deploy/", "app"),
-            ("validate rejects a malformed target (`deploy/a/b`)", "deploy/a/b", "app"),
-            ("validate rejects a malformed target (`frobnicator/sample`)", "frobnicator/sample", "app"),
+            (
+                "validate rejects a malformed target (`deploy/`)",
+                "deploy/",
+                "app",
+            ),
+            (
+                "validate rejects a malformed target (`deploy/a/b`)",
+                "deploy/a/b",
+                "app",
+            ),
+            (
+                "validate rejects a malformed target (`frobnicator/sample`)",
+                "frobnicator/sample",
+                "app",
+            ),
         ];
         for (name, target, container) in cases {
             let mut mount = self.mount.clone();
             mount.target = target.into();
             mount.target_container = container.into();
             let result = match self.provider.validate(Some(self.access()), &mount).await {
-                Err(err) if matches!(err.provider_error(), Some(ProviderError::InvalidInput(_))) => Ok(()),
+                Err(err)
+                    if matches!(err.provider_error(), Some(ProviderError::InvalidInput(_))) =>
+                {
+                    Ok(())
+                }
                 Err(err) => Err(format!("expected invalid-input, got: {err}")),
-                Ok(()) => Err(format!("accepted target `{target}` with container `{container}`")),
+                Ok(()) => Err(format!(
+                    "accepted target `{target}` with container `{container}`"
+                )),
             };
             self.record(name, result);
         }
@@ -329,15 +409,17 @@ impl Run {
                 Ok(Progress::Done) => return Ok(()),
                 Ok(Progress::RetryAfter(seconds)) => Duration::from_secs(seconds.into()),
                 Ok(Progress::WhenPodsChange) => Duration::from_secs(1),
-                Err(CallError::Provider { error: ProviderError::Temporary(t), .. }) => {
-                    Duration::from_secs(t.retry_after_seconds.into())
-                }
+                Err(CallError::Provider {
+                    error: ProviderError::Temporary(t),
+                    ..
+                }) => Duration::from_secs(t.retry_after_seconds.into()),
                 Err(err) => return Err(err.to_string()),
             };
             if started.elapsed() + wait > self.timeout {
                 return Err(format!("{step} did not complete within {:?}", self.timeout));
             }
-            tokio::time::sleep(wait.clamp(Duration::from_millis(200), Duration::from_secs(5))).await;
+            tokio::time::sleep(wait.clamp(Duration::from_millis(200), Duration::from_secs(5)))
+                .await;
         }
     }
 
@@ -345,7 +427,11 @@ impl Run {
     async fn wait_all_ready(&self) -> Result<(), String> {
         let started = Instant::now();
         loop {
-            let conditions = self.provider.ready(self.access(), &self.mount).await.map_err(|e| e.to_string())?;
+            let conditions = self
+                .provider
+                .ready(self.access(), &self.mount)
+                .await
+                .map_err(|e| e.to_string())?;
             if conditions.is_empty() {
                 return Err("ready reported no conditions".into());
             }
@@ -358,7 +444,11 @@ impl Run {
                 return Ok(());
             }
             if started.elapsed() > self.timeout {
-                return Err(format!("after {:?} still not ready: {}", self.timeout, missing.join(", ")));
+                return Err(format!(
+                    "after {:?} still not ready: {}",
+                    self.timeout,
+                    missing.join(", ")
+                ));
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
@@ -383,7 +473,8 @@ impl Run {
     }
 
     async fn wait_target_ready(&self) -> anyhow::Result<()> {
-        let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), &self.mount.target_namespace);
+        let deployments: Api<Deployment> =
+            Api::namespaced(self.client.clone(), &self.mount.target_namespace);
         let started = Instant::now();
         loop {
             let d = deployments.get("sample").await?;
@@ -406,12 +497,19 @@ impl Run {
         loop {
             let now = deployments.get("sample").await.map_err(|e| e.to_string())?;
             let shape = TargetShape::of(&now);
-            let live = pods.list(&ListParams::default().labels("app=sample")).await.map_err(|e| e.to_string())?;
+            let live = pods
+                .list(&ListParams::default().labels("app=sample"))
+                .await
+                .map_err(|e| e.to_string())?;
             let images: Vec<String> = live
                 .items
                 .iter()
                 .filter(|p| p.meta().deletion_timestamp.is_none())
-                .flat_map(|p| p.status.iter().flat_map(|s| s.container_statuses.iter().flatten()))
+                .flat_map(|p| {
+                    p.status
+                        .iter()
+                        .flat_map(|s| s.container_statuses.iter().flatten())
+                })
                 .filter(|c| c.name == "app")
                 .map(|c| c.image.clone())
                 .collect();
@@ -432,7 +530,10 @@ impl Run {
 
     async fn snapshot(&self) -> anyhow::Result<Snapshot> {
         let mut snapshot = Snapshot::new();
-        for ns in [self.mount.target_namespace.clone(), self.operator_ns.clone()] {
+        for ns in [
+            self.mount.target_namespace.clone(),
+            self.operator_ns.clone(),
+        ] {
             collect::<Deployment>(&self.client, &ns, &mut snapshot, |o| json!(o.spec)).await?;
             collect::<StatefulSet>(&self.client, &ns, &mut snapshot, |o| json!(o.spec)).await?;
             collect::<Service>(&self.client, &ns, &mut snapshot, |o| {
@@ -445,9 +546,13 @@ impl Run {
                 spec
             })
             .await?;
-            collect::<ConfigMap>(&self.client, &ns, &mut snapshot, |o| json!([o.data, o.binary_data])).await?;
+            collect::<ConfigMap>(&self.client, &ns, &mut snapshot, |o| {
+                json!([o.data, o.binary_data])
+            })
+            .await?;
             collect::<Secret>(&self.client, &ns, &mut snapshot, |o| json!(o.data)).await?;
-            collect::<HorizontalPodAutoscaler>(&self.client, &ns, &mut snapshot, |o| json!(o.spec)).await?;
+            collect::<HorizontalPodAutoscaler>(&self.client, &ns, &mut snapshot, |o| json!(o.spec))
+                .await?;
         }
         // Made by the cluster in every namespace.
         snapshot.retain(|key, _| !key.ends_with("/kube-root-ca.crt"));
@@ -473,7 +578,10 @@ where
             continue;
         }
         let key = format!("{} {ns}/{}", K::kind(&()), object.name_any());
-        snapshot.insert(key, json!({ "labels": object.labels(), "content": content(&object) }));
+        snapshot.insert(
+            key,
+            json!({ "labels": object.labels(), "content": content(&object) }),
+        );
     }
     Ok(())
 }
@@ -495,16 +603,36 @@ fn same(first: &Snapshot, second: &Snapshot) -> Result<(), String> {
             Some(_) => {}
         }
     }
-    differences.extend(first.keys().filter(|k| !second.contains_key(*k)).map(|k| format!("{k} disappeared")));
-    if differences.is_empty() { Ok(()) } else { Err(differences.join("; ")) }
+    differences.extend(
+        first
+            .keys()
+            .filter(|k| !second.contains_key(*k))
+            .map(|k| format!("{k} disappeared")),
+    );
+    if differences.is_empty() {
+        Ok(())
+    } else {
+        Err(differences.join("; "))
+    }
 }
 
 fn leftovers(before: &Snapshot, after: &Snapshot) -> Result<(), String> {
-    let left: Vec<&str> = after.keys().filter(|k| !before.contains_key(*k)).map(String::as_str).collect();
-    let lost: Vec<&str> = before.keys().filter(|k| !after.contains_key(*k)).map(String::as_str).collect();
+    let left: Vec<&str> = after
+        .keys()
+        .filter(|k| !before.contains_key(*k))
+        .map(String::as_str)
+        .collect();
+    let lost: Vec<&str> = before
+        .keys()
+        .filter(|k| !after.contains_key(*k))
+        .map(String::as_str)
+        .collect();
     match (left.is_empty(), lost.is_empty()) {
         (true, true) => Ok(()),
         (false, _) => Err(format!("left behind: {}", left.join(", "))),
-        (true, false) => Err(format!("deleted what it did not create: {}", lost.join(", "))),
+        (true, false) => Err(format!(
+            "deleted what it did not create: {}",
+            lost.join(", ")
+        )),
     }
 }

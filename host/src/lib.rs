@@ -2,6 +2,6 @@
 //!
 //! The binary (`src/main.rs`) is a thin command-line edge over this library.
 
-pub mod telemetry;
-pub mod plugins;
 pub mod conformance;
+pub mod plugins;
+pub mod telemetry;

@@ -46,7 +46,13 @@ async fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     telemetry::init(cli.log_format);
     match cli.command {
-        Command::Conformance { provider, kubeconfig, timeout, keep_namespaces, carrier_image } => {
+        Command::Conformance {
+            provider,
+            kubeconfig,
+            timeout,
+            keep_namespaces,
+            carrier_image,
+        } => {
             let client = client(kubeconfig).await?;
             let options = conformance::Options {
                 timeout: Duration::from_secs(timeout),
@@ -54,10 +60,15 @@ async fn main() -> anyhow::Result<ExitCode> {
                 carrier_image,
             };
             println!("conformance of {}", provider.display());
-            let checks = conformance::run(client, &provider, options, |check| println!("{check}")).await?;
+            let checks =
+                conformance::run(client, &provider, options, |check| println!("{check}")).await?;
             let failed = checks.iter().filter(|c| c.result.is_err()).count();
             println!("{} passed, {failed} failed", checks.len() - failed);
-            Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+            Ok(if failed == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
     }
 }
@@ -70,10 +81,13 @@ async fn client(kubeconfig: Option<PathBuf>) -> anyhow::Result<kube::Client> {
     });
     let config = match path {
         Some(path) => {
-            let file = Kubeconfig::read_from(&path).with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+            let file = Kubeconfig::read_from(&path)
+                .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
             kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default()).await?
         }
-        None => kube::Config::infer().await.context("no kubeconfig given and none found (KUBECONFIG, ~/.kube/config)")?,
+        None => kube::Config::infer()
+            .await
+            .context("no kubeconfig given and none found (KUBECONFIG, ~/.kube/config)")?,
     };
     Ok(kube::Client::try_from(config)?)
 }

@@ -17,7 +17,9 @@ pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let registry = tracing_subscriber::registry().with(filter);
     match format {
-        LogFormat::Text => registry.with(fmt::layer().with_writer(std::io::stderr)).init(),
+        LogFormat::Text => registry
+            .with(fmt::layer().with_writer(std::io::stderr))
+            .init(),
         LogFormat::Json => registry
             .with(fmt::layer().json().with_writer(std::io::stderr))
             .init(),

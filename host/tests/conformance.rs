@@ -14,7 +14,10 @@ fn conformance(module: &str) -> anyhow::Result<(bool, String)> {
         .output()?;
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    Ok((output.status.success(), format!("{stdout}\n--- stderr ---\n{stderr}")))
+    Ok((
+        output.status.success(),
+        format!("{stdout}\n--- stderr ---\n{stderr}"),
+    ))
 }
 
 #[test]
@@ -41,11 +44,17 @@ fn a_provider_that_keeps_the_contract_passes() -> anyhow::Result<()> {
 #[test]
 fn a_provider_that_skips_cleanup_fails_naming_the_check() -> anyhow::Result<()> {
     let (success, output) = conformance("skips_cleanup")?;
-    assert!(!success, "conformance passed a provider that leaves its ConfigMap behind:\n{output}");
+    assert!(
+        !success,
+        "conformance passed a provider that leaves its ConfigMap behind:\n{output}"
+    );
     let line = output
         .lines()
         .find(|l| l.starts_with("FAIL  uninstall leaves nothing the provider created"))
         .unwrap_or_else(|| panic!("no failing cleanup check in:\n{output}"));
-    assert!(line.contains("ConfigMap") && line.contains("conformance-sample"), "names what was left: {line}");
+    assert!(
+        line.contains("ConfigMap") && line.contains("conformance-sample"),
+        "names what was left: {line}"
+    );
     Ok(())
 }

@@ -7,7 +7,7 @@ use std::{sync::Arc, time::Duration};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use pontoon::plugins::{
-    CallError, ClusterAccess, LoadError, LoadedModule, Limits, PluginRuntime, ProviderModule,
+    CallError, ClusterAccess, Limits, LoadError, LoadedModule, PluginRuntime, ProviderModule,
     bindings::{Mount, Progress, ProviderError, RouteContext, Settings},
 };
 use pontoon_tests::{TestNamespace, modules::test_module};
@@ -57,21 +57,54 @@ async fn a_well_behaved_provider_runs_every_step_on_the_cluster() -> anyhow::Res
     let mount = mount(ns.name(), None);
     let configmaps: Api<ConfigMap> = ns.api();
 
-    assert!(matches!(sample.prepare(access(&ns, &sample, &mount), &mount).await?, Progress::Done));
+    assert!(matches!(
+        sample.prepare(access(&ns, &sample, &mount), &mount).await?,
+        Progress::Done
+    ));
     let cm = configmaps.get("web-mount-sample").await?;
     let labels = cm.metadata.labels.unwrap_or_default();
-    assert_eq!(labels.get("app.kubernetes.io/managed-by").map(String::as_str), Some("sample"));
-    assert!(sample.prepared(access(&ns, &sample, &mount), &mount).await?);
+    assert_eq!(
+        labels
+            .get("app.kubernetes.io/managed-by")
+            .map(String::as_str),
+        Some("sample")
+    );
+    assert!(
+        sample
+            .prepared(access(&ns, &sample, &mount), &mount)
+            .await?
+    );
 
     let before = sample.ready(access(&ns, &sample, &mount), &mount).await?;
-    assert!(before.iter().any(|c| !c.ready), "not ready before install: {before:?}");
-    assert!(matches!(sample.install(access(&ns, &sample, &mount), &mount).await?, Progress::Done));
+    assert!(
+        before.iter().any(|c| !c.ready),
+        "not ready before install: {before:?}"
+    );
+    assert!(matches!(
+        sample.install(access(&ns, &sample, &mount), &mount).await?,
+        Progress::Done
+    ));
     let after = sample.ready(access(&ns, &sample, &mount), &mount).await?;
-    assert!(!after.is_empty() && after.iter().all(|c| c.ready), "ready after install: {after:?}");
+    assert!(
+        !after.is_empty() && after.iter().all(|c| c.ready),
+        "ready after install: {after:?}"
+    );
 
-    assert!(matches!(sample.uninstall(access(&ns, &sample, &mount), &mount).await?, Progress::Done));
-    assert!(configmaps.get_opt("web-mount-sample").await?.is_none(), "uninstall removed the ConfigMap");
-    assert!(!sample.prepared(access(&ns, &sample, &mount), &mount).await?);
+    assert!(matches!(
+        sample
+            .uninstall(access(&ns, &sample, &mount), &mount)
+            .await?,
+        Progress::Done
+    ));
+    assert!(
+        configmaps.get_opt("web-mount-sample").await?.is_none(),
+        "uninstall removed the ConfigMap"
+    );
+    assert!(
+        !sample
+            .prepared(access(&ns, &sample, &mount), &mount)
+            .await?
+    );
     Ok(())
 }
 
@@ -81,7 +114,10 @@ async fn a_well_behaved_provider_runs_every_step_on_the_cluster() -> anyhow::Res
 async fn hostile_modules_are_contained_while_others_keep_working() -> anyhow::Result<()> {
     let ns = TestNamespace::new("rt-hostile").await?;
     let other = TestNamespace::new("rt-victim").await?;
-    let limits = Limits { deadline: Duration::from_secs(3), memory_bytes: 32 * 1024 * 1024 };
+    let limits = Limits {
+        deadline: Duration::from_secs(3),
+        memory_bytes: 32 * 1024 * 1024,
+    };
     let runtime = PluginRuntime::new(limits)?;
     let (sample, looping, hog, trap, outsider) = (
         provider(&runtime, "sample_provider").await?,
@@ -91,8 +127,16 @@ async fn hostile_modules_are_contained_while_others_keep_working() -> anyhow::Re
         provider(&runtime, "out_of_scope").await?,
     );
     let plain = mount(ns.name(), None);
-    let steal = mount(ns.name(), Some(serde_json::json!({ "secretNamespace": "kube-system", "secretName": "bootstrap-token" })));
-    let escape = mount(ns.name(), Some(serde_json::json!({ "otherNamespace": other.name() })));
+    let steal = mount(
+        ns.name(),
+        Some(
+            serde_json::json!({ "secretNamespace": "kube-system", "secretName": "bootstrap-token" }),
+        ),
+    );
+    let escape = mount(
+        ns.name(),
+        Some(serde_json::json!({ "otherNamespace": other.name() })),
+    );
 
     let (looped, hogged, trapped, stolen, escaped, served) = tokio::join!(
         timed(looping.prepare(access(&ns, &looping, &plain), &plain)),
@@ -111,7 +155,11 @@ async fn hostile_modules_are_contained_while_others_keep_working() -> anyhow::Re
         other => panic!("expected a deadline error, got {other:?}"),
     }
     match &hogged.0 {
-        Err(err @ CallError::OutOfMemory { module, limit_mib, .. }) => {
+        Err(
+            err @ CallError::OutOfMemory {
+                module, limit_mib, ..
+            },
+        ) => {
             assert_eq!(module, "memory-hog");
             assert_eq!(*limit_mib, 32);
             assert!(err.to_string().contains("memory limit of 32 MiB"), "{err}");
@@ -121,16 +169,27 @@ async fn hostile_modules_are_contained_while_others_keep_working() -> anyhow::Re
     match &trapped.0 {
         Err(err @ CallError::Trap { module, .. }) => {
             assert_eq!(module, "trap");
-            assert!(err.to_string().contains("trap module panics on purpose"), "guest panic message is kept: {err}");
+            assert!(
+                err.to_string().contains("trap module panics on purpose"),
+                "guest panic message is kept: {err}"
+            );
         }
         other => panic!("expected a trap, got {other:?}"),
     }
-    for (what, outcome) in [("reading a Secret in kube-system", &stolen.0), ("creating in another namespace", &escaped.0)] {
+    for (what, outcome) in [
+        ("reading a Secret in kube-system", &stolen.0),
+        ("creating in another namespace", &escaped.0),
+    ] {
         match outcome {
-            Err(CallError::Provider { module, error: ProviderError::Failed(message), .. }) => {
+            Err(CallError::Provider {
+                module,
+                error: ProviderError::Failed(message),
+                ..
+            }) => {
                 assert_eq!(module, "out-of-scope");
                 assert!(
-                    message.starts_with("denied: ") && message.contains("outside the provider's capability scope"),
+                    message.starts_with("denied: ")
+                        && message.contains("outside the provider's capability scope"),
                     "{what}: {message}"
                 );
             }
@@ -138,12 +197,26 @@ async fn hostile_modules_are_contained_while_others_keep_working() -> anyhow::Re
         }
     }
     let escaped_cm: Api<ConfigMap> = other.api();
-    assert!(escaped_cm.get_opt("escaped").await?.is_none(), "a denied create never reached the API server");
+    assert!(
+        escaped_cm.get_opt("escaped").await?.is_none(),
+        "a denied create never reached the API server"
+    );
 
-    assert!(matches!(served.0, Ok(Progress::Done)), "well-behaved call succeeded: {:?}", served.0);
-    assert!(served.1 < looped.1, "the well-behaved call finished while the loop was still running");
+    assert!(
+        matches!(served.0, Ok(Progress::Done)),
+        "well-behaved call succeeded: {:?}",
+        served.0
+    );
+    assert!(
+        served.1 < looped.1,
+        "the well-behaved call finished while the loop was still running"
+    );
     // The host keeps serving after all of that.
-    assert!(sample.prepared(access(&ns, &sample, &plain), &plain).await?);
+    assert!(
+        sample
+            .prepared(access(&ns, &sample, &plain), &plain)
+            .await?
+    );
     Ok(())
 }
 
@@ -162,20 +235,37 @@ async fn a_module_of_no_known_world_is_rejected_naming_the_file() -> anyhow::Res
         Ok(_) => anyhow::bail!("not_a_provider.wasm was accepted"),
     };
     assert!(matches!(err, LoadError::UnknownWorld { .. }), "{err}");
-    assert!(err.to_string().contains("not_a_provider.wasm"), "error names the file: {err}");
+    assert!(
+        err.to_string().contains("not_a_provider.wasm"),
+        "error names the file: {err}"
+    );
 
     // In a directory, the bad module is reported and the good ones load.
     let dir = tempfile::tempdir()?;
     std::fs::copy(&path, dir.path().join("not_a_provider.wasm"))?;
-    std::fs::copy(test_module("sample_provider")?, dir.path().join("sample_provider.wasm"))?;
-    std::fs::copy(test_module("header_filter")?, dir.path().join("header_filter.wasm"))?;
+    std::fs::copy(
+        test_module("sample_provider")?,
+        dir.path().join("sample_provider.wasm"),
+    )?;
+    std::fs::copy(
+        test_module("header_filter")?,
+        dir.path().join("header_filter.wasm"),
+    )?;
     std::fs::write(dir.path().join("garbage.wasm"), b"not wasm at all")?;
     let registry = runtime.load_dir(dir.path()).await?;
     assert_eq!(registry.provider_names().collect::<Vec<_>>(), ["sample"]);
-    assert_eq!(registry.filter_names().collect::<Vec<_>>(), ["header-filter"]);
+    assert_eq!(
+        registry.filter_names().collect::<Vec<_>>(),
+        ["header-filter"]
+    );
     let rejected: Vec<String> = registry.rejected.iter().map(ToString::to_string).collect();
     assert_eq!(rejected.len(), 2, "{rejected:?}");
-    assert!(rejected.iter().any(|r| r.contains("garbage.wasm") && r.contains("not a WebAssembly component")), "{rejected:?}");
+    assert!(
+        rejected
+            .iter()
+            .any(|r| r.contains("garbage.wasm") && r.contains("not a WebAssembly component")),
+        "{rejected:?}"
+    );
     assert!(rejected.iter().any(|r| r.contains("not_a_provider.wasm") && r.contains("implements no Pontoon world")), "{rejected:?}");
     Ok(())
 }
@@ -197,7 +287,8 @@ async fn identical_modules_are_compiled_once() -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_config_filter_translates_and_reports_bad_input() -> anyhow::Result<()> {
     let runtime = PluginRuntime::new(Limits::default())?;
-    let LoadedModule::Filter(filter) = runtime.load_file(&test_module("header_filter")?).await? else {
+    let LoadedModule::Filter(filter) = runtime.load_file(&test_module("header_filter")?).await?
+    else {
         anyhow::bail!("header_filter did not load as a filter");
     };
     assert_eq!(filter.metadata.handles, ["RequestHeaderModifier"]);
@@ -221,7 +312,10 @@ async fn a_config_filter_translates_and_reports_bad_input() -> anyhow::Result<()
     assert_eq!(entry["request_remove"][0], "x-debug");
 
     let wrong = serde_json::json!({ "type": "RequestRedirect", "requestRedirect": {} });
-    let err = filter.translate(&wrong.to_string(), &context).await.expect_err("wrong type is refused");
+    let err = filter
+        .translate(&wrong.to_string(), &context)
+        .await
+        .expect_err("wrong type is refused");
     assert!(err.to_string().contains("header-filter"), "{err}");
     Ok(())
 }

@@ -11,7 +11,7 @@ use kube::{
     Api, Client, Config, ResourceExt,
     api::{DeleteParams, PostParams},
     config::{KubeConfigOptions, Kubeconfig},
-    runtime::wait::{await_condition, Condition},
+    runtime::wait::{Condition, await_condition},
 };
 use rand::distr::{Alphanumeric, SampleString};
 
@@ -144,7 +144,10 @@ where
         Ok(result) => Ok(result?),
         Err(_) => bail!(
             "timed out after {timeout:?} waiting for {} {name}",
-            std::any::type_name::<K>().rsplit("::").next().unwrap_or("object")
+            std::any::type_name::<K>()
+                .rsplit("::")
+                .next()
+                .unwrap_or("object")
         ),
     }
 }
@@ -157,7 +160,13 @@ pub async fn wait_for_list<K>(
     timeout: Duration,
 ) -> anyhow::Result<Vec<K>>
 where
-    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K: kube::Resource
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
     use kube::runtime::{reflector, watcher};
@@ -170,19 +179,22 @@ where
     let mut stream = std::pin::pin!(stream);
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        if reader.wait_until_ready().await.is_ok() {
-            let objects: Vec<K> = reader.state().iter().map(|o| (**o).clone()).collect();
-            if predicate(&objects) {
-                return Ok(objects);
-            }
-        }
         match tokio::time::timeout_at(deadline, stream.try_next()).await {
-            Ok(Ok(Some(_))) => continue,
+            // The store holds the full list only once the initial listing is done.
+            Ok(Ok(Some(watcher::Event::Init | watcher::Event::InitApply(_)))) => continue,
+            Ok(Ok(Some(_))) => {
+                let objects: Vec<K> = reader.state().iter().map(|o| (**o).clone()).collect();
+                if predicate(&objects) {
+                    return Ok(objects);
+                }
+            }
             Ok(Ok(None)) => bail!("watch on {selector} ended"),
             Ok(Err(err)) => return Err(err.into()),
             Err(_) => {
                 let names: Vec<String> = reader.state().iter().map(|o| o.name_any()).collect();
-                bail!("timed out after {timeout:?} waiting on objects labelled {selector}; last seen: {names:?}")
+                bail!(
+                    "timed out after {timeout:?} waiting on objects labelled {selector}; last seen: {names:?}"
+                )
             }
         }
     }

@@ -52,7 +52,8 @@ fn is_pod_ready(pod: &Pod) -> bool {
 
 async fn create_ready_pod(ns: &TestNamespace, name: &str, image: &str) -> anyhow::Result<Pod> {
     let pods: Api<Pod> = ns.api();
-    pods.create(&PostParams::default(), &pod(name, image)?).await?;
+    pods.create(&PostParams::default(), &pod(name, image)?)
+        .await?;
     let ready = |p: Option<&Pod>| p.is_some_and(is_pod_ready);
     wait_for(&pods, name, ready, TIMEOUT)
         .await?
@@ -60,7 +61,12 @@ async fn create_ready_pod(ns: &TestNamespace, name: &str, image: &str) -> anyhow
 }
 
 /// Runs `command` in a container over the API server's exec endpoint; returns stdout.
-async fn exec(pods: &Api<Pod>, pod: &str, container: &str, command: &[&str]) -> anyhow::Result<String> {
+async fn exec(
+    pods: &Api<Pod>,
+    pod: &str,
+    container: &str,
+    command: &[&str],
+) -> anyhow::Result<String> {
     let params = AttachParams::default().container(container).stderr(false);
     let mut attached = pods.exec(pod, command.iter().copied(), &params).await?;
     let mut stdout = String::new();
@@ -87,25 +93,52 @@ async fn exec(pods: &Api<Pod>, pod: &str, container: &str, command: &[&str]) -> 
 async fn deployment_pods_become_running_and_ready() -> anyhow::Result<()> {
     let ns = TestNamespace::new("tb-deploy").await?;
     let deployments: Api<Deployment> = ns.api();
-    deployments.create(&PostParams::default(), &deployment("web", 3)?).await?;
+    deployments
+        .create(&PostParams::default(), &deployment("web", 3)?)
+        .await?;
 
     let three_ready = |d: Option<&Deployment>| {
-        d.and_then(|d| d.status.as_ref()).and_then(|s| s.ready_replicas) == Some(3)
+        d.and_then(|d| d.status.as_ref())
+            .and_then(|s| s.ready_replicas)
+            == Some(3)
     };
     wait_for(&deployments, "web", three_ready, TIMEOUT).await?;
 
     let pods: Vec<Pod> = wait_for_list(&ns.api(), "app=web", |ps| ps.len() == 3, TIMEOUT).await?;
     for pod in &pods {
         let status = pod.status.as_ref().context("pod has no status")?;
-        assert_eq!(status.phase.as_deref(), Some("Running"), "pod {} phase", pod.name_any());
+        assert_eq!(
+            status.phase.as_deref(),
+            Some("Running"),
+            "pod {} phase",
+            pod.name_any()
+        );
         assert!(status.pod_ip.is_some(), "pod {} has no IP", pod.name_any());
-        assert!(pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some(), "pod {} unscheduled", pod.name_any());
-        let container = &status.container_statuses.as_ref().context("no containerStatuses")?[0];
+        assert!(
+            pod.spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_ref())
+                .is_some(),
+            "pod {} unscheduled",
+            pod.name_any()
+        );
+        let container = &status
+            .container_statuses
+            .as_ref()
+            .context("no containerStatuses")?[0];
         assert!(container.ready, "container of {} not ready", pod.name_any());
         assert_eq!(container.started, Some(true));
-        assert_eq!(container.image, "nginx:1.27", "status image follows the spec");
+        assert_eq!(
+            container.image, "nginx:1.27",
+            "status image follows the spec"
+        );
         assert!(
-            container.state.as_ref().and_then(|s| s.running.as_ref()).and_then(|r| r.started_at.as_ref()).is_some(),
+            container
+                .state
+                .as_ref()
+                .and_then(|s| s.running.as_ref())
+                .and_then(|r| r.started_at.as_ref())
+                .is_some(),
             "container of {} has no running.startedAt",
             pod.name_any()
         );
@@ -131,7 +164,9 @@ async fn statefulset_pods_become_ready() -> anyhow::Result<()> {
     }))?;
     sets.create(&PostParams::default(), &set).await?;
     let two_ready = |s: Option<&StatefulSet>| {
-        s.and_then(|s| s.status.as_ref()).and_then(|s| s.ready_replicas) == Some(2)
+        s.and_then(|s| s.status.as_ref())
+            .and_then(|s| s.ready_replicas)
+            == Some(2)
     };
     wait_for(&sets, "db", two_ready, TIMEOUT).await?;
     let pods: Api<Pod> = ns.api();
@@ -147,7 +182,8 @@ async fn changing_an_image_restarts_only_that_container() -> anyhow::Result<()> 
     create_ready_pod(&ns, "app", "nginx:1.27").await?;
 
     let patch = json!({ "spec": { "containers": [{ "name": "main", "image": "quay.io/gefyra/carrier2:latest" }] } });
-    pods.patch("app", &PatchParams::default(), &Patch::Strategic(patch)).await?;
+    pods.patch("app", &PatchParams::default(), &Patch::Strategic(patch))
+        .await?;
 
     let restarted = |p: Option<&Pod>| {
         p.and_then(|p| p.status.as_ref())
@@ -155,13 +191,30 @@ async fn changing_an_image_restarts_only_that_container() -> anyhow::Result<()> 
             .and_then(|cs| cs.iter().find(|c| c.name == "main"))
             .is_some_and(|c| c.restart_count == 1)
     };
-    let pod = wait_for(&pods, "app", restarted, TIMEOUT).await?.context("pod vanished")?;
-    let statuses = pod.status.and_then(|s| s.container_statuses).context("no containerStatuses")?;
-    let main = statuses.iter().find(|c| c.name == "main").context("no status for main")?;
-    assert_eq!(main.image, "quay.io/gefyra/carrier2:latest", "status image follows the patched spec");
+    let pod = wait_for(&pods, "app", restarted, TIMEOUT)
+        .await?
+        .context("pod vanished")?;
+    let statuses = pod
+        .status
+        .and_then(|s| s.container_statuses)
+        .context("no containerStatuses")?;
+    let main = statuses
+        .iter()
+        .find(|c| c.name == "main")
+        .context("no status for main")?;
+    assert_eq!(
+        main.image, "quay.io/gefyra/carrier2:latest",
+        "status image follows the patched spec"
+    );
     assert!(main.ready, "restarted container is ready again");
-    let sidecar = statuses.iter().find(|c| c.name == "sidecar").context("no status for sidecar")?;
-    assert_eq!(sidecar.restart_count, 0, "untouched container keeps running");
+    let sidecar = statuses
+        .iter()
+        .find(|c| c.name == "sidecar")
+        .context("no status for sidecar")?;
+    assert_eq!(
+        sidecar.restart_count, 0,
+        "untouched container keeps running"
+    );
     assert_eq!(sidecar.image, "busybox:1.36");
     Ok(())
 }
@@ -172,9 +225,21 @@ async fn exec_runs_commands_through_the_api_server() -> anyhow::Result<()> {
     let pods: Api<Pod> = ns.api();
     create_ready_pod(&ns, "shell", "busybox:1.36").await?;
 
-    let out = exec(&pods, "shell", "main", &["sh", "-c", "echo hi > /tmp/x && cat /tmp/x"]).await?;
+    let out = exec(
+        &pods,
+        "shell",
+        "main",
+        &["sh", "-c", "echo hi > /tmp/x && cat /tmp/x"],
+    )
+    .await?;
     assert_eq!(out, "hi\n");
-    let out = exec(&pods, "shell", "sidecar", &["busybox", "sh", "-c", "echo from-busybox"]).await?;
+    let out = exec(
+        &pods,
+        "shell",
+        "sidecar",
+        &["busybox", "sh", "-c", "echo from-busybox"],
+    )
+    .await?;
     assert_eq!(out, "from-busybox\n");
     let out = exec(&pods, "shell", "main", &["sh", "-c", "echo $POD_NAME"]).await?;
     assert_eq!(out, "shell\n", "exec'd commands know their pod");
@@ -201,7 +266,11 @@ async fn exec_in_different_pods_does_not_share_tmp() -> anyhow::Result<()> {
     let mut unique = dirs.clone();
     unique.sort();
     unique.dedup();
-    assert_eq!(unique.len(), names.len(), "each pod has its own working directory: {dirs:?}");
+    assert_eq!(
+        unique.len(),
+        names.len(),
+        "each pod has its own working directory: {dirs:?}"
+    );
     for name in names {
         let out = exec(&pods, name, "main", &["cat", "/tmp/owner"]).await?;
         assert_eq!(out, format!("{name}\n"), "pod {name} reads its own /tmp");
@@ -228,7 +297,9 @@ async fn load_balancer_services_get_a_loopback_address() -> anyhow::Result<()> {
             .and_then(|lb| lb.ingress.as_ref())
             .is_some_and(|i| !i.is_empty())
     };
-    let svc = wait_for(&services, "front", has_ingress, TIMEOUT).await?.context("service vanished")?;
+    let svc = wait_for(&services, "front", has_ingress, TIMEOUT)
+        .await?
+        .context("service vanished")?;
     let ip = svc
         .status
         .and_then(|s| s.load_balancer)
@@ -245,11 +316,21 @@ async fn load_balancer_services_get_a_loopback_address() -> anyhow::Result<()> {
 async fn deleting_a_deployment_deletes_its_pods() -> anyhow::Result<()> {
     let ns = TestNamespace::new("tb-gc").await?;
     let deployments: Api<Deployment> = ns.api();
-    deployments.create(&PostParams::default(), &deployment("gone", 2)?).await?;
+    deployments
+        .create(&PostParams::default(), &deployment("gone", 2)?)
+        .await?;
     let pods: Api<Pod> = ns.api();
-    wait_for_list(&pods, "app=gone", |ps| ps.len() == 2 && ps.iter().all(is_pod_ready), TIMEOUT).await?;
+    wait_for_list(
+        &pods,
+        "app=gone",
+        |ps| ps.len() == 2 && ps.iter().all(is_pod_ready),
+        TIMEOUT,
+    )
+    .await?;
 
-    deployments.delete("gone", &DeleteParams::background()).await?;
+    deployments
+        .delete("gone", &DeleteParams::background())
+        .await?;
     wait_for_list(&pods, "app=gone", |ps| ps.is_empty(), TIMEOUT)
         .await
         .context("pods of a deleted Deployment are garbage-collected")?;

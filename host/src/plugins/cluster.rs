@@ -6,7 +6,10 @@ use std::{collections::HashMap, sync::Arc};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::{
     Api, Client,
-    api::{ApiResource, AttachParams, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams},
+    api::{
+        ApiResource, AttachParams, DeleteParams, DynamicObject, GroupVersionKind, ListParams,
+        Patch, PatchParams, PostParams,
+    },
     runtime::events::{Event, EventType as KubeEventType, Recorder, Reporter},
 };
 use tokio::{io::AsyncWriteExt, sync::Mutex};
@@ -25,7 +28,12 @@ pub struct Discovery {
 }
 
 impl Discovery {
-    async fn resolve(&self, client: &Client, api_version: &str, kind: &str) -> Result<ApiResource, ClusterError> {
+    async fn resolve(
+        &self,
+        client: &Client,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<ApiResource, ClusterError> {
         let key = (api_version.to_string(), kind.to_string());
         if let Some(resource) = self.resources.lock().await.get(&key) {
             return Ok(resource.clone());
@@ -35,7 +43,9 @@ impl Discovery {
         let (resource, _) = kube::discovery::pinned_kind(client, &gvk)
             .await
             .map_err(|err| match err {
-                kube::Error::Discovery(_) => ClusterError::NotFound(format!("the cluster has no kind {kind} in {api_version}")),
+                kube::Error::Discovery(_) => ClusterError::NotFound(format!(
+                    "the cluster has no kind {kind} in {api_version}"
+                )),
                 other => api_error(other),
             })?;
         self.resources.lock().await.insert(key, resource.clone());
@@ -75,24 +85,43 @@ pub struct ClusterAccess {
 }
 
 impl ClusterAccess {
-    async fn api(&self, api_version: &str, kind: &str, namespace: &str) -> Result<Api<DynamicObject>, ClusterError> {
-        let resource = self.discovery.resolve(&self.client, api_version, kind).await?;
-        Ok(Api::namespaced_with(self.client.clone(), namespace, &resource))
+    async fn api(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+    ) -> Result<Api<DynamicObject>, ClusterError> {
+        let resource = self
+            .discovery
+            .resolve(&self.client, api_version, kind)
+            .await?;
+        Ok(Api::namespaced_with(
+            self.client.clone(),
+            namespace,
+            &resource,
+        ))
     }
 }
 
 fn api_error(err: kube::Error) -> ClusterError {
     match err {
         kube::Error::Api(status) if status.is_not_found() => ClusterError::NotFound(status.message),
-        kube::Error::Api(status) if status.is_conflict() || status.is_already_exists() => ClusterError::Conflict(status.message),
-        kube::Error::Api(status) if matches!(status.code, 400 | 422) => ClusterError::Invalid(status.message),
-        kube::Error::Api(status) => ClusterError::Api(format!("{} ({})", status.message, status.code)),
+        kube::Error::Api(status) if status.is_conflict() || status.is_already_exists() => {
+            ClusterError::Conflict(status.message)
+        }
+        kube::Error::Api(status) if matches!(status.code, 400 | 422) => {
+            ClusterError::Invalid(status.message)
+        }
+        kube::Error::Api(status) => {
+            ClusterError::Api(format!("{} ({})", status.message, status.code))
+        }
         other => ClusterError::Api(other.to_string()),
     }
 }
 
 fn to_json(object: &DynamicObject) -> Result<String, ClusterError> {
-    serde_json::to_string(object).map_err(|e| ClusterError::Api(format!("cannot encode object: {e}")))
+    serde_json::to_string(object)
+        .map_err(|e| ClusterError::Api(format!("cannot encode object: {e}")))
 }
 
 /// An object a provider wants to write, with what the scope check needs.
@@ -104,8 +133,11 @@ struct Submitted {
 }
 
 fn parse_object(namespace: &str, text: &str) -> Result<Submitted, ClusterError> {
-    let mut object: DynamicObject =
-        serde_json::from_str(text).map_err(|e| ClusterError::Invalid(format!("object is not valid JSON for a Kubernetes object: {e}")))?;
+    let mut object: DynamicObject = serde_json::from_str(text).map_err(|e| {
+        ClusterError::Invalid(format!(
+            "object is not valid JSON for a Kubernetes object: {e}"
+        ))
+    })?;
     let types = object
         .types
         .clone()
@@ -137,10 +169,9 @@ fn parse_object(namespace: &str, text: &str) -> Result<Submitted, ClusterError> 
 impl CallState {
     /// The call's cluster access if `request` is within its scope.
     fn allowed(&self, request: Request<'_>) -> Result<&ClusterAccess, ClusterError> {
-        let access = self
-            .cluster
-            .as_ref()
-            .ok_or_else(|| ClusterError::Denied(format!("{request}: no cluster access in this call")))?;
+        let access = self.cluster.as_ref().ok_or_else(|| {
+            ClusterError::Denied(format!("{request}: no cluster access in this call"))
+        })?;
         access.scope.check(&request).map_err(|message| {
             tracing::warn!(module = &*self.module, subject = &*self.subject, %message, "denied a cluster call");
             ClusterError::Denied(message)
@@ -151,24 +182,55 @@ impl CallState {
 
 impl super::bindings::provider::pontoon::provider::cluster::Host for CallState {
     async fn get(&mut self, r: ObjectRef) -> Result<Option<String>, ClusterError> {
-        let request = Request { api_version: &r.api_version, kind: &r.kind, verb: Verb::Get, namespace: &r.namespace, name: Some(&r.name) };
-        let api = self.allowed(request)?.api(&r.api_version, &r.kind, &r.namespace).await?;
+        let request = Request {
+            api_version: &r.api_version,
+            kind: &r.kind,
+            verb: Verb::Get,
+            namespace: &r.namespace,
+            name: Some(&r.name),
+        };
+        let api = self
+            .allowed(request)?
+            .api(&r.api_version, &r.kind, &r.namespace)
+            .await?;
         match api.get_opt(&r.name).await.map_err(api_error)? {
             Some(object) => Ok(Some(to_json(&object)?)),
             None => Ok(None),
         }
     }
 
-    async fn list(&mut self, api_version: String, kind: String, namespace: String, label_selector: String) -> Result<Vec<String>, ClusterError> {
-        let request = Request { api_version: &api_version, kind: &kind, verb: Verb::List, namespace: &namespace, name: None };
-        let api = self.allowed(request)?.api(&api_version, &kind, &namespace).await?;
-        let params = if label_selector.is_empty() { ListParams::default() } else { ListParams::default().labels(&label_selector) };
+    async fn list(
+        &mut self,
+        api_version: String,
+        kind: String,
+        namespace: String,
+        label_selector: String,
+    ) -> Result<Vec<String>, ClusterError> {
+        let request = Request {
+            api_version: &api_version,
+            kind: &kind,
+            verb: Verb::List,
+            namespace: &namespace,
+            name: None,
+        };
+        let api = self
+            .allowed(request)?
+            .api(&api_version, &kind, &namespace)
+            .await?;
+        let params = if label_selector.is_empty() {
+            ListParams::default()
+        } else {
+            ListParams::default().labels(&label_selector)
+        };
         let list = api.list(&params).await.map_err(api_error)?;
         list.items
             .into_iter()
             .map(|mut object| {
                 // List items come without apiVersion/kind; providers parse them as objects.
-                object.types = Some(kube::api::TypeMeta { api_version: api_version.clone(), kind: kind.clone() });
+                object.types = Some(kube::api::TypeMeta {
+                    api_version: api_version.clone(),
+                    kind: kind.clone(),
+                });
                 to_json(&object)
             })
             .collect()
@@ -176,40 +238,90 @@ impl super::bindings::provider::pontoon::provider::cluster::Host for CallState {
 
     async fn create(&mut self, namespace: String, object: String) -> Result<String, ClusterError> {
         let s = parse_object(&namespace, &object)?;
-        let request = Request { api_version: &s.api_version, kind: &s.kind, verb: Verb::Create, namespace: &namespace, name: Some(&s.name) };
-        let api = self.allowed(request)?.api(&s.api_version, &s.kind, &namespace).await?;
-        let created = api.create(&PostParams::default(), &s.object).await.map_err(api_error)?;
+        let request = Request {
+            api_version: &s.api_version,
+            kind: &s.kind,
+            verb: Verb::Create,
+            namespace: &namespace,
+            name: Some(&s.name),
+        };
+        let api = self
+            .allowed(request)?
+            .api(&s.api_version, &s.kind, &namespace)
+            .await?;
+        let created = api
+            .create(&PostParams::default(), &s.object)
+            .await
+            .map_err(api_error)?;
         to_json(&created)
     }
 
     async fn apply(&mut self, namespace: String, object: String) -> Result<String, ClusterError> {
         let s = parse_object(&namespace, &object)?;
-        let request = Request { api_version: &s.api_version, kind: &s.kind, verb: Verb::Apply, namespace: &namespace, name: Some(&s.name) };
+        let request = Request {
+            api_version: &s.api_version,
+            kind: &s.kind,
+            verb: Verb::Apply,
+            namespace: &namespace,
+            name: Some(&s.name),
+        };
         let access = self.allowed(request)?;
         let api = access.api(&s.api_version, &s.kind, &namespace).await?;
         let params = PatchParams::apply(&access.field_manager).force();
-        let applied = api.patch(&s.name, &params, &Patch::Apply(&s.object)).await.map_err(api_error)?;
+        let applied = api
+            .patch(&s.name, &params, &Patch::Apply(&s.object))
+            .await
+            .map_err(api_error)?;
         to_json(&applied)
     }
 
-    async fn patch(&mut self, r: ObjectRef, patch_type: PatchType, patch: String) -> Result<String, ClusterError> {
-        let request = Request { api_version: &r.api_version, kind: &r.kind, verb: Verb::Patch, namespace: &r.namespace, name: Some(&r.name) };
+    async fn patch(
+        &mut self,
+        r: ObjectRef,
+        patch_type: PatchType,
+        patch: String,
+    ) -> Result<String, ClusterError> {
+        let request = Request {
+            api_version: &r.api_version,
+            kind: &r.kind,
+            verb: Verb::Patch,
+            namespace: &r.namespace,
+            name: Some(&r.name),
+        };
         let access = self.allowed(request)?;
         let api = access.api(&r.api_version, &r.kind, &r.namespace).await?;
-        let invalid = |e: serde_json::Error| ClusterError::Invalid(format!("patch is not valid JSON: {e}"));
+        let invalid =
+            |e: serde_json::Error| ClusterError::Invalid(format!("patch is not valid JSON: {e}"));
         let patch: Patch<serde_json::Value> = match patch_type {
             PatchType::Merge => Patch::Merge(serde_json::from_str(&patch).map_err(invalid)?),
-            PatchType::Strategic => Patch::Strategic(serde_json::from_str(&patch).map_err(invalid)?),
+            PatchType::Strategic => {
+                Patch::Strategic(serde_json::from_str(&patch).map_err(invalid)?)
+            }
             PatchType::Json => Patch::Json(serde_json::from_str(&patch).map_err(invalid)?),
         };
-        let params = PatchParams { field_manager: Some(access.field_manager.clone()), ..Default::default() };
-        let patched = api.patch(&r.name, &params, &patch).await.map_err(api_error)?;
+        let params = PatchParams {
+            field_manager: Some(access.field_manager.clone()),
+            ..Default::default()
+        };
+        let patched = api
+            .patch(&r.name, &params, &patch)
+            .await
+            .map_err(api_error)?;
         to_json(&patched)
     }
 
     async fn delete(&mut self, r: ObjectRef) -> Result<bool, ClusterError> {
-        let request = Request { api_version: &r.api_version, kind: &r.kind, verb: Verb::Delete, namespace: &r.namespace, name: Some(&r.name) };
-        let api = self.allowed(request)?.api(&r.api_version, &r.kind, &r.namespace).await?;
+        let request = Request {
+            api_version: &r.api_version,
+            kind: &r.kind,
+            verb: Verb::Delete,
+            namespace: &r.namespace,
+            name: Some(&r.name),
+        };
+        let api = self
+            .allowed(request)?
+            .api(&r.api_version, &r.kind, &r.namespace)
+            .await?;
         match api.delete(&r.name, &DeleteParams::background()).await {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(status)) if status.is_not_found() => Ok(false),
@@ -225,13 +337,24 @@ impl super::bindings::provider::pontoon::provider::cluster::Host for CallState {
         command: Vec<String>,
         stdin: Option<Vec<u8>>,
     ) -> Result<ExecOutput, ClusterError> {
-        let request = Request { api_version: "v1", kind: "Pod", verb: Verb::Exec, namespace: &namespace, name: Some(&pod) };
+        let request = Request {
+            api_version: "v1",
+            kind: "Pod",
+            verb: Verb::Exec,
+            namespace: &namespace,
+            name: Some(&pod),
+        };
         let access = self.allowed(request)?;
         let pods: Api<Pod> = Api::namespaced(access.client.clone(), &namespace);
         exec(&pods, &pod, &container, command, stdin).await
     }
 
-    async fn event(&mut self, event_type: EventType, reason: String, message: String) -> Result<(), ClusterError> {
+    async fn event(
+        &mut self,
+        event_type: EventType,
+        reason: String,
+        message: String,
+    ) -> Result<(), ClusterError> {
         let module = self.module.to_string();
         let Some(events) = self.cluster.as_ref().and_then(|c| c.events.clone()) else {
             tracing::info!(module, subject = &*self.subject, reason, "{message}");
@@ -247,7 +370,11 @@ impl super::bindings::provider::pontoon::provider::cluster::Host for CallState {
             action: module,
             secondary: None,
         };
-        events.recorder.publish(&event, &events.object).await.map_err(api_error)
+        events
+            .recorder
+            .publish(&event, &events.object)
+            .await
+            .map_err(api_error)
     }
 }
 
@@ -263,20 +390,26 @@ async fn exec(
         .stdin(stdin.is_some())
         .stdout(true)
         .stderr(true);
-    let mut process = pods.exec(pod, command, &params).await.map_err(|err| match err {
-        kube::Error::Api(status) if status.is_not_found() => ClusterError::NotFound(status.message),
-        other => ClusterError::Api(format!("exec in {pod}/{container}: {other}")),
-    })?;
+    let mut process = pods
+        .exec(pod, command, &params)
+        .await
+        .map_err(|err| match err {
+            kube::Error::Api(status) if status.is_not_found() => {
+                ClusterError::NotFound(status.message)
+            }
+            other => ClusterError::Api(format!("exec in {pod}/{container}: {other}")),
+        })?;
     if let (Some(input), Some(mut writer)) = (stdin, process.stdin()) {
-        writer
-            .write_all(&input)
-            .await
-            .map_err(|e| ClusterError::Api(format!("writing stdin of exec in {pod}/{container}: {e}")))?;
+        writer.write_all(&input).await.map_err(|e| {
+            ClusterError::Api(format!("writing stdin of exec in {pod}/{container}: {e}"))
+        })?;
         // Dropping the writer closes stdin, so the command sees end of input.
     }
     let status = process.take_status();
     let (stdout, stderr) = tokio::try_join!(read_all(process.stdout()), read_all(process.stderr()))
-        .map_err(|e| ClusterError::Api(format!("reading output of exec in {pod}/{container}: {e}")))?;
+        .map_err(|e| {
+            ClusterError::Api(format!("reading output of exec in {pod}/{container}: {e}"))
+        })?;
     let status = match status {
         Some(status) => status.await,
         None => None,
@@ -285,7 +418,11 @@ async fn exec(
         .join()
         .await
         .map_err(|e| ClusterError::Api(format!("exec in {pod}/{container}: {e}")))?;
-    Ok(ExecOutput { stdout, stderr, exit_code: exit_code(status.as_ref()) })
+    Ok(ExecOutput {
+        stdout,
+        stderr,
+        exit_code: exit_code(status.as_ref()),
+    })
 }
 
 async fn read_all(reader: Option<impl tokio::io::AsyncRead + Unpin>) -> std::io::Result<Vec<u8>> {
@@ -307,7 +444,11 @@ fn exit_code(status: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Sta
         .details
         .as_ref()
         .and_then(|d| d.causes.as_ref())
-        .and_then(|causes| causes.iter().find(|c| c.reason.as_deref() == Some("ExitCode")))
+        .and_then(|causes| {
+            causes
+                .iter()
+                .find(|c| c.reason.as_deref() == Some("ExitCode"))
+        })
         .and_then(|c| c.message.as_deref())
         .and_then(|m| m.parse().ok())
         .unwrap_or(-1)

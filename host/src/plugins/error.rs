@@ -9,9 +9,15 @@ use super::bindings::{FilterError, ProviderError};
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     #[error("cannot read module directory {}: {source}", dir.display())]
-    Directory { dir: PathBuf, source: std::io::Error },
+    Directory {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot read {}: {source}", path.display())]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{} is not a WebAssembly component: {reason}", path.display())]
     NotAComponent { path: PathBuf, reason: String },
     #[error(
@@ -24,7 +30,11 @@ pub enum LoadError {
     #[error("{} failed while reporting its metadata: {reason}", path.display())]
     Metadata { path: PathBuf, reason: String },
     #[error("{} names itself `{name}`, which {} already uses", path.display(), other.display())]
-    DuplicateName { path: PathBuf, name: String, other: PathBuf },
+    DuplicateName {
+        path: PathBuf,
+        name: String,
+        other: PathBuf,
+    },
 }
 
 /// A call into a module that did not succeed.
@@ -32,15 +42,35 @@ pub enum LoadError {
 pub enum CallError {
     /// The module ran and returned an error of the contract.
     #[error("provider `{module}` {step}: {}", describe_provider_error(error))]
-    Provider { module: String, step: &'static str, error: ProviderError },
+    Provider {
+        module: String,
+        step: &'static str,
+        error: ProviderError,
+    },
     #[error("config filter `{module}`: {}", describe_filter_error(error))]
     Filter { module: String, error: FilterError },
-    #[error("module `{module}` did not finish `{step}` within its deadline of {deadline:?} and was stopped")]
-    Deadline { module: String, step: &'static str, deadline: Duration },
-    #[error("module `{module}` exceeded its memory limit of {limit_mib} MiB in `{step}` and was stopped")]
-    OutOfMemory { module: String, step: &'static str, limit_mib: usize },
+    #[error(
+        "module `{module}` did not finish `{step}` within its deadline of {deadline:?} and was stopped"
+    )]
+    Deadline {
+        module: String,
+        step: &'static str,
+        deadline: Duration,
+    },
+    #[error(
+        "module `{module}` exceeded its memory limit of {limit_mib} MiB in `{step}` and was stopped"
+    )]
+    OutOfMemory {
+        module: String,
+        step: &'static str,
+        limit_mib: usize,
+    },
     #[error("module `{module}` trapped in `{step}`: {message}")]
-    Trap { module: String, step: &'static str, message: String },
+    Trap {
+        module: String,
+        step: &'static str,
+        message: String,
+    },
 }
 
 impl CallError {
@@ -56,7 +86,9 @@ impl CallError {
 pub fn describe_provider_error(error: &ProviderError) -> String {
     match error {
         ProviderError::InvalidInput(m) => format!("invalid input: {m}"),
-        ProviderError::Temporary(t) => format!("{} (retry in {} s)", t.message, t.retry_after_seconds),
+        ProviderError::Temporary(t) => {
+            format!("{} (retry in {} s)", t.message, t.retry_after_seconds)
+        }
         ProviderError::TargetMissing(m) => format!("target missing: {m}"),
         ProviderError::Failed(m) => format!("failed: {m}"),
     }

@@ -18,12 +18,19 @@ pub struct FilterModule {
 }
 
 impl FilterModule {
-    pub(super) async fn load(runtime: Arc<PluginRuntime>, path: PathBuf, pre: ConfigFilterProviderPre<CallState>) -> Result<Self, LoadError> {
+    pub(super) async fn load(
+        runtime: Arc<PluginRuntime>,
+        path: PathBuf,
+        pre: ConfigFilterProviderPre<CallState>,
+    ) -> Result<Self, LoadError> {
         let label: Arc<str> = file_label(&path).into();
         let mut store = runtime.store(label.clone(), "load".into(), None);
         let call = async {
             let bindings = pre.instantiate_async(&mut store).await?;
-            bindings.pontoon_provider_config_filter().call_metadata(&mut store).await
+            bindings
+                .pontoon_provider_config_filter()
+                .call_metadata(&mut store)
+                .await
         };
         let metadata = match tokio::time::timeout(runtime.hard_deadline(), call).await {
             Ok(Ok(metadata)) => metadata,
@@ -37,9 +44,18 @@ impl FilterModule {
             }
         };
         if metadata.name.trim().is_empty() {
-            return Err(LoadError::Metadata { path, reason: "its metadata has an empty name".into() });
+            return Err(LoadError::Metadata {
+                path,
+                reason: "its metadata has an empty name".into(),
+            });
         }
-        Ok(Self { runtime, pre, name: metadata.name.clone().into(), metadata, path })
+        Ok(Self {
+            runtime,
+            pre,
+            name: metadata.name.clone().into(),
+            metadata,
+            path,
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -47,8 +63,13 @@ impl FilterModule {
     }
 
     /// Translates one HTTPRoute filter (JSON) into Praxis filter entries (JSON each).
-    pub async fn translate(&self, filter: &str, context: &RouteContext) -> Result<Vec<String>, CallError> {
-        let subject: Arc<str> = format!("{}/{}", context.route_namespace, context.route_name).into();
+    pub async fn translate(
+        &self,
+        filter: &str,
+        context: &RouteContext,
+    ) -> Result<Vec<String>, CallError> {
+        let subject: Arc<str> =
+            format!("{}/{}", context.route_namespace, context.route_name).into();
         let mut store = self.runtime.store(self.name.clone(), subject, None);
         let call = async {
             let bindings = self.pre.instantiate_async(&mut store).await?;
@@ -60,7 +81,10 @@ impl FilterModule {
         match tokio::time::timeout(self.runtime.hard_deadline(), call).await {
             Err(_) => Err(self.runtime.deadline_error(&self.name, "translate")),
             Ok(Err(trap)) => Err(self.runtime.failure(&store, "translate", trap)),
-            Ok(Ok(Err(error))) => Err(CallError::Filter { module: self.name.to_string(), error }),
+            Ok(Ok(Err(error))) => Err(CallError::Filter {
+                module: self.name.to_string(),
+                error,
+            }),
             Ok(Ok(Ok(entries))) => Ok(entries),
         }
     }

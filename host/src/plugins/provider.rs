@@ -35,19 +35,30 @@ macro_rules! step {
         match tokio::time::timeout($self.runtime.hard_deadline(), call).await {
             Err(_) => Err($self.runtime.deadline_error(&$self.name, $step)),
             Ok(Err(trap)) => Err($self.runtime.failure(&store, $step, trap)),
-            Ok(Ok(Err(error))) => Err(CallError::Provider { module: $self.name.to_string(), step: $step, error }),
+            Ok(Ok(Err(error))) => Err(CallError::Provider {
+                module: $self.name.to_string(),
+                step: $step,
+                error,
+            }),
             Ok(Ok(Ok(value))) => Ok(value),
         }
     }};
 }
 
 impl ProviderModule {
-    pub(super) async fn load(runtime: Arc<PluginRuntime>, path: PathBuf, pre: BridgeMountProviderPre<CallState>) -> Result<Self, LoadError> {
+    pub(super) async fn load(
+        runtime: Arc<PluginRuntime>,
+        path: PathBuf,
+        pre: BridgeMountProviderPre<CallState>,
+    ) -> Result<Self, LoadError> {
         let label: Arc<str> = file_label(&path).into();
         let mut store = runtime.store(label.clone(), "load".into(), None);
         let call = async {
             let bindings = pre.instantiate_async(&mut store).await?;
-            bindings.pontoon_provider_bridge_mount().call_metadata(&mut store).await
+            bindings
+                .pontoon_provider_bridge_mount()
+                .call_metadata(&mut store)
+                .await
         };
         let metadata = match tokio::time::timeout(runtime.hard_deadline(), call).await {
             Ok(Ok(metadata)) => metadata,
@@ -61,9 +72,18 @@ impl ProviderModule {
             }
         };
         if metadata.name.trim().is_empty() {
-            return Err(LoadError::Metadata { path, reason: "its metadata has an empty name".into() });
+            return Err(LoadError::Metadata {
+                path,
+                reason: "its metadata has an empty name".into(),
+            });
         }
-        Ok(Self { runtime, pre, name: metadata.name.clone().into(), metadata, path })
+        Ok(Self {
+            runtime,
+            pre,
+            name: metadata.name.clone().into(),
+            metadata,
+            path,
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -82,18 +102,28 @@ impl ProviderModule {
     /// Instantiates the module in a fresh store and drops it: what every call
     /// pays before its step runs (for benchmarks and health checks).
     pub async fn instantiate_only(&self) -> Result<(), CallError> {
-        let mut store = self.runtime.store(self.name.clone(), "instantiate".into(), None);
+        let mut store = self
+            .runtime
+            .store(self.name.clone(), "instantiate".into(), None);
         match self.pre.instantiate_async(&mut store).await {
             Ok(_) => Ok(()),
             Err(trap) => Err(self.runtime.failure(&store, "instantiate", trap)),
         }
     }
 
-    pub async fn validate(&self, cluster: Option<ClusterAccess>, mount: &Mount) -> Result<(), CallError> {
+    pub async fn validate(
+        &self,
+        cluster: Option<ClusterAccess>,
+        mount: &Mount,
+    ) -> Result<(), CallError> {
         step!(self, cluster, mount, "validate", call_validate)
     }
 
-    pub async fn prepare(&self, cluster: ClusterAccess, mount: &Mount) -> Result<Progress, CallError> {
+    pub async fn prepare(
+        &self,
+        cluster: ClusterAccess,
+        mount: &Mount,
+    ) -> Result<Progress, CallError> {
         step!(self, Some(cluster), mount, "prepare", call_prepare)
     }
 
@@ -101,19 +131,41 @@ impl ProviderModule {
         step!(self, Some(cluster), mount, "prepared", call_prepared)
     }
 
-    pub async fn install(&self, cluster: ClusterAccess, mount: &Mount) -> Result<Progress, CallError> {
+    pub async fn install(
+        &self,
+        cluster: ClusterAccess,
+        mount: &Mount,
+    ) -> Result<Progress, CallError> {
         step!(self, Some(cluster), mount, "install", call_install)
     }
 
-    pub async fn ready(&self, cluster: ClusterAccess, mount: &Mount) -> Result<Vec<Condition>, CallError> {
+    pub async fn ready(
+        &self,
+        cluster: ClusterAccess,
+        mount: &Mount,
+    ) -> Result<Vec<Condition>, CallError> {
         step!(self, Some(cluster), mount, "ready", call_ready)
     }
 
-    pub async fn uninstall(&self, cluster: ClusterAccess, mount: &Mount) -> Result<Progress, CallError> {
+    pub async fn uninstall(
+        &self,
+        cluster: ClusterAccess,
+        mount: &Mount,
+    ) -> Result<Progress, CallError> {
         step!(self, Some(cluster), mount, "uninstall", call_uninstall)
     }
 
-    pub async fn target_exists(&self, cluster: ClusterAccess, mount: &Mount) -> Result<bool, CallError> {
-        step!(self, Some(cluster), mount, "target-exists", call_target_exists)
+    pub async fn target_exists(
+        &self,
+        cluster: ClusterAccess,
+        mount: &Mount,
+    ) -> Result<bool, CallError> {
+        step!(
+            self,
+            Some(cluster),
+            mount,
+            "target-exists",
+            call_target_exists
+        )
     }
 }

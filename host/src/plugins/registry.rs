@@ -2,7 +2,9 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use super::{error::LoadError, filter::FilterModule, provider::ProviderModule, runtime::LoadedModule};
+use super::{
+    error::LoadError, filter::FilterModule, provider::ProviderModule, runtime::LoadedModule,
+};
 
 #[derive(Default)]
 pub struct Registry {
@@ -16,11 +18,20 @@ impl Registry {
     /// Adds a module; a second module with a name already taken is rejected.
     pub fn insert(&mut self, module: LoadedModule) {
         let (name, path, other) = match &module {
-            LoadedModule::Provider(m) => (m.name().to_string(), m.path.clone(), self.providers.get(m.name()).map(|o| o.path.clone())),
-            LoadedModule::Filter(m) => (m.name().to_string(), m.path.clone(), self.filters.get(m.name()).map(|o| o.path.clone())),
+            LoadedModule::Provider(m) => (
+                m.name().to_string(),
+                m.path.clone(),
+                self.providers.get(m.name()).map(|o| o.path.clone()),
+            ),
+            LoadedModule::Filter(m) => (
+                m.name().to_string(),
+                m.path.clone(),
+                self.filters.get(m.name()).map(|o| o.path.clone()),
+            ),
         };
         if let Some(other) = other {
-            self.rejected.push(LoadError::DuplicateName { path, name, other });
+            self.rejected
+                .push(LoadError::DuplicateName { path, name, other });
             return;
         }
         match module {

@@ -3,7 +3,7 @@
 
 use std::{
     collections::HashMap,
-    path::{Path, PathBuf},
+    path::Path,
     sync::{Arc, Mutex},
 };
 
@@ -69,14 +69,22 @@ impl PluginRuntime {
     /// Loads every `*.wasm` of `dir`. A module that cannot be loaded is
     /// reported in [`Registry::rejected`] and does not stop the others.
     pub async fn load_dir(self: &Arc<Self>, dir: &Path) -> Result<Registry, LoadError> {
-        let mut entries = tokio::fs::read_dir(dir)
-            .await
-            .map_err(|source| LoadError::Directory { dir: dir.into(), source })?;
+        let mut entries =
+            tokio::fs::read_dir(dir)
+                .await
+                .map_err(|source| LoadError::Directory {
+                    dir: dir.into(),
+                    source,
+                })?;
         let mut paths = Vec::new();
-        while let Some(entry) = entries
-            .next_entry()
-            .await
-            .map_err(|source| LoadError::Directory { dir: dir.into(), source })?
+        while let Some(entry) =
+            entries
+                .next_entry()
+                .await
+                .map_err(|source| LoadError::Directory {
+                    dir: dir.into(),
+                    source,
+                })?
         {
             let path = entry.path();
             if path.extension().is_some_and(|e| e == "wasm") {
@@ -102,26 +110,41 @@ impl PluginRuntime {
     pub async fn load_file(self: &Arc<Self>, path: &Path) -> Result<LoadedModule, LoadError> {
         let bytes = tokio::fs::read(path)
             .await
-            .map_err(|source| LoadError::Read { path: path.into(), source })?;
+            .map_err(|source| LoadError::Read {
+                path: path.into(),
+                source,
+            })?;
         let component = self.compile(path, &bytes).await?;
         let exports: Vec<String> = component
             .component_type()
             .exports(&self.engine)
             .map(|(name, _)| name.to_string())
             .collect();
-        let link_error = |e: wasmtime::Error| LoadError::Link { path: path.into(), reason: format!("{e:#}") };
+        let link_error = |e: wasmtime::Error| LoadError::Link {
+            path: path.into(),
+            reason: format!("{e:#}"),
+        };
         if exports.iter().any(|e| e == BRIDGE_MOUNT_EXPORT) {
-            let pre = self.provider_linker.instantiate_pre(&component).map_err(link_error)?;
+            let pre = self
+                .provider_linker
+                .instantiate_pre(&component)
+                .map_err(link_error)?;
             let pre = provider::BridgeMountProviderPre::new(pre).map_err(link_error)?;
             let module = ProviderModule::load(self.clone(), path.into(), pre).await?;
             Ok(LoadedModule::Provider(module))
         } else if exports.iter().any(|e| e == CONFIG_FILTER_EXPORT) {
-            let pre = self.filter_linker.instantiate_pre(&component).map_err(link_error)?;
+            let pre = self
+                .filter_linker
+                .instantiate_pre(&component)
+                .map_err(link_error)?;
             let pre = filter::ConfigFilterProviderPre::new(pre).map_err(link_error)?;
             let module = FilterModule::load(self.clone(), path.into(), pre).await?;
             Ok(LoadedModule::Filter(module))
         } else {
-            Err(LoadError::UnknownWorld { path: path.into(), exports })
+            Err(LoadError::UnknownWorld {
+                path: path.into(),
+                exports,
+            })
         }
     }
 
@@ -135,15 +158,23 @@ impl PluginRuntime {
         // Cranelift is CPU-bound: keep it off the async workers.
         let component = tokio::task::spawn_blocking(move || Component::new(&engine, owned))
             .await
-            .map_err(|e| LoadError::NotAComponent { path: path.into(), reason: e.to_string() })?
-            .map_err(|e| LoadError::NotAComponent { path: path.into(), reason: format!("{e:#}") })?;
+            .map_err(|e| LoadError::NotAComponent {
+                path: path.into(),
+                reason: e.to_string(),
+            })?
+            .map_err(|e| LoadError::NotAComponent {
+                path: path.into(),
+                reason: format!("{e:#}"),
+            })?;
         self.cache().insert(hash, component.clone());
         Ok(component)
     }
 
     fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], Component>> {
         // A panic while holding the lock leaves a valid map; keep using it.
-        self.compiled.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.compiled
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// How many distinct module contents have been compiled.
@@ -152,8 +183,16 @@ impl PluginRuntime {
     }
 
     /// A store for one call, with limits armed.
-    pub(super) fn store(&self, module: Arc<str>, subject: Arc<str>, cluster: Option<ClusterAccess>) -> Store<CallState> {
-        let mut store = Store::new(&self.engine, CallState::new(module, subject, self.limits, cluster));
+    pub(super) fn store(
+        &self,
+        module: Arc<str>,
+        subject: Arc<str>,
+        cluster: Option<ClusterAccess>,
+    ) -> Store<CallState> {
+        let mut store = Store::new(
+            &self.engine,
+            CallState::new(module, subject, self.limits, cluster),
+        );
         store.limiter(|state| &mut state.limiter);
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(|mut ctx| ctx.data_mut().limiter.on_epoch());
@@ -161,20 +200,37 @@ impl PluginRuntime {
     }
 
     /// Turns how a call ended into the caller's error, naming the cause.
-    pub(super) fn failure(&self, store: &Store<CallState>, step: &'static str, err: wasmtime::Error) -> CallError {
+    pub(super) fn failure(
+        &self,
+        store: &Store<CallState>,
+        step: &'static str,
+        err: wasmtime::Error,
+    ) -> CallError {
         let state = store.data();
         let module = state.module.to_string();
         if state.limiter.deadline_exceeded {
-            CallError::Deadline { module, step, deadline: self.limits.deadline }
+            CallError::Deadline {
+                module,
+                step,
+                deadline: self.limits.deadline,
+            }
         } else if state.limiter.memory_exceeded {
-            CallError::OutOfMemory { module, step, limit_mib: self.limits.memory_bytes / (1024 * 1024) }
+            CallError::OutOfMemory {
+                module,
+                step,
+                limit_mib: self.limits.memory_bytes / (1024 * 1024),
+            }
         } else {
             let stderr = state.stderr_tail();
             let mut message = format!("{err:#}");
             if !stderr.is_empty() {
                 message = format!("{message}; guest stderr: {stderr}");
             }
-            CallError::Trap { module, step, message }
+            CallError::Trap {
+                module,
+                step,
+                message,
+            }
         }
     }
 
@@ -185,11 +241,18 @@ impl PluginRuntime {
     }
 
     pub(super) fn deadline_error(&self, module: &str, step: &'static str) -> CallError {
-        CallError::Deadline { module: module.to_string(), step, deadline: self.limits.deadline }
+        CallError::Deadline {
+            module: module.to_string(),
+            step,
+            deadline: self.limits.deadline,
+        }
     }
 }
 
 /// A short label of a module for messages: its file name.
-pub(super) fn file_label(path: &PathBuf) -> String {
-    path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
+pub(super) fn file_label(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }

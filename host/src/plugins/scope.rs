@@ -57,7 +57,11 @@ impl fmt::Display for Request<'_> {
         if let Some(name) = self.name {
             write!(f, " `{name}`")?;
         }
-        write!(f, " ({}) in namespace `{}`", self.api_version, self.namespace)
+        write!(
+            f,
+            " ({}) in namespace `{}`",
+            self.api_version, self.namespace
+        )
     }
 }
 
@@ -108,7 +112,9 @@ impl Scope {
         if allowed {
             Ok(())
         } else {
-            Err(format!("{request} is outside the provider's capability scope"))
+            Err(format!(
+                "{request} is outside the provider's capability scope"
+            ))
         }
     }
 }
@@ -117,7 +123,13 @@ impl Scope {
 mod tests {
     use super::*;
 
-    fn capability(group: &str, kinds: &[&str], verbs: &[Verb], ns: NamespaceScope, names: &[&str]) -> Capability {
+    fn capability(
+        group: &str,
+        kinds: &[&str],
+        verbs: &[Verb],
+        ns: NamespaceScope,
+        names: &[&str],
+    ) -> Capability {
         Capability {
             api_group: group.into(),
             kinds: kinds.iter().map(|s| s.to_string()).collect(),
@@ -129,34 +141,103 @@ mod tests {
 
     fn scope() -> Scope {
         let caps = [
-            capability("apps", &["Deployment", "StatefulSet"], &[Verb::Get, Verb::Apply], NamespaceScope::Target, &[]),
-            capability("", &["Pod"], &[Verb::List, Verb::Exec], NamespaceScope::Target, &[]),
-            capability("", &["ConfigMap"], &[Verb::Get, Verb::Patch], NamespaceScope::Operator, &["restore"]),
+            capability(
+                "apps",
+                &["Deployment", "StatefulSet"],
+                &[Verb::Get, Verb::Apply],
+                NamespaceScope::Target,
+                &[],
+            ),
+            capability(
+                "",
+                &["Pod"],
+                &[Verb::List, Verb::Exec],
+                NamespaceScope::Target,
+                &[],
+            ),
+            capability(
+                "",
+                &["ConfigMap"],
+                &[Verb::Get, Verb::Patch],
+                NamespaceScope::Operator,
+                &["restore"],
+            ),
         ];
-        Scope::resolve(&caps, &Namespaces { target: "shop".into(), operator: "pontoon".into() })
+        Scope::resolve(
+            &caps,
+            &Namespaces {
+                target: "shop".into(),
+                operator: "pontoon".into(),
+            },
+        )
     }
 
-    fn req<'a>(api_version: &'a str, kind: &'a str, verb: Verb, namespace: &'a str, name: Option<&'a str>) -> Request<'a> {
-        Request { api_version, kind, verb, namespace, name }
+    fn req<'a>(
+        api_version: &'a str,
+        kind: &'a str,
+        verb: Verb,
+        namespace: &'a str,
+        name: Option<&'a str>,
+    ) -> Request<'a> {
+        Request {
+            api_version,
+            kind,
+            verb,
+            namespace,
+            name,
+        }
     }
 
     #[test]
     fn allows_what_a_rule_names() {
         let s = scope();
-        assert!(s.check(&req("apps/v1", "Deployment", Verb::Apply, "shop", Some("web"))).is_ok());
+        assert!(
+            s.check(&req(
+                "apps/v1",
+                "Deployment",
+                Verb::Apply,
+                "shop",
+                Some("web")
+            ))
+            .is_ok()
+        );
         assert!(s.check(&req("v1", "Pod", Verb::List, "shop", None)).is_ok());
-        assert!(s.check(&req("v1", "Pod", Verb::Exec, "shop", Some("web-1"))).is_ok());
-        assert!(s.check(&req("v1", "ConfigMap", Verb::Patch, "pontoon", Some("restore"))).is_ok());
+        assert!(
+            s.check(&req("v1", "Pod", Verb::Exec, "shop", Some("web-1")))
+                .is_ok()
+        );
+        assert!(
+            s.check(&req(
+                "v1",
+                "ConfigMap",
+                Verb::Patch,
+                "pontoon",
+                Some("restore")
+            ))
+            .is_ok()
+        );
     }
 
     #[test]
     fn denies_other_namespaces_kinds_verbs_groups_and_names() {
         let s = scope();
         let denied = [
-            req("apps/v1", "Deployment", Verb::Get, "kube-system", Some("web")),
+            req(
+                "apps/v1",
+                "Deployment",
+                Verb::Get,
+                "kube-system",
+                Some("web"),
+            ),
             req("v1", "Secret", Verb::Get, "shop", Some("token")),
             req("apps/v1", "Deployment", Verb::Delete, "shop", Some("web")),
-            req("extensions/v1beta1", "Deployment", Verb::Get, "shop", Some("web")),
+            req(
+                "extensions/v1beta1",
+                "Deployment",
+                Verb::Get,
+                "shop",
+                Some("web"),
+            ),
             req("v1", "ConfigMap", Verb::Get, "pontoon", Some("other")),
             req("v1", "ConfigMap", Verb::List, "pontoon", None),
             req("v1", "ConfigMap", Verb::Get, "shop", Some("restore")),
@@ -169,7 +250,13 @@ mod tests {
     #[test]
     fn denial_says_what_was_asked() {
         let err = scope()
-            .check(&req("v1", "Secret", Verb::Get, "kube-system", Some("admin")))
+            .check(&req(
+                "v1",
+                "Secret",
+                Verb::Get,
+                "kube-system",
+                Some("admin"),
+            ))
             .unwrap_err();
         assert_eq!(
             err,
@@ -180,14 +267,41 @@ mod tests {
     #[test]
     fn an_empty_scope_allows_nothing() {
         let s = Scope::default();
-        assert!(s.check(&req("v1", "Pod", Verb::Get, "shop", Some("p"))).is_err());
+        assert!(
+            s.check(&req("v1", "Pod", Verb::Get, "shop", Some("p")))
+                .is_err()
+        );
     }
 
     #[test]
     fn wildcard_kind_covers_the_group_only() {
-        let caps = [capability("gefyra.dev", &["*"], &[Verb::Get], NamespaceScope::Target, &[])];
-        let s = Scope::resolve(&caps, &Namespaces { target: "a".into(), operator: "b".into() });
-        assert!(s.check(&req("gefyra.dev/v1", "GefyraBridge", Verb::Get, "a", Some("x"))).is_ok());
-        assert!(s.check(&req("v1", "Pod", Verb::Get, "a", Some("x"))).is_err());
+        let caps = [capability(
+            "gefyra.dev",
+            &["*"],
+            &[Verb::Get],
+            NamespaceScope::Target,
+            &[],
+        )];
+        let s = Scope::resolve(
+            &caps,
+            &Namespaces {
+                target: "a".into(),
+                operator: "b".into(),
+            },
+        );
+        assert!(
+            s.check(&req(
+                "gefyra.dev/v1",
+                "GefyraBridge",
+                Verb::Get,
+                "a",
+                Some("x")
+            ))
+            .is_ok()
+        );
+        assert!(
+            s.check(&req("v1", "Pod", Verb::Get, "a", Some("x")))
+                .is_err()
+        );
     }
 }
