@@ -180,19 +180,47 @@ impl CallState {
     }
 }
 
-impl super::bindings::provider::pontoon::provider::cluster::Host for CallState {
-    async fn get(&mut self, r: ObjectRef) -> Result<Option<String>, ClusterError> {
-        let request = Request {
+impl CallState {
+    /// Access to one named object for `verb`, if the scope allows it.
+    /// (`&mut self` because the call state is `Send` but not `Sync`.)
+    async fn object_api(
+        &mut self,
+        r: &ObjectRef,
+        verb: Verb,
+    ) -> Result<(&ClusterAccess, Api<DynamicObject>), ClusterError> {
+        let access = self.allowed(Request {
             api_version: &r.api_version,
             kind: &r.kind,
-            verb: Verb::Get,
+            verb,
             namespace: &r.namespace,
             name: Some(&r.name),
-        };
-        let api = self
-            .allowed(request)?
-            .api(&r.api_version, &r.kind, &r.namespace)
-            .await?;
+        })?;
+        let api = access.api(&r.api_version, &r.kind, &r.namespace).await?;
+        Ok((access, api))
+    }
+
+    /// Access for writing a submitted object with `verb`, if the scope allows it.
+    async fn submitted_api(
+        &mut self,
+        s: &Submitted,
+        namespace: &str,
+        verb: Verb,
+    ) -> Result<(&ClusterAccess, Api<DynamicObject>), ClusterError> {
+        let access = self.allowed(Request {
+            api_version: &s.api_version,
+            kind: &s.kind,
+            verb,
+            namespace,
+            name: Some(&s.name),
+        })?;
+        let api = access.api(&s.api_version, &s.kind, namespace).await?;
+        Ok((access, api))
+    }
+}
+
+impl super::bindings::provider::pontoon::provider::cluster::Host for CallState {
+    async fn get(&mut self, r: ObjectRef) -> Result<Option<String>, ClusterError> {
+        let (_, api) = self.object_api(&r, Verb::Get).await?;
         match api.get_opt(&r.name).await.map_err(api_error)? {
             Some(object) => Ok(Some(to_json(&object)?)),
             None => Ok(None),
@@ -238,17 +266,7 @@ impl super::bindings::provider::pontoon::provider::cluster::Host for CallState {
 
     async fn create(&mut self, namespace: String, object: String) -> Result<String, ClusterError> {
         let s = parse_object(&namespace, &object)?;
-        let request = Request {
-            api_version: &s.api_version,
-            kind: &s.kind,
-            verb: Verb::Create,
-            namespace: &namespace,
-            name: Some(&s.name),
-        };
-        let api = self
-            .allowed(request)?
-            .api(&s.api_version, &s.kind, &namespace)
-            .await?;
+        let (_, api) = self.submitted_api(&s, &namespace, Verb::Create).await?;
         let created = api
             .create(&PostParams::default(), &s.object)
             .await
@@ -258,15 +276,7 @@ impl super::bindings::provider::pontoon::provider::cluster::Host for CallState {
 
     async fn apply(&mut self, namespace: String, object: String) -> Result<String, ClusterError> {
         let s = parse_object(&namespace, &object)?;
-        let request = Request {
-            api_version: &s.api_version,
-            kind: &s.kind,
-            verb: Verb::Apply,
-            namespace: &namespace,
-            name: Some(&s.name),
-        };
-        let access = self.allowed(request)?;
-        let api = access.api(&s.api_version, &s.kind, &namespace).await?;
+        let (access, api) = self.submitted_api(&s, &namespace, Verb::Apply).await?;
         let params = PatchParams::apply(&access.field_manager).force();
         let applied = api
             .patch(&s.name, &params, &Patch::Apply(&s.object))
@@ -281,15 +291,7 @@ impl super::bindings::provider::pontoon::provider::cluster::Host for CallState {
         patch_type: PatchType,
         patch: String,
     ) -> Result<String, ClusterError> {
-        let request = Request {
-            api_version: &r.api_version,
-            kind: &r.kind,
-            verb: Verb::Patch,
-            namespace: &r.namespace,
-            name: Some(&r.name),
-        };
-        let access = self.allowed(request)?;
-        let api = access.api(&r.api_version, &r.kind, &r.namespace).await?;
+        let (access, api) = self.object_api(&r, Verb::Patch).await?;
         let invalid =
             |e: serde_json::Error| ClusterError::Invalid(format!("patch is not valid JSON: {e}"));
         let patch: Patch<serde_json::Value> = match patch_type {
@@ -311,17 +313,7 @@ impl super::bindings::provider::pontoon::provider::cluster::Host for CallState {
     }
 
     async fn delete(&mut self, r: ObjectRef) -> Result<bool, ClusterError> {
-        let request = Request {
-            api_version: &r.api_version,
-            kind: &r.kind,
-            verb: Verb::Delete,
-            namespace: &r.namespace,
-            name: Some(&r.name),
-        };
-        let api = self
-            .allowed(request)?
-            .api(&r.api_version, &r.kind, &r.namespace)
-            .await?;
+        let (_, api) = self.object_api(&r, Verb::Delete).await?;
         match api.delete(&r.name, &DeleteParams::background()).await {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(status)) if status.is_not_found() => Ok(false),

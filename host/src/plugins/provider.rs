@@ -32,16 +32,15 @@ macro_rules! step {
                 .$method(&mut store, $mount)
                 .await
         };
-        match tokio::time::timeout($self.runtime.hard_deadline(), call).await {
-            Err(_) => Err($self.runtime.deadline_error(&$self.name, $step)),
-            Ok(Err(trap)) => Err($self.runtime.failure(&store, $step, trap)),
-            Ok(Ok(Err(error))) => Err(CallError::Provider {
+        let ended = tokio::time::timeout($self.runtime.hard_deadline(), call).await;
+        $self
+            .runtime
+            .settle(&store, $step, ended)?
+            .map_err(|error| CallError::Provider {
                 module: $self.name.to_string(),
                 step: $step,
                 error,
-            }),
-            Ok(Ok(Ok(value))) => Ok(value),
-        }
+            })
     }};
 }
 
@@ -51,8 +50,7 @@ impl ProviderModule {
         path: PathBuf,
         pre: BridgeMountProviderPre<CallState>,
     ) -> Result<Self, LoadError> {
-        let label: Arc<str> = file_label(&path).into();
-        let mut store = runtime.store(label.clone(), "load".into(), None);
+        let mut store = runtime.store(file_label(&path).into(), "load".into(), None);
         let call = async {
             let bindings = pre.instantiate_async(&mut store).await?;
             bindings
@@ -60,23 +58,8 @@ impl ProviderModule {
                 .call_metadata(&mut store)
                 .await
         };
-        let metadata = match tokio::time::timeout(runtime.hard_deadline(), call).await {
-            Ok(Ok(metadata)) => metadata,
-            Ok(Err(trap)) => {
-                let reason = runtime.failure(&store, "metadata", trap).to_string();
-                return Err(LoadError::Metadata { path, reason });
-            }
-            Err(_) => {
-                let reason = runtime.deadline_error(&label, "metadata").to_string();
-                return Err(LoadError::Metadata { path, reason });
-            }
-        };
-        if metadata.name.trim().is_empty() {
-            return Err(LoadError::Metadata {
-                path,
-                reason: "its metadata has an empty name".into(),
-            });
-        }
+        let ended = tokio::time::timeout(runtime.hard_deadline(), call).await;
+        let metadata = runtime.loaded_metadata(&store, &path, ended, |m| &m.name)?;
         Ok(Self {
             runtime,
             pre,

@@ -240,12 +240,46 @@ impl PluginRuntime {
         self.limits.deadline + std::time::Duration::from_secs(5)
     }
 
-    pub(super) fn deadline_error(&self, module: &str, step: &'static str) -> CallError {
-        CallError::Deadline {
-            module: module.to_string(),
-            step,
-            deadline: self.limits.deadline,
+    /// How a call run under [`Self::hard_deadline`] ended: its value, or the
+    /// error naming the module and the cause.
+    pub(super) fn settle<T>(
+        &self,
+        store: &Store<CallState>,
+        step: &'static str,
+        ended: Result<wasmtime::Result<T>, tokio::time::error::Elapsed>,
+    ) -> Result<T, CallError> {
+        match ended {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(trap)) => Err(self.failure(store, step, trap)),
+            Err(_) => Err(CallError::Deadline {
+                module: store.data().module.to_string(),
+                step,
+                deadline: self.limits.deadline,
+            }),
         }
+    }
+
+    /// Reads a module's metadata as part of loading it.
+    pub(super) fn loaded_metadata<T>(
+        &self,
+        store: &Store<CallState>,
+        path: &Path,
+        ended: Result<wasmtime::Result<T>, tokio::time::error::Elapsed>,
+        name: impl FnOnce(&T) -> &str,
+    ) -> Result<T, LoadError> {
+        let metadata = self
+            .settle(store, "metadata", ended)
+            .map_err(|e| LoadError::Metadata {
+                path: path.into(),
+                reason: e.to_string(),
+            })?;
+        if name(&metadata).trim().is_empty() {
+            return Err(LoadError::Metadata {
+                path: path.into(),
+                reason: "its metadata has an empty name".into(),
+            });
+        }
+        Ok(metadata)
     }
 }
 
