@@ -108,6 +108,98 @@ async fn a_well_behaved_provider_runs_every_step_on_the_cluster() -> anyhow::Res
     Ok(())
 }
 
+#[tokio::test]
+async fn exec_from_a_provider_runs_in_the_pod_and_returns_its_output() -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Pod;
+    let ns = TestNamespace::new("rt-exec").await?;
+    let pods: Api<Pod> = ns.api();
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "target" },
+        "spec": { "containers": [{ "name": "app", "image": "busybox:1.36" }] }
+    }))?;
+    pods.create(&Default::default(), &pod).await?;
+    let ready = |p: Option<&Pod>| {
+        p.and_then(|p| p.status.as_ref())
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    };
+    pontoon_tests::wait_for(&pods, "target", ready, Duration::from_secs(60)).await?;
+
+    let runtime = PluginRuntime::new(Limits::default())?;
+    let probe = provider(&runtime, "exec_probe").await?;
+    let script = "read line; echo \"got $line\" > /tmp/seen; cat /tmp/seen; echo oops >&2; exit 3";
+    let m = mount(
+        ns.name(),
+        Some(serde_json::json!({
+            "pod": "target", "container": "app",
+            "command": ["sh", "-c", script], "stdin": "hello\n"
+        })),
+    );
+    assert!(matches!(
+        probe.prepare(access(&ns, &probe, &m), &m).await?,
+        Progress::Done
+    ));
+    let result = ns
+        .api::<ConfigMap>()
+        .get("exec-result")
+        .await?
+        .data
+        .unwrap_or_default();
+    assert_eq!(
+        result.get("stdout").map(String::as_str),
+        Some("got hello\n"),
+        "{result:?}"
+    );
+    assert_eq!(
+        result.get("stderr").map(String::as_str),
+        Some("oops\n"),
+        "{result:?}"
+    );
+    assert_eq!(
+        result.get("exitCode").map(String::as_str),
+        Some("3"),
+        "{result:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn provider_events_land_on_the_mount() -> anyhow::Result<()> {
+    use k8s_openapi::api::{core::v1::ObjectReference, events::v1::Event};
+    use pontoon::plugins::EventSubject;
+    let ns = TestNamespace::new("rt-events").await?;
+    let runtime = PluginRuntime::new(Limits::default())?;
+    let sample = provider(&runtime, "sample_provider").await?;
+    let mount = mount(ns.name(), None);
+    let subject = ObjectReference {
+        api_version: Some("gefyra.dev/v1".into()),
+        kind: Some("GefyraBridgeMount".into()),
+        name: Some(mount.name.clone()),
+        namespace: Some(ns.name().into()),
+        uid: Some(mount.uid.clone()),
+        ..Default::default()
+    };
+    let mut cluster = access(&ns, &sample, &mount);
+    cluster.events = Some(EventSubject::new(
+        ns.client.clone(),
+        "pontoon-test",
+        subject,
+    ));
+    sample.prepare(cluster, &mount).await?;
+
+    let events = ns.api::<Event>().list(&Default::default()).await?;
+    let prepared = events
+        .items
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("Prepared"))
+        .unwrap_or_else(|| panic!("no Prepared event in {:?}", events.items));
+    let regarding = prepared.regarding.as_ref().expect("event has a subject");
+    assert_eq!(regarding.kind.as_deref(), Some("GefyraBridgeMount"));
+    assert_eq!(regarding.name.as_deref(), Some("web-mount"));
+    assert_eq!(prepared.type_.as_deref(), Some("Normal"));
+    Ok(())
+}
+
 /// Current-thread runtime on purpose: a looping guest must yield to the
 /// executor, or the well-behaved call beside it could not finish first.
 #[tokio::test(flavor = "current_thread")]

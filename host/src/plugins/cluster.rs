@@ -426,13 +426,15 @@ async fn read_all(reader: Option<impl tokio::io::AsyncRead + Unpin>) -> std::io:
 }
 
 /// The exit code from the API server's exec status: `Success`, or a
-/// `NonZeroExitCode` failure whose `ExitCode` cause carries the number.
+/// `NonZeroExitCode` failure whose `ExitCode` cause carries the number (a
+/// kubelet), or a failure whose message ends in `exit status N` (kwok, which
+/// passes on its process error as text). -1 when none of these says.
 fn exit_code(status: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>) -> i32 {
     let Some(status) = status else { return -1 };
     if status.status.as_deref() == Some("Success") {
         return 0;
     }
-    status
+    let from_cause = status
         .details
         .as_ref()
         .and_then(|d| d.causes.as_ref())
@@ -442,6 +444,62 @@ fn exit_code(status: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Sta
                 .find(|c| c.reason.as_deref() == Some("ExitCode"))
         })
         .and_then(|c| c.message.as_deref())
-        .and_then(|m| m.parse().ok())
-        .unwrap_or(-1)
+        .and_then(|m| m.trim().parse().ok());
+    let from_message = || {
+        status
+            .message
+            .as_deref()
+            .and_then(|m| m.trim_end().rsplit_once("exit status "))
+            .and_then(|(_, code)| code.parse().ok())
+    };
+    from_cause.or_else(from_message).unwrap_or(-1)
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, StatusDetails};
+
+    use super::exit_code;
+
+    #[test]
+    fn exit_codes_from_a_kubelet_from_kwok_and_from_nowhere() {
+        let success = Status {
+            status: Some("Success".into()),
+            ..Default::default()
+        };
+        assert_eq!(exit_code(Some(&success)), 0);
+
+        let kubelet = Status {
+            status: Some("Failure".into()),
+            reason: Some("NonZeroExitCode".into()),
+            details: Some(StatusDetails {
+                causes: Some(vec![StatusCause {
+                    reason: Some("ExitCode".into()),
+                    message: Some("3".into()),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(exit_code(Some(&kubelet)), 3);
+
+        let kwok = Status {
+            status: Some("Failure".into()),
+            message: Some(
+                "error executing command in container: cmd wait: sh -c exit 7: exit status 7"
+                    .into(),
+            ),
+            ..Default::default()
+        };
+        assert_eq!(exit_code(Some(&kwok)), 7);
+
+        let unknown = Status {
+            status: Some("Failure".into()),
+            message: Some("boom".into()),
+            ..Default::default()
+        };
+        assert_eq!(exit_code(Some(&unknown)), -1);
+        assert_eq!(exit_code(None), -1);
+    }
 }
