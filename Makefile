@@ -21,14 +21,8 @@ testbed-down: ## stop the test bed's processes (data is kept)
 testbed-clean: testbed-down ## wipe the test bed's data (binaries are kept)
 	rm -rf .testbed/etcd .testbed/pki .testbed/logs .testbed/run .testbed/pods .testbed/exec-shim .testbed/kubeconfig
 
-# Unit and integration tests against the test bed; stops the test bed afterwards
-# unless it was already running before.
-test: deps
-	@source $(TESTBED)/lib.sh; run=.testbed/run; \
-	if all_running; then started=""; else started=1; fi; \
-	$(TESTBED)/up.sh; \
-	trap '[[ -z "$$started" ]] || $(TESTBED)/down.sh' EXIT; \
-	KUBECONFIG=$(KUBECONFIG_TESTBED) cargo test --workspace --locked
+test: deps ## unit + integration tests on the test bed (started and stopped as needed)
+	@scripts/test.sh
 
 lint: ## formatting and clippy, warnings are errors
 	cargo fmt --all --check
