@@ -33,8 +33,16 @@ if ! complete; then
   go build "${flags[@]}" -o "$work/bin/pod-exec-sync" ./podexec
   go build "${flags[@]}" -o "$work/bin/kwok" sigs.k8s.io/kwok/cmd/kwok
   go build "${flags[@]}" -o "$work/bin/helm" helm.sh/helm/v3/cmd/helm
+  # Stamp the release, as Kubernetes' own build does: clients (helm's
+  # kubeVersion checks among them) read it from /version.
+  kube=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
+  minor=${kube#v1.}; minor=${minor%%.*}
+  stamp=""
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    stamp+=" -X $pkg.gitVersion=$kube -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+  done
   for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
-    go build "${flags[@]}" -o "$work/bin/$cmd" "k8s.io/kubernetes/cmd/$cmd"
+    go build -trimpath -ldflags "-s -w$stamp" -o "$work/bin/$cmd" "k8s.io/kubernetes/cmd/$cmd"
   done
   kwok_dir=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
   cp "$kwok_dir/kustomize/crd/bases/kwok.x-k8s.io_execs.yaml" "$work/share/"
