@@ -4,7 +4,6 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 testbed=tests/testbed
-run=.testbed/run logs=.testbed/logs
 source "$testbed/lib.sh"
 
 started=""
@@ -14,7 +13,7 @@ all_running || started=1
 
 log=$(mktemp)
 status=0
-KUBECONFIG="$PWD/.testbed/kubeconfig" cargo test --workspace --locked 2>&1 | tee "$log" || status=$?
+KUBECONFIG="$kubeconfig" cargo test --workspace --locked 2>&1 | tee "$log" || status=$?
 if [[ -n "$started" ]]; then
   trap - EXIT
   "$testbed/down.sh"

@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # Stops exactly the processes up.sh started (by their pid files); keeps data.
 set -euo pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd "$here/../.." && pwd)
-tb=${TESTBED_DIR:-$root/.testbed}
-run=$tb/run logs=$tb/logs
-source "$here/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 stopped=0
 for c in "${components[@]}"; do

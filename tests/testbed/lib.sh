@@ -1,4 +1,11 @@
-# Shared by up.sh and down.sh: the processes of the test bed and their pid files.
+# Shared by up.sh, down.sh and scripts/test.sh: where the test bed lives, its
+# processes and their pid files.
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+tb=${TESTBED_DIR:-$root/.testbed}
+bin=$tb/bin pki=$tb/pki logs=$tb/logs run=$tb/run
+kubeconfig=$tb/kubeconfig
+
 components=(pod-exec-sync kwok kube-scheduler kube-controller-manager kube-apiserver etcd)
 
 # start NAME COMMAND...: runs COMMAND in its own session, logging to logs/NAME.log.

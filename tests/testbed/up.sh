@@ -4,11 +4,7 @@
 # pod-exec-sync. Returns once the API answers and the nodes are Ready.
 # Running it again while the test bed is up leaves the one cluster as it is.
 set -euo pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd "$here/../.." && pwd)
-tb=${TESTBED_DIR:-$root/.testbed}
-bin=$tb/bin pki=$tb/pki logs=$tb/logs run=$tb/run
-kubeconfig=$tb/kubeconfig
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 etcd_port=${TESTBED_ETCD_PORT:-23790}
 apiserver_port=${TESTBED_APISERVER_PORT:-16443}
@@ -17,7 +13,6 @@ service_cidr=10.96.0.0/16
 pod_cidr=10.244.0.0/16
 
 "$here/build.sh"
-source "$here/lib.sh"
 
 if all_running; then
   if "$bin/kubectl" --kubeconfig "$kubeconfig" get --raw /readyz >/dev/null 2>&1; then
