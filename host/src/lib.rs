@@ -2,6 +2,9 @@
 //!
 //! The binary (`src/main.rs`) is a thin command-line edge over this library.
 
+pub mod bridge_mount;
 pub mod conformance;
+pub mod crds;
+pub mod operator;
 pub mod plugins;
 pub mod telemetry;

@@ -1,9 +1,11 @@
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use pontoon::{
-    conformance,
+    bridge_mount::{self, controller::Scope},
+    conformance, crds, operator,
+    plugins::Limits,
     telemetry::{self, LogFormat},
 };
 
@@ -21,6 +23,10 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run the operator: every controller, until SIGTERM or Ctrl-C.
+    Run(RunArgs),
+    /// Print every CRD Pontoon ships, as YAML (`pontoon crds | kubectl apply -f -`).
+    Crds,
     /// Check that a bridge-mount provider module keeps the contract, on a real cluster.
     Conformance {
         /// The provider module to check.
@@ -36,9 +42,50 @@ enum Command {
         #[arg(long)]
         keep_namespaces: bool,
         /// Carrier2 image passed to the provider in the mount's settings.
-        #[arg(long, default_value = "quay.io/gefyra/carrier2:latest")]
+        #[arg(long, default_value = DEFAULT_CARRIER_IMAGE)]
         carrier_image: String,
     },
+}
+
+const DEFAULT_CARRIER_IMAGE: &str = "quay.io/gefyra/carrier2:latest";
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// Cluster to use; default: in-cluster config or KUBECONFIG (~/.kube/config).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// The namespace the operator runs in; it keeps its restore ConfigMap there.
+    #[arg(long, default_value = "gefyra", env = "PONTOON_NAMESPACE")]
+    namespace: String,
+    /// Only serve mounts of this namespace (default: every namespace).
+    #[arg(long, value_name = "NAMESPACE", env = "PONTOON_WATCH_NAMESPACE")]
+    watch_namespace: Option<String>,
+    /// Directory of provider modules (*.wasm); default: dist/providers when it
+    /// exists, else /usr/lib/pontoon/providers.
+    #[arg(long, value_name = "DIR", env = "PONTOON_PROVIDERS")]
+    providers: Option<PathBuf>,
+    /// The Carrier2 image put into the original pods of a mount.
+    #[arg(long, default_value = DEFAULT_CARRIER_IMAGE, env = "PONTOON_CARRIER_IMAGE")]
+    carrier_image: String,
+    /// Seconds a mount whose target disappeared waits for it (a mount's
+    /// `missingGracePeriod` overrides it).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 86400,
+        env = "PONTOON_MISSING_GRACE_PERIOD"
+    )]
+    missing_grace_period: u64,
+    /// Seconds between two looks at a mount when nothing changes (a safety net:
+    /// changes of mounts, workloads and pods are watched).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..), env = "PONTOON_RECONCILE_INTERVAL")]
+    reconcile_interval: u64,
+    /// Wall-clock seconds one provider call may take before it is stopped.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..), env = "PONTOON_PROVIDER_DEADLINE")]
+    provider_deadline: u64,
+    /// Memory (MiB) one provider instance may use before it is stopped.
+    #[arg(long, value_name = "MIB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096), env = "PONTOON_PROVIDER_MEMORY")]
+    provider_memory: u64,
 }
 
 #[tokio::main]
@@ -46,6 +93,31 @@ async fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     telemetry::init(cli.log_format);
     match cli.command {
+        Command::Run(args) => {
+            let client = client(args.kubeconfig, false).await?;
+            let options = operator::Options {
+                providers: args.providers,
+                settings: bridge_mount::Settings {
+                    operator_namespace: args.namespace,
+                    carrier_image: args.carrier_image,
+                    missing_grace_period: Duration::from_secs(args.missing_grace_period),
+                    reconcile_interval: Duration::from_secs(args.reconcile_interval),
+                },
+                limits: Limits {
+                    deadline: Duration::from_secs(args.provider_deadline),
+                    memory_bytes: usize::try_from(args.provider_memory)? * 1024 * 1024,
+                },
+                scope: Scope {
+                    watch_namespace: args.watch_namespace,
+                },
+            };
+            operator::run(client, options).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Crds => {
+            print!("{}", crds::yaml()?);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Conformance {
             provider,
             kubeconfig,
@@ -53,7 +125,7 @@ async fn main() -> anyhow::Result<ExitCode> {
             keep_namespaces,
             carrier_image,
         } => {
-            let client = client(kubeconfig).await?;
+            let client = client(kubeconfig, true).await?;
             let options = conformance::Options {
                 timeout: Duration::from_secs(timeout),
                 keep_namespaces,
@@ -73,11 +145,13 @@ async fn main() -> anyhow::Result<ExitCode> {
     }
 }
 
-async fn client(kubeconfig: Option<PathBuf>) -> anyhow::Result<kube::Client> {
+/// A client from `kubeconfig`; without one, the test bed's when `prefer_testbed`
+/// and it exists, else the usual inference (KUBECONFIG, in-cluster, ~/.kube/config).
+async fn client(kubeconfig: Option<PathBuf>, prefer_testbed: bool) -> anyhow::Result<kube::Client> {
     use kube::config::{KubeConfigOptions, Kubeconfig};
     let path = kubeconfig.or_else(|| {
         let testbed = PathBuf::from(".testbed/kubeconfig");
-        testbed.exists().then_some(testbed)
+        (prefer_testbed && testbed.exists()).then_some(testbed)
     });
     let config = match path {
         Some(path) => {
@@ -85,9 +159,9 @@ async fn client(kubeconfig: Option<PathBuf>) -> anyhow::Result<kube::Client> {
                 .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
             kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default()).await?
         }
-        None => kube::Config::infer()
-            .await
-            .context("no kubeconfig given and none found (KUBECONFIG, ~/.kube/config)")?,
+        None => kube::Config::infer().await.context(
+            "no kubeconfig given and none found (KUBECONFIG, in-cluster, ~/.kube/config)",
+        )?,
     };
     Ok(kube::Client::try_from(config)?)
 }

@@ -1,0 +1,231 @@
+//! The GefyraBridgeMount controller: kube-runtime's `Controller` over the
+//! mounts, woken by changes of the target workloads and their pods (watched
+//! as metadata only, mapped back to the mounts of their namespace), with a
+//! finalizer that makes deletion uninstall.
+
+use std::{future::Future, sync::Arc, time::Duration};
+
+use futures::StreamExt;
+use k8s_openapi::api::{
+    apps::v1::{Deployment, StatefulSet},
+    core::v1::Pod,
+};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    api::ListParams,
+    core::PartialObjectMeta,
+    runtime::{
+        Controller, WatchStreamExt,
+        controller::Action,
+        events::Recorder,
+        finalizer::{self, finalizer},
+        reflector::{ObjectRef, Store},
+        watcher,
+    },
+};
+use pontoon_provider_sdk::Target;
+
+use super::{
+    context::{Context, Settings},
+    crd::GefyraBridgeMount,
+    lifecycle::{Error, Reconcile},
+};
+use crate::plugins::{Discovery, Registry};
+
+/// Our finalizer on every mount: deletion waits for `uninstall`.
+pub const FINALIZER: &str = "gefyra.dev/bridge-mount-cleanup";
+
+/// How a conflicting write (someone changed the mount meanwhile) is retried;
+/// the newer version arrives through the watch anyway.
+const CONFLICT_RETRY: Duration = Duration::from_millis(500);
+/// How any other failure of a reconcile is retried.
+const FAILURE_RETRY: Duration = Duration::from_secs(5);
+
+/// Where the controller looks for mounts.
+#[derive(Clone, Debug, Default)]
+pub struct Scope {
+    /// Only mounts of this namespace; all namespaces when `None`.
+    pub watch_namespace: Option<String>,
+}
+
+/// Runs the controller until `shutdown` completes.
+pub async fn run(
+    client: Client,
+    registry: Arc<Registry>,
+    recorder: Recorder,
+    settings: Settings,
+    scope: Scope,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) -> anyhow::Result<()> {
+    let mounts: Api<GefyraBridgeMount> = match &scope.watch_namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    ensure_crd(&mounts).await?;
+    let controller = Controller::new(mounts, watcher::Config::default().any_semantic());
+    let store = controller.store();
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        registry,
+        discovery: Arc::new(Discovery::default()),
+        recorder,
+        settings,
+        mounts: store.clone(),
+    });
+    let (pods, deployments, sets) = (store.clone(), store.clone(), store);
+    controller
+        .watches_stream(metadata::<Pod>(&client), move |pod| {
+            affected_mounts(&pods, &pod)
+        })
+        .watches_stream(metadata::<Deployment>(&client), move |d| {
+            affected_mounts(&deployments, &d)
+        })
+        .watches_stream(metadata::<StatefulSet>(&client), move |s| {
+            affected_mounts(&sets, &s)
+        })
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|outcome| async move {
+            match outcome {
+                Ok((mount, _)) => tracing::debug!(mount = %mount, "reconciled"),
+                Err(err) => tracing::debug!(error = %err, "reconcile did not complete"),
+            }
+        })
+        .await;
+    tracing::info!("bridge-mount controller stopped");
+    Ok(())
+}
+
+/// Fails early, with what to do, when the CRD is not installed.
+async fn ensure_crd(mounts: &Api<GefyraBridgeMount>) -> anyhow::Result<()> {
+    match mounts.list_metadata(&ListParams::default().limit(1)).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.is_not_found() => anyhow::bail!(
+            "the cluster has no CRD gefyrabridgemounts.gefyra.dev; install it with `pontoon crds | kubectl apply -f -` (or the Helm chart)"
+        ),
+        Err(err) => Err(anyhow::Error::new(err).context("cannot list GefyraBridgeMounts")),
+    }
+}
+
+/// Changes of every object of kind `K`, metadata only (a watch of full pods
+/// would keep every pod of the cluster in memory).
+fn metadata<K>(
+    client: &Client,
+) -> impl futures::Stream<Item = Result<PartialObjectMeta<K>, watcher::Error>> + Send + 'static
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    watcher(
+        Api::<PartialObjectMeta<K>>::all(client.clone()),
+        watcher::Config::default().any_semantic(),
+    )
+    .default_backoff()
+    .touched_objects()
+}
+
+/// The mounts an object may concern: those targeting its namespace whose
+/// target name starts its name (the workload itself, its pods, and the
+/// provider's copies, which are named after it).
+fn affected_mounts<K: Resource>(
+    store: &Store<GefyraBridgeMount>,
+    object: &PartialObjectMeta<K>,
+) -> Vec<ObjectRef<GefyraBridgeMount>> {
+    let Some(namespace) = object.namespace() else {
+        return Vec::new();
+    };
+    let name = object.name_any();
+    store
+        .state()
+        .iter()
+        .filter(|mount| {
+            let target_ns = mount
+                .mount
+                .target_namespace
+                .clone()
+                .filter(|ns| !ns.is_empty())
+                .or_else(|| mount.namespace());
+            target_ns.as_deref() == Some(namespace.as_str())
+                && mount
+                    .mount
+                    .target
+                    .as_deref()
+                    .and_then(|t| Target::parse(t).ok())
+                    .is_some_and(|target| name.starts_with(name_stem(&target.name)))
+        })
+        .map(|mount| ObjectRef::from_obj(&**mount))
+        .collect()
+}
+
+/// The part of a workload's name its pods and copies keep, however long the
+/// name is (Kubernetes and providers cut names to fit 63 characters).
+fn name_stem(name: &str) -> &str {
+    let end = name
+        .char_indices()
+        .nth(40)
+        .map_or(name.len(), |(index, _)| index);
+    &name[..end]
+}
+
+async fn reconcile(
+    mount: Arc<GefyraBridgeMount>,
+    ctx: Arc<Context>,
+) -> Result<Action, finalizer::Error<Error>> {
+    let api: Api<GefyraBridgeMount> =
+        Api::namespaced(ctx.client.clone(), &mount.namespace().unwrap_or_default());
+    finalizer(&api, FINALIZER, mount, |event| async {
+        match event {
+            finalizer::Event::Apply(mount) => Reconcile::new(&ctx, mount).apply().await,
+            finalizer::Event::Cleanup(mount) => Reconcile::new(&ctx, mount).cleanup().await,
+        }
+    })
+    .await
+}
+
+fn error_policy(
+    mount: Arc<GefyraBridgeMount>,
+    err: &finalizer::Error<Error>,
+    _ctx: Arc<Context>,
+) -> Action {
+    let name = format!(
+        "{}/{}",
+        mount.namespace().unwrap_or_default(),
+        mount.name_any()
+    );
+    let kube_error = match err {
+        finalizer::Error::CleanupFailed(Error::CleanupPending { message, retry }) => {
+            tracing::debug!(mount = %name, "deletion waits: {message}");
+            return Action::requeue(*retry);
+        }
+        finalizer::Error::ApplyFailed(Error::Kube(e))
+        | finalizer::Error::CleanupFailed(Error::Kube(e))
+        | finalizer::Error::AddFinalizer(e)
+        | finalizer::Error::RemoveFinalizer(e) => Some(e),
+        _ => None,
+    };
+    if let Some(kube::Error::Api(status)) = kube_error
+        && status.is_conflict()
+    {
+        tracing::debug!(mount = %name, "the mount changed meanwhile; looking again");
+        return Action::requeue(CONFLICT_RETRY);
+    }
+    tracing::warn!(mount = %name, error = %err, "reconcile failed; retrying in 5 s");
+    Action::requeue(FAILURE_RETRY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::name_stem;
+
+    #[test]
+    fn stems_keep_short_names_and_cut_long_ones() {
+        assert_eq!(name_stem("web"), "web");
+        let long = "a".repeat(60);
+        assert_eq!(name_stem(&long).len(), 40);
+    }
+}

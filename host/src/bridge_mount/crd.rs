@@ -1,0 +1,397 @@
+//! The `gefyra.dev/v1` resources in Gefyra's wire format: no `spec`, every
+//! field at the top level, `state` and `stateTransitions` beside them, kinds
+//! spelled in lower case. Existing Gefyra clients create these objects as
+//! they are, so the Rust types follow the wire, not kube's `spec`/`status`
+//! convention; the CRDs are generated from these types (`pontoon crds`).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::{
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+        CustomResourceColumnDefinition, CustomResourceDefinition, CustomResourceDefinitionNames,
+        CustomResourceDefinitionSpec, CustomResourceDefinitionVersion, CustomResourceValidation,
+        JSONSchemaProps,
+    },
+    apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta},
+};
+use kube::core::{NamespaceResourceScope, Resource};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Serialize};
+
+pub const GROUP: &str = "gefyra.dev";
+pub const VERSION: &str = "v1";
+pub const API_VERSION: &str = "gefyra.dev/v1";
+
+/// A request to intercept a workload: it is duplicated into a shadow copy
+/// and its pods get the Carrier2 proxy in front of the target container.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GefyraBridgeMount {
+    pub metadata: ObjectMeta,
+    #[serde(flatten)]
+    pub mount: BridgeMountFields,
+}
+
+/// The top-level fields of a GefyraBridgeMount.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BridgeMountFields {
+    /// Namespace of the target workload (default: the mount's own namespace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = immutable("targetNamespace")))]
+    pub target_namespace: Option<String>,
+    /// The workload to intercept: `deploy/NAME`, `sts/NAME`, `pod/NAME` (or their long forms), or `NAME` for a Deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = immutable("target")))]
+    pub target: Option<String>,
+    /// The container of the target's pods that Carrier2 replaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = immutable("targetContainer")))]
+    pub target_container: Option<String>,
+    /// Name of the provider module serving the mount (`carrier2mount`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = immutable("provider")))]
+    pub provider: Option<String>,
+    /// Provider-specific parameters (for carrier2mount: TLS settings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserved_object")]
+    pub provider_parameter: Option<serde_json::Map<String, serde_json::Value>>,
+    /// When the mount is to be removed (RFC 3339, e.g. `2026-12-01T12:00:00Z`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sunset: Option<String>,
+    /// Seconds a mount whose target disappeared waits for it before it is
+    /// terminated; 0 terminates at once, unset uses the operator's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub missing_grace_period: Option<i64>,
+    /// Where the mount is in its lifecycle (written by the operator).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "REQUESTED"))]
+    pub state: Option<String>,
+    /// When each state was entered: STATE -> timestamp (written by the operator).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserved_object")]
+    pub state_transitions: Option<BTreeMap<String, String>>,
+    /// Observations of the operator, for kubectl users.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<BridgeMountStatus>,
+}
+
+/// `status` of a mount: conditions for kubectl users; other fields are kept
+/// as clients wrote them (Gefyra's schema preserves them).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct BridgeMountStatus {
+    /// `Ready` and the provider's readiness conditions, with reasons.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// A bridge of a local container into a mount's target (created by Gefyra's
+/// client; Pontoon only removes the ones of a mount that ends).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GefyraBridge {
+    pub metadata: ObjectMeta,
+    #[serde(flatten)]
+    pub bridge: BridgeFields,
+}
+
+/// The top-level fields of a GefyraBridge, as Gefyra defines them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BridgeFields {
+    /// The bridge provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<BridgeProvider>,
+    /// Provider-specific parameters of the bridge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserved_object")]
+    pub provider_parameter: Option<serde_json::Map<String, serde_json::Value>>,
+    /// How the bridge reaches the client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_provider: Option<ConnectionProvider>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_namespace: Option<String>,
+    /// The GefyraBridgeMount this bridge attaches to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_container: Option<String>,
+    /// The Gefyra client the traffic goes to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+    /// Address of the local container at that client.
+    #[serde(
+        rename = "destinationIP",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub destination_ip: Option<String>,
+    /// `cluster:local` port pairs, e.g. `80:8080`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = []))]
+    pub port_mappings: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserved_object")]
+    pub cluster_endpoint: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sunset: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "REQUESTED"))]
+    pub state: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserved_object")]
+    pub state_transitions: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserved_object")]
+    pub status: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BridgeProvider {
+    Carrier,
+    Carrier2,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ConnectionProvider {
+    Stowaway,
+}
+
+/// An object whose fields are kept as written.
+fn preserved_object(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true })
+}
+
+/// A CEL rule refusing changes of a field once set: a mount cannot move to
+/// another target (the old one would never be restored); delete and recreate.
+fn immutable(field: &str) -> serde_json::Value {
+    serde_json::json!([{
+        "rule": "self == oldSelf",
+        "message": format!("{field} cannot be changed; delete the mount and create a new one"),
+    }])
+}
+
+macro_rules! gefyra_resource {
+    ($ty:ident, $kind:literal, $plural:literal) => {
+        impl Resource for $ty {
+            type DynamicType = ();
+            type Scope = NamespaceResourceScope;
+
+            fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+                $kind.into()
+            }
+            fn group(_: &()) -> std::borrow::Cow<'_, str> {
+                GROUP.into()
+            }
+            fn version(_: &()) -> std::borrow::Cow<'_, str> {
+                VERSION.into()
+            }
+            fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+                $plural.into()
+            }
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
+gefyra_resource!(GefyraBridgeMount, "gefyrabridgemount", "gefyrabridgemounts");
+gefyra_resource!(GefyraBridge, "gefyrabridge", "gefyrabridges");
+
+/// The schema of `T`'s fields as a CRD needs it (inline, structural, no `$schema`),
+/// the way kube's derive makes it.
+fn fields_schema<T: JsonSchema>() -> Result<JSONSchemaProps, serde_json::Error> {
+    let generator = schemars::generate::SchemaSettings::openapi3()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .with_transform(schemars::transform::AddNullable::default())
+        .with_transform(kube::core::schema::StructuralSchemaRewriter)
+        .with_transform(kube::core::schema::OptionalEnum)
+        .into_generator();
+    let mut schema = serde_json::to_value(generator.into_root_schema_for::<T>())?;
+    if let Some(object) = schema.as_object_mut() {
+        // The fields live beside apiVersion, kind and metadata at the top level.
+        object.remove("title");
+        object.remove("description");
+        object.remove("required");
+        if let Some(properties) = object.get_mut("properties").and_then(|p| p.as_object_mut()) {
+            properties.insert("apiVersion".into(), serde_json::json!({ "type": "string" }));
+            properties.insert("kind".into(), serde_json::json!({ "type": "string" }));
+            properties.insert("metadata".into(), serde_json::json!({ "type": "object" }));
+        }
+    }
+    serde_json::from_value(schema)
+}
+
+fn column(name: &str, json_path: &str, type_: &str) -> CustomResourceColumnDefinition {
+    CustomResourceColumnDefinition {
+        name: name.into(),
+        json_path: json_path.into(),
+        type_: type_.into(),
+        ..Default::default()
+    }
+}
+
+fn definition<K: Resource<DynamicType = ()>>(
+    short_names: &[&str],
+    schema: JSONSchemaProps,
+    columns: Vec<CustomResourceColumnDefinition>,
+) -> CustomResourceDefinition {
+    CustomResourceDefinition {
+        metadata: ObjectMeta {
+            name: Some(format!("{}.{GROUP}", K::plural(&()))),
+            ..Default::default()
+        },
+        spec: CustomResourceDefinitionSpec {
+            group: GROUP.into(),
+            names: CustomResourceDefinitionNames {
+                kind: K::kind(&()).into(),
+                plural: K::plural(&()).into(),
+                short_names: Some(short_names.iter().map(|s| s.to_string()).collect()),
+                ..Default::default()
+            },
+            scope: "Namespaced".into(),
+            versions: vec![CustomResourceDefinitionVersion {
+                name: VERSION.into(),
+                served: true,
+                storage: true,
+                schema: Some(CustomResourceValidation {
+                    open_api_v3_schema: Some(schema),
+                }),
+                additional_printer_columns: (!columns.is_empty()).then_some(columns),
+                // No status subresource, as in Gefyra: clients and the
+                // operator write `state`, `stateTransitions` and `status`
+                // in one update of the object.
+                subresources: None,
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+        status: None,
+    }
+}
+
+/// The CRD of GefyraBridgeMount.
+pub fn bridge_mount_crd() -> Result<CustomResourceDefinition, serde_json::Error> {
+    Ok(definition::<GefyraBridgeMount>(
+        &["gbridgemount", "gbridgemounts"],
+        fields_schema::<BridgeMountFields>()?,
+        vec![
+            column("State", ".state", "string"),
+            column("Target", ".target", "string"),
+            column("Target-NS", ".targetNamespace", "string"),
+            column("Provider", ".provider", "string"),
+            column("Age", ".metadata.creationTimestamp", "date"),
+        ],
+    ))
+}
+
+/// The CRD of GefyraBridge.
+pub fn bridge_crd() -> Result<CustomResourceDefinition, serde_json::Error> {
+    Ok(definition::<GefyraBridge>(
+        &["gbridge", "gbridges"],
+        fields_schema::<BridgeFields>()?,
+        Vec::new(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mount_as_gefyras_client_sends_it_decodes() {
+        let mount: GefyraBridgeMount = serde_json::from_value(serde_json::json!({
+            "apiVersion": "gefyra.dev/v1",
+            "kind": "gefyrabridgemount",
+            "metadata": { "name": "web-mount", "namespace": "gefyra" },
+            "targetNamespace": "shop",
+            "target": "deployment/web",
+            "targetContainer": "app",
+            "provider": "carrier2mount",
+            "providerParameter": { "tls": { "certificate": "/c.pem" } }
+        }))
+        .unwrap();
+        assert_eq!(mount.mount.target.as_deref(), Some("deployment/web"));
+        assert_eq!(mount.mount.target_namespace.as_deref(), Some("shop"));
+        assert_eq!(mount.mount.provider.as_deref(), Some("carrier2mount"));
+        assert!(mount.mount.state.is_none());
+        let back = serde_json::to_value(&mount).unwrap();
+        assert_eq!(back["providerParameter"]["tls"]["certificate"], "/c.pem");
+        assert!(back.get("spec").is_none(), "fields stay at the top level");
+    }
+
+    #[test]
+    fn the_mount_crd_keeps_gefyras_names_and_fields() {
+        let crd = serde_json::to_value(bridge_mount_crd().unwrap()).unwrap();
+        assert_eq!(crd["metadata"]["name"], "gefyrabridgemounts.gefyra.dev");
+        assert_eq!(crd["spec"]["names"]["kind"], "gefyrabridgemount");
+        assert_eq!(
+            crd["spec"]["names"]["shortNames"],
+            serde_json::json!(["gbridgemount", "gbridgemounts"])
+        );
+        assert_eq!(crd["spec"]["scope"], "Namespaced");
+        let version = &crd["spec"]["versions"][0];
+        assert_eq!(version["name"], "v1");
+        let properties = &version["schema"]["openAPIV3Schema"]["properties"];
+        for field in [
+            "targetNamespace",
+            "target",
+            "targetContainer",
+            "provider",
+            "providerParameter",
+            "sunset",
+            "missingGracePeriod",
+            "state",
+            "stateTransitions",
+            "status",
+        ] {
+            assert!(properties.get(field).is_some(), "{field} in {properties}");
+        }
+        assert_eq!(properties["state"]["default"], "REQUESTED");
+        assert_eq!(properties["missingGracePeriod"]["minimum"], 0.0);
+        assert_eq!(
+            properties["providerParameter"]["x-kubernetes-preserve-unknown-fields"],
+            true
+        );
+        assert_eq!(
+            properties["stateTransitions"]["x-kubernetes-preserve-unknown-fields"],
+            true
+        );
+        assert!(version.get("subresources").is_none());
+        let columns: Vec<&str> = version["additionalPrinterColumns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(columns, ["State", "Target", "Target-NS", "Provider", "Age"]);
+    }
+
+    #[test]
+    fn the_bridge_crd_keeps_gefyras_names() {
+        let crd = serde_json::to_value(bridge_crd().unwrap()).unwrap();
+        assert_eq!(crd["metadata"]["name"], "gefyrabridges.gefyra.dev");
+        assert_eq!(crd["spec"]["names"]["kind"], "gefyrabridge");
+        let properties = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"];
+        // Nullable, so `null` is one of the allowed values too.
+        let providers: Vec<&str> = properties["provider"]["enum"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
+        assert_eq!(providers, ["carrier", "carrier2"]);
+        assert!(properties.get("destinationIP").is_some());
+    }
+}

@@ -1,0 +1,234 @@
+//! What a mount shows its users: `state` and `stateTransitions` as Gefyra
+//! writes them, and `status.conditions` as kubectl users expect them.
+//! Pure functions; the controller sends what they build.
+
+use k8s_openapi::{
+    apimachinery::pkg::apis::meta::v1::{Condition, Time},
+    jiff::Timestamp,
+};
+use serde_json::{Value, json};
+
+use super::state::State;
+
+/// The overall condition: True only when the mount is ACTIVE and intact.
+pub const READY: &str = "Ready";
+/// Whether the provider's work is in place (False with reason `Uninstalled` once removed).
+pub const INSTALLED: &str = "Installed";
+
+/// A timestamp as Gefyra writes it in `stateTransitions`: UTC, microseconds, `Z`.
+pub fn gefyra_timestamp(at: Timestamp) -> String {
+    at.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string()
+}
+
+/// Reads a timestamp of `stateTransitions` or `sunset`: RFC 3339, or an ISO
+/// 8601 date-time without offset, taken as UTC (what Gefyra's clients write).
+pub fn parse_timestamp(text: &str) -> Option<Timestamp> {
+    let text = text.trim();
+    if let Ok(at) = text.parse::<Timestamp>() {
+        return Some(at);
+    }
+    let civil: k8s_openapi::jiff::civil::DateTime = text.parse().ok()?;
+    civil
+        .to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC)
+        .ok()
+        .map(|z| z.timestamp())
+}
+
+/// One condition as the controller means it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observed {
+    pub type_: String,
+    pub status: bool,
+    pub reason: String,
+    pub message: String,
+}
+
+impl Observed {
+    pub fn new(type_: &str, status: bool, reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            type_: type_.into(),
+            status,
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Sets `observed` in `conditions`; `lastTransitionTime` moves only when the
+/// condition's status changes. Returns whether anything changed.
+pub fn set_condition(conditions: &mut Vec<Condition>, observed: &Observed, now: Timestamp) -> bool {
+    let status = if observed.status { "True" } else { "False" };
+    let reason = upper_camel(&observed.reason);
+    match conditions.iter_mut().find(|c| c.type_ == observed.type_) {
+        Some(existing) => {
+            let changed = existing.status != status
+                || existing.reason != reason
+                || existing.message != observed.message;
+            if existing.status != status {
+                existing.last_transition_time = Time(now);
+            }
+            existing.status = status.into();
+            existing.reason = reason;
+            existing.message = observed.message.clone();
+            changed
+        }
+        None => {
+            conditions.push(Condition {
+                type_: observed.type_.clone(),
+                status: status.into(),
+                reason,
+                message: observed.message.clone(),
+                last_transition_time: Time(now),
+                observed_generation: None,
+            });
+            true
+        }
+    }
+}
+
+/// Kubernetes requires condition reasons in UpperCamelCase (`^[A-Za-z]...`);
+/// a provider's free-form reason is made to fit rather than refused.
+fn upper_camel(reason: &str) -> String {
+    let cleaned: String = reason
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let mut chars = w.chars();
+            chars
+                .next()
+                .map(|f| f.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default()
+        })
+        .collect();
+    match cleaned.chars().next() {
+        Some(c) if c.is_ascii_alphabetic() => cleaned,
+        Some(_) => format!("R{cleaned}"),
+        None => "Unknown".into(),
+    }
+}
+
+/// The reason of `Ready` for a mount that is on its way in `state`.
+pub fn progress_reason(state: State) -> &'static str {
+    match state {
+        State::Requested => "Requested",
+        State::Preparing => "Preparing",
+        State::Installing => "Installing",
+        State::Active => "Active",
+        State::Restoring => "Restoring",
+        State::Error => "Error",
+        State::Missing => "TargetMissing",
+        State::Terminated => "Terminated",
+    }
+}
+
+/// The merge patch that moves a mount to `to`: state, its timestamp and the
+/// conditions in one write. `resource_version` makes it fail (409) if the
+/// mount changed since it was read, so no step acts on a stale state.
+pub fn transition_patch(
+    resource_version: Option<&str>,
+    to: State,
+    at: Timestamp,
+    conditions: &[Condition],
+) -> Value {
+    json!({
+        "metadata": { "resourceVersion": resource_version },
+        "state": to.as_str(),
+        "stateTransitions": { to.as_str(): gefyra_timestamp(at) },
+        "status": { "conditions": conditions },
+    })
+}
+
+/// The merge patch that only updates the conditions.
+pub fn conditions_patch(resource_version: Option<&str>, conditions: &[Condition]) -> Value {
+    json!({
+        "metadata": { "resourceVersion": resource_version },
+        "status": { "conditions": conditions },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(text: &str) -> Timestamp {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn timestamps_look_like_gefyras() {
+        assert_eq!(
+            gefyra_timestamp(at("2026-11-29T18:43:12.5Z")),
+            "2026-11-29T18:43:12.500000Z"
+        );
+    }
+
+    #[test]
+    fn timestamps_are_read_with_or_without_offset() {
+        let expected = at("2026-11-29T18:43:12Z");
+        assert_eq!(parse_timestamp("2026-11-29T18:43:12Z"), Some(expected));
+        assert_eq!(parse_timestamp("2026-11-29T19:43:12+01:00"), Some(expected));
+        assert_eq!(parse_timestamp("2026-11-29T18:43:12"), Some(expected));
+        assert_eq!(
+            parse_timestamp("2026-11-29T18:43:12.000000Z"),
+            Some(expected)
+        );
+        assert_eq!(parse_timestamp("tomorrow"), None);
+    }
+
+    #[test]
+    fn last_transition_time_moves_only_when_the_status_flips() {
+        let mut conditions = Vec::new();
+        let t0 = at("2026-01-01T00:00:00Z");
+        let t1 = at("2026-01-01T00:01:00Z");
+        let t2 = at("2026-01-01T00:02:00Z");
+        assert!(set_condition(
+            &mut conditions,
+            &Observed::new(READY, false, "Preparing", "duplicating"),
+            t0
+        ));
+        assert!(set_condition(
+            &mut conditions,
+            &Observed::new(READY, false, "Installing", "patching pods"),
+            t1
+        ));
+        assert_eq!(conditions[0].last_transition_time, Time(t0));
+        assert_eq!(conditions[0].reason, "Installing");
+        assert!(!set_condition(
+            &mut conditions,
+            &Observed::new(READY, false, "Installing", "patching pods"),
+            t2
+        ));
+        assert!(set_condition(
+            &mut conditions,
+            &Observed::new(READY, true, "Active", "intercepting"),
+            t2
+        ));
+        assert_eq!(conditions[0].last_transition_time, Time(t2));
+        assert_eq!(conditions[0].status, "True");
+        assert_eq!(conditions.len(), 1);
+    }
+
+    #[test]
+    fn reasons_are_made_upper_camel_case() {
+        assert_eq!(upper_camel("ShadowPodsReady"), "ShadowPodsReady");
+        assert_eq!(upper_camel("shadow pods ready"), "ShadowPodsReady");
+        assert_eq!(upper_camel("3 pods"), "R3Pods");
+        assert_eq!(upper_camel(""), "Unknown");
+    }
+
+    #[test]
+    fn a_transition_is_one_patch_with_a_precondition() {
+        let patch = transition_patch(
+            Some("42"),
+            State::Preparing,
+            at("2026-11-29T18:43:12Z"),
+            &[],
+        );
+        assert_eq!(patch["metadata"]["resourceVersion"], "42");
+        assert_eq!(patch["state"], "PREPARING");
+        assert_eq!(
+            patch["stateTransitions"]["PREPARING"],
+            "2026-11-29T18:43:12.000000Z"
+        );
+    }
+}

@@ -1,0 +1,107 @@
+//! `pontoon run`: the operator process. Loads the provider modules, then runs
+//! every controller in this one process until SIGTERM or Ctrl-C.
+
+use std::{path::PathBuf, sync::Arc};
+
+use anyhow::Context as _;
+use kube::{
+    Client,
+    runtime::events::{Recorder, Reporter},
+};
+
+use crate::{
+    bridge_mount::{self, controller::Scope},
+    plugins::{Limits, PluginRuntime},
+};
+
+/// Where the operator image keeps its bundled provider modules.
+pub const IMAGE_PROVIDER_DIR: &str = "/usr/lib/pontoon/providers";
+/// Where `make providers` puts them in a checkout.
+pub const CHECKOUT_PROVIDER_DIR: &str = "dist/providers";
+
+pub struct Options {
+    /// Provider directory; `None` for the default.
+    pub providers: Option<PathBuf>,
+    pub settings: bridge_mount::Settings,
+    pub limits: Limits,
+    pub scope: Scope,
+}
+
+/// The provider directory to use: the one given, else `dist/providers` when it
+/// exists (a checkout), else the image's.
+pub fn provider_dir(given: Option<PathBuf>) -> PathBuf {
+    given.unwrap_or_else(|| {
+        let checkout = PathBuf::from(CHECKOUT_PROVIDER_DIR);
+        if checkout.is_dir() {
+            checkout
+        } else {
+            PathBuf::from(IMAGE_PROVIDER_DIR)
+        }
+    })
+}
+
+pub async fn run(client: Client, options: Options) -> anyhow::Result<()> {
+    let dir = provider_dir(options.providers);
+    let runtime = PluginRuntime::new(options.limits)?;
+    let started = std::time::Instant::now();
+    let registry = runtime
+        .load_dir(&dir)
+        .await
+        .with_context(|| format!("cannot load provider modules from {}", dir.display()))?;
+    let providers: Vec<&str> = registry.provider_names().collect();
+    let filters: Vec<&str> = registry.filter_names().collect();
+    tracing::info!(
+        dir = %dir.display(),
+        providers = ?providers,
+        filters = ?filters,
+        rejected = registry.rejected.len(),
+        seconds = started.elapsed().as_secs_f64(),
+        "provider modules loaded"
+    );
+    if providers.is_empty() {
+        tracing::warn!(dir = %dir.display(), "no bridge-mount provider loaded: every mount will report ProviderNotFound");
+    }
+    let reporter = Reporter {
+        controller: "pontoon".into(),
+        instance: std::env::var("POD_NAME").ok(),
+    };
+    let recorder = Recorder::new(client.clone(), reporter);
+    tracing::info!(
+        namespace = options.settings.operator_namespace,
+        watch_namespace = options.scope.watch_namespace.as_deref().unwrap_or("(all)"),
+        "pontoon operator starting"
+    );
+    bridge_mount::controller::run(
+        client,
+        Arc::new(registry),
+        recorder,
+        options.settings,
+        options.scope,
+        shutdown_signal(),
+    )
+    .await
+}
+
+/// Completes on SIGTERM (Kubernetes stopping the pod) or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {},
+                    _ = term.recv() => {},
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+    tracing::info!("shutting down: finishing the reconciles in flight");
+}

@@ -1,0 +1,1 @@
+//! carrier2mount: placeholder until the provider lands.
