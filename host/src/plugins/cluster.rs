@@ -8,7 +8,7 @@ use kube::{
     Api, Client,
     api::{
         ApiResource, AttachParams, DeleteParams, DynamicObject, GroupVersionKind, ListParams,
-        Patch, PatchParams, PostParams,
+        Patch, PatchParams, PostParams, Preconditions,
     },
     runtime::events::{Event, EventType as KubeEventType, Recorder, Reporter},
 };
@@ -317,6 +317,35 @@ impl super::bindings::provider::pontoon::provider::cluster::Host for CallState {
         match api.delete(&r.name, &DeleteParams::background()).await {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(status)) if status.is_not_found() => Ok(false),
+            Err(err) => Err(api_error(err)),
+        }
+    }
+
+    async fn delete_if_unchanged(
+        &mut self,
+        r: ObjectRef,
+        resource_version: String,
+    ) -> Result<bool, ClusterError> {
+        let (_, api) = self.object_api(&r, Verb::Delete).await?;
+        if resource_version.is_empty() {
+            // An empty precondition would be ignored by the API server, which
+            // would turn this into an unconditional delete.
+            return Err(ClusterError::Invalid(format!(
+                "delete-if-unchanged of {} `{}`: the resource version is empty",
+                r.kind, r.name
+            )));
+        }
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: Some(resource_version),
+                uid: None,
+            }),
+            ..DeleteParams::background()
+        };
+        match api.delete(&r.name, &params).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(status)) if status.is_not_found() => Ok(false),
+            // A failed precondition is a 409 Conflict, which `api_error` maps to `conflict`.
             Err(err) => Err(api_error(err)),
         }
     }

@@ -98,6 +98,22 @@ where
     imports::delete(&object_ref::<K>(namespace, name))
 }
 
+/// Deletes one object only if its `metadata.resourceVersion` is still
+/// `resource_version`: `Ok(false)` when it was already gone,
+/// [`ClusterError::Conflict`] when it changed since it was read. For a shared
+/// object found empty (a ConfigMap of entries, say) that another writer may
+/// fill at the same moment: read, decide, delete if unchanged, else read again.
+pub fn delete_if_unchanged<K>(
+    namespace: &str,
+    name: &str,
+    resource_version: &str,
+) -> Result<bool, ClusterError>
+where
+    K: Resource<Scope = NamespaceResourceScope>,
+{
+    imports::delete_if_unchanged(&object_ref::<K>(namespace, name), resource_version)
+}
+
 /// Runs `command` (no shell unless you call one) in a container of a pod and
 /// waits for it; a non-zero exit is in [`ExecOutput::exit_code`], not an error.
 pub fn exec(

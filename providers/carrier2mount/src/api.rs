@@ -1,0 +1,206 @@
+//! The cluster calls the steps share, with the contract's errors: a missing
+//! target is `target-missing`, a workload carrier2mount cannot serve is
+//! `invalid-input`, messages name the object and its namespace.
+
+use pontoon_provider_sdk::{
+    Target, TargetKind,
+    bridge_mount::{Error, Mount},
+    cluster::{self, ClusterError, EventType, ExecOutput, ObjectRef},
+    k8s_openapi::api::core::v1::Pod,
+    warn,
+};
+use serde_json::Value;
+
+use crate::{
+    names, selector,
+    workload::{Problem, Workload},
+};
+
+/// The mount being served, with its target parsed.
+pub struct Ctx<'a> {
+    pub mount: &'a Mount,
+    pub target: Target,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(mount: &'a Mount) -> Result<Self, Error> {
+        Ok(Self {
+            mount,
+            target: mount.check_target()?,
+        })
+    }
+
+    pub fn target_namespace(&self) -> &str {
+        &self.mount.target_namespace
+    }
+
+    pub fn container(&self) -> &str {
+        &self.mount.target_container
+    }
+
+    pub fn carrier_image(&self) -> &str {
+        &self.mount.settings.carrier_image
+    }
+
+    /// `deploy/web`, as the restore entries and messages write the target.
+    pub fn target_name(&self) -> String {
+        self.target.to_string()
+    }
+
+    fn shadow_ref(&self) -> ObjectRef {
+        object_ref(
+            self.target.kind.api_version(),
+            self.target.kind.kind(),
+            self.target_namespace(),
+            &names::shadow_workload(&self.target.name),
+        )
+    }
+
+    /// The target workload, or `None` when it (or its namespace) does not exist.
+    pub fn workload(&self) -> Result<Option<Workload>, Error> {
+        let reference = object_ref(
+            self.target.kind.api_version(),
+            self.target.kind.kind(),
+            self.target_namespace(),
+            &self.target.name,
+        );
+        let Some(json) = cluster::raw::get(&reference)? else {
+            return Ok(None);
+        };
+        let object = parse(&json, &reference)?;
+        Ok(Some(Workload::new(
+            &self.target,
+            self.target_namespace(),
+            object,
+        )))
+    }
+
+    /// The target workload; `target-missing` when it does not exist.
+    pub fn require_workload(&self) -> Result<Workload, Error> {
+        self.workload()?.ok_or_else(|| {
+            Error::target_missing(format!(
+                "target `{}` not found in namespace `{}`",
+                self.target,
+                self.target_namespace()
+            ))
+        })
+    }
+
+    /// The shadow workload as stored, if it exists.
+    pub fn shadow(&self) -> Result<Option<Value>, Error> {
+        let reference = self.shadow_ref();
+        cluster::raw::get(&reference)?
+            .map(|json| parse(&json, &reference))
+            .transpose()
+    }
+
+    pub fn delete_shadow(&self) -> Result<bool, Error> {
+        Ok(cluster::raw::delete(&self.shadow_ref())?)
+    }
+
+    /// The original pods of the target that are not going away: a Pod
+    /// target's own pod, or the pods its selector matches (never the shadow's).
+    pub fn original_pods(&self, workload: &Workload) -> Result<Vec<Pod>, Error> {
+        let pods = match workload.selector().map_err(invalid)? {
+            None => cluster::get::<Pod>(self.target_namespace(), &workload.name)?
+                .into_iter()
+                .collect(),
+            Some(selector) => {
+                let selector = selector::original_pods(&selector).map_err(|why| {
+                    Error::invalid_input(format!("{}: {why}", workload.describe()))
+                })?;
+                cluster::list::<Pod>(self.target_namespace(), &selector)?
+            }
+        };
+        Ok(pods
+            .into_iter()
+            .filter(|p| !crate::pods::is_terminating(p))
+            .collect())
+    }
+
+    /// The pods of the shadow workload that are not going away.
+    pub fn shadow_pods(&self, shadow: &Value) -> Result<Vec<Pod>, Error> {
+        let pods = match self.target.kind {
+            TargetKind::Pod => cluster::get::<Pod>(
+                self.target_namespace(),
+                &names::shadow_workload(&self.target.name),
+            )?
+            .into_iter()
+            .collect(),
+            TargetKind::Deployment | TargetKind::StatefulSet => {
+                match crate::shadow::duplication_id_of(shadow, self.target.kind) {
+                    Some(id) => {
+                        cluster::list::<Pod>(self.target_namespace(), &selector::shadow_pods(&id))?
+                    }
+                    None => Vec::new(),
+                }
+            }
+        };
+        Ok(pods
+            .into_iter()
+            .filter(|p| !crate::pods::is_terminating(p))
+            .collect())
+    }
+
+    /// Runs a `busybox sh` script (on stdin) in the target container of `pod`.
+    pub fn run_script(&self, pod: &str, script: &str) -> Result<ExecOutput, ClusterError> {
+        cluster::exec(
+            self.target_namespace(),
+            pod,
+            self.container(),
+            &["busybox", "sh"],
+            Some(script.as_bytes()),
+        )
+    }
+}
+
+pub fn object_ref(api_version: &str, kind: &str, namespace: &str, name: &str) -> ObjectRef {
+    ObjectRef {
+        api_version: api_version.to_string(),
+        kind: kind.to_string(),
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+    }
+}
+
+fn parse(json: &str, reference: &ObjectRef) -> Result<Value, Error> {
+    serde_json::from_str(json).map_err(|e| {
+        Error::failed(format!(
+            "{} `{}` in namespace `{}` came back unreadable: {e}",
+            reference.kind, reference.name, reference.namespace
+        ))
+    })
+}
+
+/// Server-side apply of an object given as JSON.
+pub fn apply(namespace: &str, object: &Value) -> Result<(), Error> {
+    cluster::raw::apply(namespace, &object.to_string())?;
+    Ok(())
+}
+
+/// Every object of a kind in a namespace, as JSON.
+pub fn list(api_version: &str, kind: &str, namespace: &str) -> Result<Vec<Value>, Error> {
+    cluster::raw::list(api_version, kind, namespace, "")?
+        .iter()
+        .map(|json| {
+            serde_json::from_str(json).map_err(|e| {
+                Error::failed(format!(
+                    "a {kind} in namespace `{namespace}` came back unreadable: {e}"
+                ))
+            })
+        })
+        .collect()
+}
+
+/// A workload problem is the user's to fix: `invalid-input`.
+pub fn invalid(problem: Problem) -> Error {
+    Error::invalid_input(problem.0)
+}
+
+/// Posts an Event; Events are for humans, so failing to post one is logged
+/// and does not fail (and thus repeat) the step.
+pub fn event(event_type: EventType, reason: &str, message: &str) {
+    if let Err(err) = cluster::event(event_type, reason, message) {
+        warn!("could not post event {reason} ({message}): {err}");
+    }
+}

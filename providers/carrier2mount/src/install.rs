@@ -1,0 +1,310 @@
+//! `install`: for each original pod, save its container's original, put the
+//! Carrier2 image in, and once Carrier2 runs, give it its config. Each call
+//! does what is possible now and returns; nothing waits inside the guest.
+
+use std::time::{Duration, Instant};
+
+use pontoon_provider_sdk::{
+    TargetKind,
+    bridge_mount::{Error, Progress, TRANSIENT_RETRY_SECONDS},
+    cluster::{self, ClusterError, EventType, PatchType},
+    info,
+    k8s_openapi::api::core::v1::{Container, Pod, Secret, Service},
+    warn,
+};
+use serde_json::json;
+
+use crate::{
+    api::{self, Ctx},
+    carrier_config::{self, CarrierConfig, Proxy},
+    names, pods,
+    prepare::{check_container, tls_parameters},
+    restore::{self, Entry, OriginalConfig, Store},
+    tls::{SecretRef, TlsParameters},
+    workload::Workload,
+};
+
+/// Seconds to wait while the pods of a target belong to more than one
+/// controller (a rollout).
+const ROLLOUT_RETRY_SECONDS: u32 = 10;
+/// A step stops starting new work after this long, well inside the host's
+/// deadline, and asks to be called again.
+const WORK_BUDGET: Duration = Duration::from_secs(5);
+
+/// Where one pod stands.
+enum PodState {
+    Configured,
+    /// Its container is restarting (with Carrier2) or the pod changed.
+    Waiting,
+}
+
+/// What every pod of one call shares.
+struct Plan<'a> {
+    ctx: &'a Ctx<'a>,
+    workload: &'a Workload,
+    template_container: &'a Container,
+    tls: TlsParameters,
+    store: Store,
+    service: String,
+    total: usize,
+}
+
+pub fn install(ctx: &Ctx) -> Result<Progress, Error> {
+    let started = Instant::now();
+    let workload = ctx.require_workload()?;
+    let template_container = check_container(ctx, &workload)?;
+    let ns = ctx.target_namespace();
+    let service = names::shadow_service(&workload.name, ctx.container());
+    if cluster::get::<Service>(ns, &service)?.is_none() {
+        return Err(Error::temporary(
+            format!(
+                "the shadow Service `{service}` does not exist in namespace `{ns}`; \
+                 prepare has not completed"
+            ),
+            TRANSIENT_RETRY_SECONDS,
+        ));
+    }
+    let pods = ctx.original_pods(&workload)?;
+    if pods.is_empty() {
+        info!("no pods of {} to patch yet", workload.describe());
+        return Ok(Progress::WhenPodsChange);
+    }
+    let owners = pods::owners(&pods);
+    if owners.len() > 1 {
+        return Err(Error::temporary(
+            format!(
+                "the pods of {} belong to {}: a rollout is under way; waiting for it to finish",
+                workload.describe(),
+                owners.into_iter().collect::<Vec<_>>().join(" and ")
+            ),
+            ROLLOUT_RETRY_SECONDS,
+        ));
+    }
+    let plan = Plan {
+        ctx,
+        workload: &workload,
+        template_container: &template_container,
+        tls: tls_parameters(ctx)?,
+        store: Store::of(ctx.mount),
+        service,
+        total: pods.len(),
+    };
+    let mut data = plan.store.data()?;
+    let mut waiting = false;
+    for (index, pod) in pods.iter().enumerate() {
+        if started.elapsed() > WORK_BUDGET {
+            return Ok(Progress::RetryAfter(1));
+        }
+        match plan.pod(pod, index, &mut data)? {
+            PodState::Configured => {}
+            PodState::Waiting => waiting = true,
+        }
+    }
+    Ok(if waiting {
+        Progress::WhenPodsChange
+    } else {
+        Progress::Done
+    })
+}
+
+impl Plan<'_> {
+    fn pod(
+        &self,
+        pod: &Pod,
+        index: usize,
+        data: &mut std::collections::BTreeMap<String, String>,
+    ) -> Result<PodState, Error> {
+        let ctx = self.ctx;
+        let (ns, name, carrier) = (ctx.target_namespace(), pods::name(pod), ctx.carrier_image());
+        let container = pods::container(pod, ctx.container()).ok_or_else(|| {
+            Error::invalid_input(format!(
+                "container `{}` not found in pod `{name}` of {}",
+                ctx.container(),
+                self.workload.describe()
+            ))
+        })?;
+
+        // The original goes into the restore ConfigMap before the pod is touched.
+        let key = restore::key(ns, name);
+        if self.store.entry(data, &key)?.is_none() {
+            let entry = Entry {
+                original_config: self.original(pod, container)?,
+                container: Some(container.name.clone()),
+                pod: Some(name.to_string()),
+                target_namespace: Some(ns.to_string()),
+                target: Some(ctx.target_name()),
+                mount: Some(format!("{}/{}", ctx.mount.namespace, ctx.mount.name)),
+            };
+            self.store.save(&key, &entry)?;
+            data.insert(key, entry.encode());
+        }
+
+        let spec_runs_carrier = container
+            .image
+            .as_deref()
+            .is_some_and(|image| pods::same_image(image, carrier));
+        if !spec_runs_carrier {
+            let patch =
+                json!({ "spec": { "containers": [{ "name": container.name, "image": carrier }] } });
+            match cluster::patch::<Pod>(ns, name, PatchType::Strategic, &patch) {
+                Ok(_) => {}
+                // Gone or changed meanwhile: the next call sees the new state.
+                Err(ClusterError::NotFound(_)) => return Ok(PodState::Waiting),
+                Err(err) => return Err(err.into()),
+            }
+            api::event(
+                EventType::Normal,
+                "PodPatched",
+                &format!(
+                    "Pod `{name}` ({} of {}) in namespace `{ns}`: container `{}` now runs {carrier}",
+                    index + 1,
+                    self.total,
+                    container.name
+                ),
+            );
+            return Ok(PodState::Waiting);
+        }
+        match pods::running_image(pod, &container.name) {
+            Some(running) if pods::same_image(running, carrier) => {}
+            _ => return Ok(PodState::Waiting),
+        }
+        self.configure(pod, container, index)
+    }
+
+    /// What the container ran before Carrier2. A container that already
+    /// runs Carrier2 without an entry (its entry was lost) gets the
+    /// template's; for a bare Pod there is no template to ask.
+    fn original(&self, pod: &Pod, container: &Container) -> Result<OriginalConfig, Error> {
+        let carrier = self.ctx.carrier_image();
+        let runs_carrier = container
+            .image
+            .as_deref()
+            .is_some_and(|image| pods::same_image(image, carrier));
+        let source = if !runs_carrier {
+            container
+        } else if self.workload.kind == TargetKind::Pod {
+            return Err(Error::failed(format!(
+                "pod `{}` in namespace `{}` already runs {carrier} and {} has no entry with \
+                 its original container; carrier2mount will not guess it (recreate the pod \
+                 from its manifest)",
+                pods::name(pod),
+                self.ctx.target_namespace(),
+                self.store.describe()
+            )));
+        } else {
+            warn!(
+                "pod {} runs {carrier} without a restore entry; saving the template's container",
+                pods::name(pod)
+            );
+            self.template_container
+        };
+        Ok(OriginalConfig {
+            image: source.image.clone(),
+            command: source.command.clone(),
+            args: source.args.clone(),
+        })
+    }
+
+    /// Writes the Carrier2 config (and TLS files) into the pod unless it
+    /// holds them already, and reloads Carrier2.
+    fn configure(&self, pod: &Pod, container: &Container, index: usize) -> Result<PodState, Error> {
+        let ctx = self.ctx;
+        let (ns, name) = (ctx.target_namespace(), pods::name(pod));
+        let ports = carrier_config::container_ports(container);
+        let probes = carrier_config::probes(container, &ports).map_err(|why| {
+            Error::invalid_input(format!("{why} (pod `{name}` in namespace `{ns}`)"))
+        })?;
+        let (tls, tls_files) = self.tls.resolve(&ports, |secret| read_secret(ns, secret))?;
+        let config = CarrierConfig {
+            probes,
+            proxy: ports
+                .iter()
+                .map(|&port| Proxy {
+                    port,
+                    tls: tls.get(&port).cloned(),
+                    cluster_upstream: vec![names::cluster_upstream(&self.service, ns, port)],
+                })
+                .collect(),
+        };
+        let files = carrier_config::desired_files(&config, &tls_files);
+
+        let current = match ctx.run_script(name, &carrier_config::read_back_script(&files)) {
+            Ok(output) => output,
+            Err(ClusterError::NotFound(_)) => return Ok(PodState::Waiting),
+            Err(err) => return Err(err.into()),
+        };
+        if String::from_utf8_lossy(&current.stdout) == carrier_config::expected_read_back(&files) {
+            return Ok(PodState::Configured);
+        }
+
+        let output = match ctx.run_script(name, &carrier_config::write_script(&files)) {
+            Ok(output) => output,
+            Err(ClusterError::NotFound(_)) => return Ok(PodState::Waiting),
+            Err(err) => return Err(err.into()),
+        };
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        if carrier_config::reload_succeeded(output.exit_code, &stdout) {
+            api::event(
+                EventType::Normal,
+                "CarrierConfigured",
+                &format!(
+                    "Pod `{name}` ({} of {}) in namespace `{ns}`: Carrier2 proxies port(s) {} to \
+                     Service `{}`",
+                    index + 1,
+                    self.total,
+                    ports
+                        .iter()
+                        .map(i32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    self.service
+                ),
+            );
+            return Ok(PodState::Configured);
+        }
+        let all = format!("{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+        let tail = carrier_config::tail(&all, 4);
+        if all.contains(carrier_config::PANIC_MARK) {
+            return Err(Error::failed(format!(
+                "Carrier2 in pod `{name}` (namespace `{ns}`, container `{}`) refused its config: {tail}",
+                container.name
+            )));
+        }
+        Err(Error::temporary(
+            format!(
+                "Carrier2 in pod `{name}` (namespace `{ns}`, container `{}`) did not start with \
+                 its config (exit code {}): {tail}",
+                container.name, output.exit_code
+            ),
+            TRANSIENT_RETRY_SECONDS,
+        ))
+    }
+}
+
+/// One value of a Secret in the target namespace, as text.
+fn read_secret(namespace: &str, secret: &SecretRef) -> Result<String, Error> {
+    let Some(found) = cluster::get::<Secret>(namespace, &secret.name)? else {
+        return Err(Error::temporary(
+            format!(
+                "Secret `{}` named in the mount's TLS parameters does not exist in namespace `{namespace}`",
+                secret.name
+            ),
+            ROLLOUT_RETRY_SECONDS,
+        ));
+    };
+    let Some(value) = found.data.as_ref().and_then(|d| d.get(&secret.key)) else {
+        return Err(Error::temporary(
+            format!(
+                "Secret `{}` in namespace `{namespace}` has no key `{}` (named in the mount's TLS parameters)",
+                secret.name, secret.key
+            ),
+            ROLLOUT_RETRY_SECONDS,
+        ));
+    };
+    String::from_utf8(value.0.clone()).map_err(|_| {
+        Error::invalid_input(format!(
+            "key `{}` of Secret `{}` in namespace `{namespace}` is not text (PEM expected)",
+            secret.key, secret.name
+        ))
+    })
+}

@@ -1,0 +1,311 @@
+//! The restore ConfigMap: the original image, command and args of every
+//! patched container, written before the pod is touched, read back to undo.
+//!
+//! One key per pod, `<namespace>.<pod>` (a namespace has no dots, so the key
+//! splits unambiguously), whose value is JSON in Gefyra's shape plus where it
+//! came from:
+//!
+//! ```json
+//! {"originalConfig": {"image": "nginx:1.27", "command": ["nginx"], "args": null},
+//!  "container": "app", "pod": "web-7d9c-x2", "targetNamespace": "shop",
+//!  "target": "deploy/web", "mount": "gefyra/web-mount"}
+//! ```
+//!
+//! Writers touch one key at a time (merge patches), so mounts sharing the
+//! ConfigMap never overwrite each other's entries, and the ConfigMap is
+//! deleted only if unchanged since it was seen empty.
+
+use std::collections::BTreeMap;
+
+use pontoon_provider_sdk::{
+    bridge_mount::{CONFLICT_RETRY_SECONDS, Error, Mount},
+    cluster::{self, ClusterError, PatchType},
+    k8s_openapi::{api::core::v1::ConfigMap, apimachinery::pkg::apis::meta::v1::ObjectMeta},
+};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// The default name of the restore ConfigMap (Gefyra's), the one name the
+/// provider's capability scope allows.
+pub const DEFAULT_CONFIG_MAP: &str = "gefyra-carrier2-restore-configmap";
+
+/// Longest ConfigMap key Kubernetes accepts.
+const MAX_KEY: usize = 253;
+
+/// What a container ran before Carrier2 replaced it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OriginalConfig {
+    pub image: Option<String>,
+    pub command: Option<Vec<String>>,
+    pub args: Option<Vec<String>>,
+}
+
+/// One restore entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    pub original_config: OriginalConfig,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_namespace: Option<String>,
+    /// The mount's target in short form (`deploy/web`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// `<namespace>/<name>` of the mount that wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mount: Option<String>,
+}
+
+impl Entry {
+    pub fn encode(&self) -> String {
+        // Plain data with string keys: serialising cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    pub fn decode(text: &str) -> Result<Self, String> {
+        serde_json::from_str(text).map_err(|e| e.to_string())
+    }
+
+    /// Whether the entry was written for this pod of this target.
+    pub fn belongs_to(&self, namespace: &str, target: &str) -> bool {
+        self.target_namespace.as_deref() == Some(namespace)
+            && self.target.as_deref() == Some(target)
+    }
+}
+
+/// The key of a pod's entry. Keys longer than Kubernetes allows (a very long
+/// pod name) keep a readable prefix and end in a hash of the pod name.
+pub fn key(namespace: &str, pod: &str) -> String {
+    let plain = format!("{namespace}.{pod}");
+    if plain.len() <= MAX_KEY {
+        return plain;
+    }
+    let hash = format!("{:016x}", fnv1a(pod.as_bytes()));
+    let room = MAX_KEY - namespace.len() - hash.len() - 2;
+    let prefix: String = pod.chars().take(room).collect();
+    format!("{namespace}.{prefix}.{hash}")
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The entries of one target among all entries of the ConfigMap, by key;
+/// entries of this namespace that do not decode are reported with their error
+/// (never removed: they may be someone's only copy).
+pub fn of_target(
+    data: &BTreeMap<String, String>,
+    namespace: &str,
+    target: &str,
+) -> (BTreeMap<String, Entry>, Vec<String>) {
+    let prefix = format!("{namespace}.");
+    let mut entries = BTreeMap::new();
+    let mut unreadable = Vec::new();
+    for (key, value) in data.iter().filter(|(k, _)| k.starts_with(&prefix)) {
+        match Entry::decode(value) {
+            Ok(entry) if entry.belongs_to(namespace, target) => {
+                entries.insert(key.clone(), entry);
+            }
+            Ok(_) => {}
+            Err(e) => unreadable.push(format!("{key}: {e}")),
+        }
+    }
+    (entries, unreadable)
+}
+
+/// The restore ConfigMap of one mount's operator.
+pub struct Store {
+    namespace: String,
+    name: String,
+}
+
+impl Store {
+    pub fn of(mount: &Mount) -> Self {
+        Self {
+            namespace: mount.settings.operator_namespace.clone(),
+            name: mount.settings.restore_config_map.clone(),
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        format!(
+            "ConfigMap `{}` in namespace `{}`",
+            self.name, self.namespace
+        )
+    }
+
+    pub fn read(&self) -> Result<Option<ConfigMap>, Error> {
+        Ok(cluster::get::<ConfigMap>(&self.namespace, &self.name)?)
+    }
+
+    /// The data of the ConfigMap, empty when it does not exist.
+    pub fn data(&self) -> Result<BTreeMap<String, String>, Error> {
+        Ok(self.read()?.and_then(|cm| cm.data).unwrap_or_default())
+    }
+
+    /// The entry under `key`; an entry that does not decode is an error, so
+    /// nobody writes over what may be the only copy of an original.
+    pub fn entry(
+        &self,
+        data: &BTreeMap<String, String>,
+        key: &str,
+    ) -> Result<Option<Entry>, Error> {
+        data.get(key)
+            .map(|text| {
+                Entry::decode(text).map_err(|e| {
+                    Error::failed(format!(
+                        "restore entry `{key}` in {} cannot be read ({e}); \
+                         fix or remove it by hand",
+                        self.describe()
+                    ))
+                })
+            })
+            .transpose()
+    }
+
+    /// Writes one entry, creating the ConfigMap if needed.
+    pub fn save(&self, key: &str, entry: &Entry) -> Result<(), Error> {
+        let patch = json!({ "data": { key: entry.encode() } });
+        match self.merge(&patch) {
+            Err(ClusterError::NotFound(_)) => {}
+            other => return other.map_err(Error::from),
+        }
+        let config_map = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                namespace: Some(self.namespace.clone()),
+                ..Default::default()
+            },
+            data: Some([(key.to_string(), entry.encode())].into()),
+            ..Default::default()
+        };
+        match cluster::create(&self.namespace, &config_map) {
+            Ok(_) => Ok(()),
+            // Another writer created it first: add to theirs.
+            Err(ClusterError::Conflict(_)) => self.merge(&patch).map_err(Error::from),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Removes one entry; gone already is fine.
+    pub fn remove(&self, key: &str) -> Result<(), Error> {
+        match self.merge(&json!({ "data": { key: null } })) {
+            Ok(()) | Err(ClusterError::NotFound(_)) => Ok(()),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Deletes the ConfigMap if it holds no entries and nobody wrote to it
+    /// since it was read. `true` when it is gone.
+    pub fn delete_if_empty(&self) -> Result<bool, Error> {
+        let Some(config_map) = self.read()? else {
+            return Ok(true);
+        };
+        let empty = config_map.data.as_ref().is_none_or(BTreeMap::is_empty)
+            && config_map
+                .binary_data
+                .as_ref()
+                .is_none_or(BTreeMap::is_empty);
+        if !empty {
+            return Ok(false);
+        }
+        let Some(version) = config_map.metadata.resource_version.as_deref() else {
+            return Err(Error::failed(format!(
+                "{} has no resourceVersion",
+                self.describe()
+            )));
+        };
+        match cluster::delete_if_unchanged::<ConfigMap>(&self.namespace, &self.name, version) {
+            Ok(_) => Ok(true),
+            Err(ClusterError::Conflict(_)) => Err(Error::temporary(
+                format!(
+                    "{} changed while being deleted; looking again",
+                    self.describe()
+                ),
+                CONFLICT_RETRY_SECONDS,
+            )),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    fn merge(&self, patch: &serde_json::Value) -> Result<(), ClusterError> {
+        cluster::patch::<ConfigMap>(&self.namespace, &self.name, PatchType::Merge, patch).map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry() -> Entry {
+        Entry {
+            original_config: OriginalConfig {
+                image: Some("nginx:1.27".into()),
+                command: Some(vec!["nginx".into()]),
+                args: None,
+            },
+            container: Some("app".into()),
+            pod: Some("web-1".into()),
+            target_namespace: Some("shop".into()),
+            target: Some("deploy/web".into()),
+            mount: Some("gefyra/m".into()),
+        }
+    }
+
+    #[test]
+    fn entries_round_trip_in_gefyras_shape() {
+        let text = entry().encode();
+        assert_eq!(
+            text,
+            r#"{"originalConfig":{"image":"nginx:1.27","command":["nginx"],"args":null},"container":"app","pod":"web-1","targetNamespace":"shop","target":"deploy/web","mount":"gefyra/m"}"#
+        );
+        assert_eq!(Entry::decode(&text).unwrap(), entry());
+    }
+
+    #[test]
+    fn a_gefyra_entry_decodes_too() {
+        let gefyra = r#"{"originalConfig": {"image": "nginx", "command": null, "args": ["-v"]}}"#;
+        let decoded = Entry::decode(gefyra).unwrap();
+        assert_eq!(decoded.original_config.args, Some(vec!["-v".to_string()]));
+        assert_eq!(decoded.target, None);
+        assert!(Entry::decode("{}").is_err());
+        assert!(Entry::decode("not json").is_err());
+    }
+
+    #[test]
+    fn keys_are_namespace_dot_pod_and_fit_the_limit() {
+        assert_eq!(key("shop", "web-7d9c-x2"), "shop.web-7d9c-x2");
+        let long_pod = "p".repeat(250);
+        let long = key("shop", &long_pod);
+        assert_eq!(long.len(), 253);
+        assert!(long.starts_with("shop.ppp"));
+        assert_ne!(long, key("shop", &format!("{}q", "p".repeat(249))));
+        assert!(
+            long.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
+        );
+    }
+
+    #[test]
+    fn of_target_picks_this_targets_entries_and_reports_unreadable_ones() {
+        let mut other_target = entry();
+        other_target.target = Some("deploy/api".into());
+        let data: BTreeMap<String, String> = [
+            ("shop.web-1".to_string(), entry().encode()),
+            ("shop.api-1".to_string(), other_target.encode()),
+            ("shop.broken".to_string(), "{".to_string()),
+            ("other.broken".to_string(), "{".to_string()),
+            ("shopfront.web-1".to_string(), entry().encode()),
+        ]
+        .into();
+        let (entries, unreadable) = of_target(&data, "shop", "deploy/web");
+        assert_eq!(entries.keys().collect::<Vec<_>>(), ["shop.web-1"]);
+        assert_eq!(unreadable.len(), 1);
+        assert!(unreadable[0].starts_with("shop.broken: "));
+    }
+}

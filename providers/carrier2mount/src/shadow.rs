@@ -1,0 +1,468 @@
+//! The shadow of a target: a copy of the workload under `<name>-gefyra` with
+//! every label value suffixed, the Service that selects its pods, and the
+//! copy of an HPA that scales the original Deployment. Pure: built from the
+//! objects as read, applied by the caller.
+
+use std::collections::BTreeMap;
+
+use pontoon_provider_sdk::{
+    TargetKind,
+    k8s_openapi::{
+        api::core::v1::{Container, Service, ServicePort, ServiceSpec},
+        apimachinery::pkg::{apis::meta::v1::ObjectMeta, util::intstr::IntOrString},
+    },
+};
+use serde_json::{Map, Value, json};
+
+use crate::{
+    names::{self, DUPLICATION_ID_LABEL},
+    restore::OriginalConfig,
+    workload::{Problem, Workload},
+};
+
+/// Annotations that describe the original object's history, not what it is.
+pub const DROPPED_ANNOTATIONS: [&str; 2] = [
+    "kubectl.kubernetes.io/last-applied-configuration",
+    "deployment.kubernetes.io/revision",
+];
+
+/// Label values with the shadow suffix (keys unchanged).
+pub fn shadow_labels(labels: &Map<String, Value>) -> Map<String, Value> {
+    labels
+        .iter()
+        .map(|(key, value)| {
+            let value = value.as_str().unwrap_or_default();
+            (key.clone(), Value::String(names::shadow_label_value(value)))
+        })
+        .collect()
+}
+
+fn labels_at(object: &Value, pointer: &str) -> Map<String, Value> {
+    object
+        .pointer(pointer)
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// A fresh `metadata`: the name and namespace given, the labels given, and
+/// the original's annotations less [`DROPPED_ANNOTATIONS`]. Everything the
+/// server manages (uid, resourceVersion, creationTimestamp, generation,
+/// managedFields, ownerReferences, finalizers) is left out.
+fn fresh_metadata(
+    original: &Value,
+    name: &str,
+    namespace: &str,
+    labels: Map<String, Value>,
+) -> Value {
+    let mut metadata = Map::new();
+    metadata.insert("name".into(), name.into());
+    metadata.insert("namespace".into(), namespace.into());
+    if !labels.is_empty() {
+        metadata.insert("labels".into(), Value::Object(labels));
+    }
+    let annotations: Map<String, Value> = labels_at(original, "/metadata/annotations")
+        .into_iter()
+        .filter(|(key, _)| !DROPPED_ANNOTATIONS.contains(&key.as_str()))
+        .collect();
+    if !annotations.is_empty() {
+        metadata.insert("annotations".into(), Value::Object(annotations));
+    }
+    Value::Object(metadata)
+}
+
+/// The shadow copy of `workload`, its pods labelled with `duplication_id`.
+///
+/// `container` replaces the target container's image, command and args
+/// (for a bare Pod that already runs Carrier2: the copy must run the
+/// original, taken from the restore entry).
+pub fn workload_copy(
+    workload: &Workload,
+    duplication_id: &str,
+    container: Option<(&str, &OriginalConfig)>,
+) -> Result<Value, Problem> {
+    let mut copy = workload.object.clone();
+    let labels = shadow_labels(&labels_at(&workload.object, "/metadata/labels"));
+    let Some(object) = copy.as_object_mut() else {
+        return Err(Problem(format!("{} is not an object", workload.describe())));
+    };
+    object.remove("status");
+    let mut metadata_labels = labels;
+    match workload.kind {
+        TargetKind::Pod => {
+            metadata_labels.insert(DUPLICATION_ID_LABEL.into(), duplication_id.into());
+            if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) {
+                // Let the scheduler place the copy.
+                spec.remove("nodeName");
+            }
+        }
+        TargetKind::Deployment | TargetKind::StatefulSet => {
+            let spec = object
+                .get_mut("spec")
+                .and_then(Value::as_object_mut)
+                .ok_or_else(|| Problem(format!("{} has no spec", workload.describe())))?;
+            rewrite_selector(spec);
+            let template = spec
+                .entry("template")
+                .or_insert_with(|| json!({}))
+                .as_object_mut()
+                .ok_or_else(|| Problem(format!("{} has no pod template", workload.describe())))?;
+            let template_meta = template
+                .entry("metadata")
+                .or_insert_with(|| json!({}))
+                .as_object_mut()
+                .ok_or_else(|| {
+                    Problem(format!("{} has no template metadata", workload.describe()))
+                })?;
+            template_meta.remove("creationTimestamp");
+            let mut pod_labels = template_meta
+                .get("labels")
+                .and_then(Value::as_object)
+                .map(shadow_labels)
+                .unwrap_or_default();
+            pod_labels.insert(DUPLICATION_ID_LABEL.into(), duplication_id.into());
+            template_meta.insert("labels".into(), Value::Object(pod_labels));
+            if workload.kind == TargetKind::StatefulSet {
+                keep_no_volume_claims(spec);
+            }
+        }
+    }
+    object.insert(
+        "metadata".into(),
+        fresh_metadata(
+            &workload.object,
+            &names::shadow_workload(&workload.name),
+            &workload.namespace,
+            metadata_labels,
+        ),
+    );
+    if let Some((name, original)) = container {
+        set_container_config(&mut copy, workload.kind, name, original);
+    }
+    Ok(copy)
+}
+
+/// Suffixes the values of `matchLabels` and of `In`/`NotIn` expressions the
+/// same way as the pod labels, so the copy selects exactly its own pods.
+fn rewrite_selector(spec: &mut Map<String, Value>) {
+    let Some(selector) = spec.get_mut("selector").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if let Some(labels) = selector.get("matchLabels").and_then(Value::as_object) {
+        let rewritten = shadow_labels(labels);
+        selector.insert("matchLabels".into(), Value::Object(rewritten));
+    }
+    for expression in selector
+        .get_mut("matchExpressions")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        for value in expression
+            .get_mut("values")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(text) = value.as_str() {
+                *value = Value::String(names::shadow_label_value(text));
+            }
+        }
+    }
+}
+
+/// The claims a shadow StatefulSet makes go with it: uninstall must leave no
+/// PersistentVolumeClaims behind.
+fn keep_no_volume_claims(spec: &mut Map<String, Value>) {
+    let has_claims = spec
+        .get("volumeClaimTemplates")
+        .and_then(Value::as_array)
+        .is_some_and(|claims| !claims.is_empty());
+    if has_claims {
+        spec.insert(
+            "persistentVolumeClaimRetentionPolicy".into(),
+            json!({ "whenDeleted": "Delete", "whenScaled": "Delete" }),
+        );
+    }
+}
+
+fn set_container_config(copy: &mut Value, kind: TargetKind, name: &str, original: &OriginalConfig) {
+    let pointer = format!("{}/containers", Workload::pod_spec_pointer(kind));
+    let Some(containers) = copy.pointer_mut(&pointer).and_then(Value::as_array_mut) else {
+        return;
+    };
+    for container in containers.iter_mut().filter_map(Value::as_object_mut) {
+        if container.get("name").and_then(Value::as_str) != Some(name) {
+            continue;
+        }
+        let fields = [
+            ("image", original.image.as_ref().map(|i| json!(i))),
+            ("command", original.command.as_ref().map(|c| json!(c))),
+            ("args", original.args.as_ref().map(|a| json!(a))),
+        ];
+        for (field, value) in fields {
+            match value {
+                Some(value) => container.insert(field.into(), value),
+                None => container.remove(field),
+            };
+        }
+    }
+}
+
+/// The duplication id a shadow's pods carry (its template's label, or for a
+/// Pod its own), to keep it when the shadow is applied again.
+pub fn duplication_id_of(shadow: &Value, kind: TargetKind) -> Option<String> {
+    let pointer = format!(
+        "{}/{}",
+        Workload::pod_labels_pointer(kind),
+        DUPLICATION_ID_LABEL.replace('~', "~0").replace('/', "~1")
+    );
+    shadow
+        .pointer(&pointer)
+        .and_then(Value::as_str)
+        .filter(|id| !id.is_empty())
+        .map(str::to_string)
+}
+
+/// The Service in front of the shadow pods: one port per port of the target
+/// container, named `<port>-<index>` as Gefyra names them.
+pub fn service(
+    workload: &Workload,
+    shadow: &Value,
+    container: &Container,
+    duplication_id: &str,
+) -> Service {
+    let labels: BTreeMap<String, String> = labels_at(shadow, "/metadata/labels")
+        .into_iter()
+        .filter_map(|(k, v)| v.as_str().map(|v| (k, v.to_string())))
+        .collect();
+    let ports = container
+        .ports
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(index, port)| ServicePort {
+            name: Some(format!("{}-{index}", port.container_port)),
+            port: port.container_port,
+            target_port: Some(IntOrString::Int(port.container_port)),
+            protocol: port.protocol.clone(),
+            ..Default::default()
+        })
+        .collect();
+    Service {
+        metadata: ObjectMeta {
+            name: Some(names::shadow_service(&workload.name, &container.name)),
+            namespace: Some(workload.namespace.clone()),
+            labels: (!labels.is_empty()).then_some(labels),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec {
+            selector: Some([(DUPLICATION_ID_LABEL.to_string(), duplication_id.to_string())].into()),
+            ports: Some(ports),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+/// Whether an HPA (autoscaling/v2, as JSON) scales the Deployment `name`.
+pub fn hpa_scales(hpa: &Value, deployment: &str) -> bool {
+    let target = hpa.pointer("/spec/scaleTargetRef");
+    let field = |f: &str| target.and_then(|t| t.get(f)).and_then(Value::as_str);
+    field("kind") == Some("Deployment") && field("name") == Some(deployment)
+}
+
+/// The copy of `hpa` that scales the shadow Deployment instead.
+pub fn hpa_copy(hpa: &Value, workload: &Workload) -> Value {
+    let mut spec = hpa.get("spec").cloned().unwrap_or_else(|| json!({}));
+    if let Some(target) = spec
+        .get_mut("scaleTargetRef")
+        .and_then(Value::as_object_mut)
+    {
+        target.insert("name".into(), names::shadow_workload(&workload.name).into());
+    }
+    json!({
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": fresh_metadata(
+            hpa,
+            &names::shadow_hpa(&workload.name),
+            &workload.namespace,
+            labels_at(hpa, "/metadata/labels"),
+        ),
+        "spec": spec,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use pontoon_provider_sdk::Target;
+
+    use super::*;
+    use crate::workload::tests::{deployment, web};
+
+    #[test]
+    fn the_copy_is_renamed_relabelled_and_stripped_of_server_fields() {
+        let copy = workload_copy(&web(), "dup-1", None).unwrap();
+        assert_eq!(
+            copy["metadata"],
+            json!({
+                "name": "web-gefyra",
+                "namespace": "shop",
+                "labels": {"app": "web-gefyra", "tier": "front-gefyra"},
+                "annotations": {"team": "shop"}
+            })
+        );
+        assert!(copy.get("status").is_none());
+        assert_eq!(copy["apiVersion"], "apps/v1");
+        assert_eq!(copy["kind"], "Deployment");
+        assert_eq!(
+            copy["spec"]["selector"],
+            json!({"matchLabels": {"app": "web-gefyra"}})
+        );
+        assert_eq!(
+            copy["spec"]["template"]["metadata"],
+            json!({"labels": {
+                "app": "web-gefyra",
+                "tier": "front-gefyra",
+                "bridge.gefyra.dev/duplication-id": "dup-1"
+            }})
+        );
+        // The pod spec is copied as it is.
+        assert_eq!(
+            copy["spec"]["template"]["spec"],
+            deployment()["spec"]["template"]["spec"]
+        );
+        assert_eq!(copy["spec"]["replicas"], 2);
+        assert_eq!(
+            duplication_id_of(&copy, TargetKind::Deployment).as_deref(),
+            Some("dup-1")
+        );
+    }
+
+    #[test]
+    fn selector_expressions_follow_the_labels() {
+        let mut object = deployment();
+        object["spec"]["selector"]["matchExpressions"] = json!([
+            {"key": "tier", "operator": "In", "values": ["front", "edge"]},
+            {"key": "canary", "operator": "DoesNotExist"}
+        ]);
+        let w = Workload::new(&Target::parse("deploy/web").unwrap(), "shop", object);
+        let copy = workload_copy(&w, "d", None).unwrap();
+        assert_eq!(
+            copy["spec"]["selector"]["matchExpressions"],
+            json!([
+                {"key": "tier", "operator": "In", "values": ["front-gefyra", "edge-gefyra"]},
+                {"key": "canary", "operator": "DoesNotExist"}
+            ])
+        );
+    }
+
+    #[test]
+    fn a_pod_copy_carries_the_id_itself_and_loses_its_node() {
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "solo", "namespace": "ns", "uid": "u", "labels": {"app": "solo"},
+                          "ownerReferences": [{"name": "x"}]},
+            "spec": {"nodeName": "kwok-node-0", "containers": [
+                {"name": "app", "image": "quay.io/gefyra/carrier2:latest", "command": ["x"]}
+            ]},
+            "status": {"phase": "Running"}
+        });
+        let w = Workload::new(&Target::parse("pod/solo").unwrap(), "ns", pod);
+        let original = OriginalConfig {
+            image: Some("busybox:1".into()),
+            command: None,
+            args: Some(vec!["sleep".into(), "1d".into()]),
+        };
+        let copy = workload_copy(&w, "id-9", Some(("app", &original))).unwrap();
+        assert_eq!(
+            copy["metadata"],
+            json!({"name": "solo-gefyra", "namespace": "ns", "labels": {
+                "app": "solo-gefyra", "bridge.gefyra.dev/duplication-id": "id-9"
+            }})
+        );
+        assert!(copy.get("status").is_none());
+        assert!(copy["spec"].get("nodeName").is_none());
+        assert_eq!(
+            copy["spec"]["containers"][0],
+            json!({"name": "app", "image": "busybox:1", "args": ["sleep", "1d"]})
+        );
+        assert_eq!(
+            duplication_id_of(&copy, TargetKind::Pod).as_deref(),
+            Some("id-9")
+        );
+    }
+
+    #[test]
+    fn a_statefulset_copy_deletes_its_claims_with_it() {
+        let mut object = deployment();
+        object["kind"] = json!("StatefulSet");
+        object["spec"]["volumeClaimTemplates"] = json!([{"metadata": {"name": "data"}}]);
+        let w = Workload::new(&Target::parse("sts/web").unwrap(), "shop", object);
+        let copy = workload_copy(&w, "d", None).unwrap();
+        assert_eq!(
+            copy["spec"]["persistentVolumeClaimRetentionPolicy"],
+            json!({"whenDeleted": "Delete", "whenScaled": "Delete"})
+        );
+        let plain = workload_copy(&web(), "d", None).unwrap();
+        assert!(
+            plain["spec"]
+                .get("persistentVolumeClaimRetentionPolicy")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn the_service_selects_the_id_and_serves_every_container_port() {
+        let w = web();
+        let copy = workload_copy(&w, "dup-1", None).unwrap();
+        let container = w.container("app").unwrap();
+        let svc = service(&w, &copy, &container, "dup-1");
+        let value = serde_json::to_value(&svc).unwrap();
+        assert_eq!(
+            value,
+            json!({
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {
+                    "name": "web-app-gefyra-svc",
+                    "namespace": "shop",
+                    "labels": {"app": "web-gefyra", "tier": "front-gefyra"}
+                },
+                "spec": {
+                    "selector": {"bridge.gefyra.dev/duplication-id": "dup-1"},
+                    "ports": [
+                        {"name": "80-0", "port": 80, "targetPort": 80, "protocol": "TCP"},
+                        {"name": "8443-1", "port": 8443, "targetPort": 8443}
+                    ]
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn the_hpa_copy_scales_the_shadow() {
+        let hpa = json!({
+            "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web-hpa", "namespace": "shop", "uid": "h", "resourceVersion": "5",
+                          "labels": {"app": "web"}},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                      "minReplicas": 1, "maxReplicas": 4},
+            "status": {"currentReplicas": 2}
+        });
+        assert!(hpa_scales(&hpa, "web"));
+        assert!(!hpa_scales(&hpa, "web-gefyra"));
+        let copy = hpa_copy(&hpa, &web());
+        assert_eq!(
+            copy,
+            json!({
+                "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                "metadata": {"name": "web-gefyra", "namespace": "shop", "labels": {"app": "web"}},
+                "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web-gefyra"},
+                          "minReplicas": 1, "maxReplicas": 4}
+            })
+        );
+        assert!(hpa_scales(&copy, "web-gefyra"));
+    }
+}
