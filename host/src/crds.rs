@@ -9,12 +9,34 @@ pub fn all() -> Result<Vec<CustomResourceDefinition>, serde_json::Error> {
     Ok(vec![bridge_mount_crd()?, bridge_crd()?])
 }
 
-/// The CRDs as a multi-document YAML stream, each with apiVersion and kind.
+/// Each CRD by name (`gefyrabridgemounts.gefyra.dev`) with its YAML document.
+pub fn documents() -> anyhow::Result<Vec<(String, String)>> {
+    all()?
+        .into_iter()
+        .map(|crd| {
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            Ok((name, yaml_serde::to_string(&crd)?))
+        })
+        .collect()
+}
+
+/// The CRDs as one multi-document YAML stream.
 pub fn yaml() -> anyhow::Result<String> {
-    let mut out = String::new();
-    for crd in all()? {
-        out.push_str("---\n");
-        out.push_str(&yaml_serde::to_string(&crd)?);
-    }
-    Ok(out)
+    Ok(documents()?
+        .into_iter()
+        .map(|(_, doc)| format!("---\n{doc}"))
+        .collect())
+}
+
+/// Writes each CRD to `<dir>/<name>.yaml` (the chart's `crds/`).
+pub fn write_dir(dir: &std::path::Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    documents()?
+        .into_iter()
+        .map(|(name, doc)| {
+            let path = dir.join(format!("{name}.yaml"));
+            std::fs::write(&path, doc)?;
+            Ok(path)
+        })
+        .collect()
 }

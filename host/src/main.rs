@@ -26,7 +26,11 @@ enum Command {
     /// Run the operator: every controller, until SIGTERM or Ctrl-C.
     Run(RunArgs),
     /// Print every CRD Pontoon ships, as YAML (`pontoon crds | kubectl apply -f -`).
-    Crds,
+    Crds {
+        /// Write one file per CRD into this directory instead (the chart's `crds/`).
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
     /// Check that a bridge-mount provider module keeps the contract, on a real cluster.
     Conformance {
         /// The provider module to check.
@@ -64,6 +68,10 @@ struct RunArgs {
     /// exists, else /usr/lib/pontoon/providers.
     #[arg(long, value_name = "DIR", env = "PONTOON_PROVIDERS")]
     providers: Option<PathBuf>,
+    /// Keep compiled provider modules here (keyed by content and engine
+    /// version), so a restart loads them without compiling.
+    #[arg(long, value_name = "DIR", env = "PONTOON_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
     /// The Carrier2 image put into the original pods of a mount.
     #[arg(long, default_value = DEFAULT_CARRIER_IMAGE, env = "PONTOON_CARRIER_IMAGE")]
     carrier_image: String,
@@ -107,6 +115,7 @@ async fn main() -> anyhow::Result<ExitCode> {
                     deadline: Duration::from_secs(args.provider_deadline),
                     memory_bytes: usize::try_from(args.provider_memory)? * 1024 * 1024,
                 },
+                cache_dir: args.cache_dir,
                 scope: Scope {
                     watch_namespace: args.watch_namespace,
                 },
@@ -114,8 +123,14 @@ async fn main() -> anyhow::Result<ExitCode> {
             operator::run(client, options).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Crds => {
+        Command::Crds { out_dir: None } => {
             print!("{}", crds::yaml()?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Crds { out_dir: Some(dir) } => {
+            for path in crds::write_dir(&dir)? {
+                eprintln!("wrote {}", path.display());
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Conformance {

@@ -24,6 +24,8 @@ pub struct Options {
     pub providers: Option<PathBuf>,
     pub settings: bridge_mount::Settings,
     pub limits: Limits,
+    /// Where compiled modules are kept across restarts; `None` compiles at every start.
+    pub cache_dir: Option<PathBuf>,
     pub scope: Scope,
 }
 
@@ -42,7 +44,10 @@ pub fn provider_dir(given: Option<PathBuf>) -> PathBuf {
 
 pub async fn run(client: Client, options: Options) -> anyhow::Result<()> {
     let dir = provider_dir(options.providers);
-    let runtime = PluginRuntime::new(options.limits)?;
+    let runtime = match &options.cache_dir {
+        Some(dir) => PluginRuntime::with_cache_dir(options.limits, dir)?,
+        None => PluginRuntime::new(options.limits)?,
+    };
     let started = std::time::Instant::now();
     let registry = runtime
         .load_dir(&dir)

@@ -18,7 +18,12 @@ pub fn init(format: LogFormat) {
     let registry = tracing_subscriber::registry().with(filter);
     match format {
         LogFormat::Text => registry
-            .with(fmt::layer().with_writer(std::io::stderr))
+            .with(
+                fmt::layer()
+                    .with_writer(std::io::stderr)
+                    // Colours only for a person at a terminal, not in log files.
+                    .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+            )
             .init(),
         LogFormat::Json => registry
             .with(fmt::layer().json().with_writer(std::io::stderr))

@@ -16,6 +16,8 @@ use kube::{
 use rand::distr::{Alphanumeric, SampleString};
 
 pub mod modules;
+pub mod operator;
+pub mod providers;
 
 /// Root of the repository (the test bed lives in `.testbed/` under it).
 pub fn repo_root() -> PathBuf {

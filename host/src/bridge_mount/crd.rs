@@ -24,7 +24,7 @@ pub const API_VERSION: &str = "gefyra.dev/v1";
 
 /// A request to intercept a workload: it is duplicated into a shadow copy
 /// and its pods get the Carrier2 proxy in front of the target container.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 pub struct GefyraBridgeMount {
     pub metadata: ObjectMeta,
     #[serde(flatten)]
@@ -90,7 +90,7 @@ pub struct BridgeMountStatus {
 
 /// A bridge of a local container into a mount's target (created by Gefyra's
 /// client; Pontoon only removes the ones of a mount that ends).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 pub struct GefyraBridge {
     pub metadata: ObjectMeta,
     #[serde(flatten)]
@@ -176,7 +176,29 @@ fn immutable(field: &str) -> serde_json::Value {
 }
 
 macro_rules! gefyra_resource {
-    ($ty:ident, $kind:literal, $plural:literal) => {
+    ($ty:ident, $fields:ident, $field:ident, $kind:literal, $plural:literal) => {
+        /// Always with apiVersion and kind, as the API server wants objects sent.
+        impl Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                #[derive(Serialize)]
+                struct Wire<'a> {
+                    #[serde(rename = "apiVersion")]
+                    api_version: &'a str,
+                    kind: &'a str,
+                    metadata: &'a ObjectMeta,
+                    #[serde(flatten)]
+                    fields: &'a $fields,
+                }
+                Wire {
+                    api_version: API_VERSION,
+                    kind: $kind,
+                    metadata: &self.metadata,
+                    fields: &self.$field,
+                }
+                .serialize(serializer)
+            }
+        }
+
         impl Resource for $ty {
             type DynamicType = ();
             type Scope = NamespaceResourceScope;
@@ -203,8 +225,20 @@ macro_rules! gefyra_resource {
     };
 }
 
-gefyra_resource!(GefyraBridgeMount, "gefyrabridgemount", "gefyrabridgemounts");
-gefyra_resource!(GefyraBridge, "gefyrabridge", "gefyrabridges");
+gefyra_resource!(
+    GefyraBridgeMount,
+    BridgeMountFields,
+    mount,
+    "gefyrabridgemount",
+    "gefyrabridgemounts"
+);
+gefyra_resource!(
+    GefyraBridge,
+    BridgeFields,
+    bridge,
+    "gefyrabridge",
+    "gefyrabridges"
+);
 
 /// The schema of `T`'s fields as a CRD needs it (inline, structural, no `$schema`),
 /// the way kube's derive makes it.
@@ -329,6 +363,8 @@ mod tests {
         let back = serde_json::to_value(&mount).unwrap();
         assert_eq!(back["providerParameter"]["tls"]["certificate"], "/c.pem");
         assert!(back.get("spec").is_none(), "fields stay at the top level");
+        assert_eq!(back["apiVersion"], "gefyra.dev/v1");
+        assert_eq!(back["kind"], "gefyrabridgemount");
     }
 
     #[test]

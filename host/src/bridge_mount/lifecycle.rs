@@ -25,7 +25,7 @@ use super::{
     crd::{GefyraBridge, GefyraBridgeMount},
     state::{Event, State, fire},
     status::{
-        INSTALLED, Observed, READY, conditions_patch, parse_timestamp, progress_reason,
+        Observed, READY, UNINSTALLED, conditions_patch, parse_timestamp, progress_reason,
         set_condition, transition_patch,
     },
 };
@@ -93,8 +93,21 @@ impl<'a> Reconcile<'a> {
         }
     }
 
+    /// How long a mount may go unlooked-at: the reconcile interval, or less
+    /// when its sunset comes sooner.
     fn interval(&self) -> Duration {
-        self.ctx.settings.reconcile_interval
+        let interval = self.ctx.settings.reconcile_interval;
+        let until_sunset = self
+            .mount
+            .mount
+            .sunset
+            .as_deref()
+            .and_then(parse_timestamp)
+            .filter(|sunset| *sunset > self.now)
+            .map(|sunset| {
+                sunset.duration_since(self.now).unsigned_abs() + Duration::from_millis(100)
+            });
+        until_sunset.map_or(interval, |d| d.min(interval))
     }
 
     /// `None` for a state value that is none of the eight.
@@ -261,9 +274,9 @@ impl<'a> Reconcile<'a> {
         {
             // Work is about to be put in place again; MISSING must uninstall it anew.
             self.observe(Observed::new(
-                INSTALLED,
+                UNINSTALLED,
                 false,
-                "Pending",
+                "Installing",
                 "the provider is putting its work in place",
             ));
         }
@@ -648,8 +661,8 @@ impl<'a> Reconcile<'a> {
         let missing = self.observe_readiness(&conditions);
         if missing.is_empty() {
             self.observe(Observed::new(
-                INSTALLED,
-                true,
+                UNINSTALLED,
+                false,
                 "Installed",
                 "the provider's work is in place",
             ));
@@ -808,7 +821,7 @@ impl<'a> Reconcile<'a> {
     fn uninstalled(&self) -> bool {
         self.conditions
             .iter()
-            .any(|c| c.type_ == INSTALLED && c.status == "False" && c.reason == "Uninstalled")
+            .any(|c| c.type_ == UNINSTALLED && c.status == "True")
     }
 
     /// MISSING: clean up once, then wait for the target within the grace
@@ -823,8 +836,8 @@ impl<'a> Reconcile<'a> {
                 Ok(Progress::Done) => {
                     let message = "target missing: shadow workload and Service removed, nothing left to restore".to_string();
                     self.observe(Observed::new(
-                        INSTALLED,
-                        false,
+                        UNINSTALLED,
+                        true,
                         "Uninstalled",
                         message.clone(),
                     ));
@@ -1011,8 +1024,8 @@ impl<'a> Reconcile<'a> {
         if !self.uninstalled() {
             let message = "shadow workload and Service removed, target restored".to_string();
             self.observe(Observed::new(
-                INSTALLED,
-                false,
+                UNINSTALLED,
+                true,
                 "Uninstalled",
                 message.clone(),
             ));

@@ -12,8 +12,9 @@ use super::state::State;
 
 /// The overall condition: True only when the mount is ACTIVE and intact.
 pub const READY: &str = "Ready";
-/// Whether the provider's work is in place (False with reason `Uninstalled` once removed).
-pub const INSTALLED: &str = "Installed";
+/// True once the provider's uninstall completed (the target is restored);
+/// False while the provider's work is (being) put in place.
+pub const UNINSTALLED: &str = "Uninstalled";
 
 /// A timestamp as Gefyra writes it in `stateTransitions`: UTC, microseconds, `Z`.
 pub fn gefyra_timestamp(at: Timestamp) -> String {

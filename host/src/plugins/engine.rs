@@ -1,6 +1,10 @@
 //! The wasmtime engine shared by every module, and its epoch clock.
 
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use std::path::Path;
+
+use wasmtime::{
+    Cache, CacheConfig, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig,
+};
 
 use super::limits::{EPOCH_TICK, Limits};
 
@@ -8,28 +12,42 @@ use super::limits::{EPOCH_TICK, Limits};
 /// pooling allocator sized for `limits` (instances come from pre-reserved
 /// slots, which is what keeps instantiation well under a millisecond). Falls
 /// back to on-demand allocation where the pool's address space cannot be had.
-pub fn new_engine(limits: Limits) -> wasmtime::Result<Engine> {
+///
+/// With `cache_dir`, compiled modules are kept there by wasmtime's own cache,
+/// keyed by the module's content and the engine's version and settings, so a
+/// restart loads them without compiling.
+pub fn new_engine(limits: Limits, cache_dir: Option<&Path>) -> wasmtime::Result<Engine> {
+    let cache = match cache_dir {
+        Some(dir) => {
+            let mut config = CacheConfig::new();
+            config.with_directory(dir);
+            Some(Cache::new(config)?)
+        }
+        None => None,
+    };
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(256)
         .total_core_instances(1024)
         .total_memories(256)
         .total_tables(512)
         .max_memory_size(limits.memory_bytes);
-    match Engine::new(&config(InstanceAllocationStrategy::Pooling(pool))) {
+    let pooled = config(InstanceAllocationStrategy::Pooling(pool), cache.clone());
+    match Engine::new(&pooled) {
         Ok(engine) => Ok(engine),
         Err(err) => {
             tracing::warn!(error = %err, "pooling allocator unavailable; instantiating on demand");
-            Engine::new(&config(InstanceAllocationStrategy::OnDemand))
+            Engine::new(&config(InstanceAllocationStrategy::OnDemand, cache))
         }
     }
 }
 
-fn config(strategy: InstanceAllocationStrategy) -> Config {
+fn config(strategy: InstanceAllocationStrategy, cache: Option<Cache>) -> Config {
     let mut config = Config::new();
     config
         .wasm_component_model(true)
         .epoch_interruption(true)
-        .allocation_strategy(strategy);
+        .allocation_strategy(strategy)
+        .cache(cache);
     config
 }
 

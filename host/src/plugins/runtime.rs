@@ -40,8 +40,24 @@ pub enum LoadedModule {
 }
 
 impl PluginRuntime {
+    /// A runtime that compiles every module it loads.
     pub fn new(limits: Limits) -> anyhow::Result<Arc<Self>> {
-        let engine = new_engine(limits)?;
+        Self::build(limits, None)
+    }
+
+    /// A runtime that keeps compiled modules in `cache_dir` across restarts.
+    pub fn with_cache_dir(limits: Limits, cache_dir: &Path) -> anyhow::Result<Arc<Self>> {
+        std::fs::create_dir_all(cache_dir).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot create module cache directory {}: {e}",
+                cache_dir.display()
+            )
+        })?;
+        Self::build(limits, Some(cache_dir))
+    }
+
+    fn build(limits: Limits, cache_dir: Option<&Path>) -> anyhow::Result<Arc<Self>> {
+        let engine = new_engine(limits, cache_dir)?;
         start_epoch_clock(&engine)?;
         let mut provider_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut provider_linker)?;

@@ -1,0 +1,949 @@
+//! Bridge mounts end to end on the test bed: an operator process (`pontoon
+//! run`) per test, the bundled `carrier2mount.wasm`, mounts created the way
+//! Gefyra's client creates them, and what a user would check with kubectl:
+//! the state, the shadow copies, the pods running Carrier2 pointed at the
+//! shadow, and, after the mount ends, the workload exactly as it was.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use anyhow::{Context, bail};
+use futures::TryStreamExt;
+use k8s_openapi::api::{
+    apps::v1::{Deployment, StatefulSet},
+    autoscaling::v2::HorizontalPodAutoscaler,
+    core::v1::{ConfigMap, Container, Pod, Service},
+};
+use kube::{
+    Api, ResourceExt,
+    api::{AttachParams, DeleteParams, ListParams, Patch, PatchParams, PostParams},
+    runtime::{WatchStreamExt, watcher},
+};
+use pontoon::bridge_mount::{GefyraBridgeMount, RESTORE_CONFIG_MAP, crd::BridgeMountFields};
+use pontoon_tests::{TestNamespace, operator::Operator, wait_for, wait_for_list};
+use serde_json::json;
+use tokio::io::AsyncReadExt;
+
+const CARRIER_IMAGE: &str = "quay.io/gefyra/carrier2:latest";
+const APP_IMAGE: &str = "nginx:1.27";
+/// Generous for a loaded 2-core machine; on an idle one a mount is ACTIVE in about a second.
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+/// A target namespace, a `gefyra` namespace for the mounts (as Gefyra's
+/// client uses), and an operator serving that namespace.
+struct Bed {
+    target: TestNamespace,
+    gefyra: TestNamespace,
+    operator: Operator,
+}
+
+impl Bed {
+    async fn new(prefix: &str) -> anyhow::Result<Self> {
+        Self::with_flags(prefix, &[]).await
+    }
+
+    async fn with_flags(prefix: &str, flags: &[&str]) -> anyhow::Result<Self> {
+        install_crds().await?;
+        let target = TestNamespace::new(prefix).await?;
+        let gefyra = TestNamespace::new(&format!("{prefix}-gefyra")).await?;
+        let operator = Operator::start(
+            std::path::Path::new(env!("CARGO_BIN_EXE_pontoon")),
+            gefyra.name(),
+            flags,
+        )?;
+        Ok(Self {
+            target,
+            gefyra,
+            operator,
+        })
+    }
+
+    fn mounts(&self) -> Api<GefyraBridgeMount> {
+        self.gefyra.api()
+    }
+
+    /// Creates a mount with exactly the fields Gefyra's client sends.
+    async fn mount(
+        &self,
+        name: &str,
+        target: &str,
+        container: &str,
+    ) -> anyhow::Result<GefyraBridgeMount> {
+        self.mount_with(name, target, container, BridgeMountFields::default())
+            .await
+    }
+
+    async fn mount_with(
+        &self,
+        name: &str,
+        target: &str,
+        container: &str,
+        extra: BridgeMountFields,
+    ) -> anyhow::Result<GefyraBridgeMount> {
+        let mount = GefyraBridgeMount {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(self.gefyra.name().into()),
+                ..Default::default()
+            },
+            mount: BridgeMountFields {
+                target_namespace: Some(self.target.name().into()),
+                target: Some(target.into()),
+                target_container: Some(container.into()),
+                provider: extra.provider.or(Some("carrier2mount".into())),
+                provider_parameter: extra.provider_parameter.or(Some(Default::default())),
+                ..extra
+            },
+        };
+        Ok(self.mounts().create(&PostParams::default(), &mount).await?)
+    }
+
+    /// Waits until the mount is in `state`; on timeout says where it is and
+    /// what the operator logged.
+    async fn wait_state(&self, name: &str, state: &str) -> anyhow::Result<GefyraBridgeMount> {
+        let mounts = self.mounts();
+        let reached = |m: Option<&GefyraBridgeMount>| {
+            m.is_some_and(|m| m.mount.state.as_deref() == Some(state))
+        };
+        match wait_for(&mounts, name, reached, TIMEOUT).await {
+            Ok(Some(mount)) => Ok(mount),
+            Ok(None) => bail!("mount {name} disappeared while waiting for {state}"),
+            Err(err) => {
+                let now = mounts.get_opt(name).await?;
+                bail!(
+                    "{err}: mount {name} wanted {state}, is {:?} with {:#?}\n--- operator log ({}) ---\n{}",
+                    now.as_ref().and_then(|m| m.mount.state.clone()),
+                    now.as_ref().and_then(|m| m.mount.status.clone()),
+                    self.operator.log_path().display(),
+                    self.operator.log_tail(40)
+                )
+            }
+        }
+    }
+
+    async fn wait_gone(&self, name: &str) -> anyhow::Result<()> {
+        let mounts = self.mounts();
+        let gone = |m: Option<&GefyraBridgeMount>| m.is_none();
+        wait_for(&mounts, name, gone, TIMEOUT)
+            .await
+            .with_context(|| {
+                format!(
+                    "mount {name} was not deleted\n--- operator log ---\n{}",
+                    self.operator.log_tail(40)
+                )
+            })?;
+        Ok(())
+    }
+
+    async fn delete_mount(&self, name: &str) -> anyhow::Result<()> {
+        self.mounts().delete(name, &DeleteParams::default()).await?;
+        self.wait_gone(name).await
+    }
+
+    /// The `Ready` condition's reason and message.
+    fn ready(mount: &GefyraBridgeMount) -> (String, String) {
+        mount
+            .mount
+            .status
+            .iter()
+            .flat_map(|s| s.conditions.iter())
+            .find(|c| c.type_ == "Ready")
+            .map(|c| (c.reason.clone(), c.message.clone()))
+            .unwrap_or_default()
+    }
+}
+
+/// The CRDs as `pontoon crds` prints them, applied once per test process.
+async fn install_crds() -> anyhow::Result<()> {
+    static DONE: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    DONE.get_or_try_init(|| async {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        let client = pontoon_tests::client().await?;
+        let crds: Api<CustomResourceDefinition> = Api::all(client);
+        for crd in pontoon::crds::all()? {
+            let name = crd.name_any();
+            crds.patch(
+                &name,
+                &PatchParams::apply("pontoon-tests").force(),
+                &Patch::Apply(&crd),
+            )
+            .await?;
+            let established = |c: Option<&CustomResourceDefinition>| {
+                c.and_then(|c| c.status.as_ref())
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| {
+                        cs.iter()
+                            .any(|c| c.type_ == "Established" && c.status == "True")
+                    })
+            };
+            wait_for(&crds, &name, established, TIMEOUT).await?;
+        }
+        anyhow::Ok(())
+    })
+    .await?;
+    Ok(())
+}
+
+fn app_container() -> serde_json::Value {
+    json!({
+        "name": "app",
+        "image": APP_IMAGE,
+        "command": ["nginx"],
+        "args": ["-g", "daemon off;"],
+        "ports": [
+            { "containerPort": 80, "name": "http" },
+            { "containerPort": 8443, "name": "https" }
+        ],
+        "readinessProbe": { "httpGet": { "path": "/healthz", "port": 8081 } },
+        "env": [{ "name": "GREETING", "value": "hello" }]
+    })
+}
+
+fn sidecar() -> serde_json::Value {
+    json!({ "name": "sidecar", "image": "busybox:1.36", "command": ["sleep", "infinity"] })
+}
+
+fn deployment(name: &str, replicas: i32) -> anyhow::Result<Deployment> {
+    Ok(serde_json::from_value(json!({
+        "metadata": { "name": name, "labels": { "app": name, "tier": "web" } },
+        "spec": {
+            "replicas": replicas,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name, "tier": "web" } },
+                "spec": { "containers": [app_container(), sidecar()] }
+            }
+        }
+    }))?)
+}
+
+fn statefulset(name: &str, replicas: i32) -> anyhow::Result<StatefulSet> {
+    Ok(serde_json::from_value(json!({
+        "metadata": { "name": name, "labels": { "app": name } },
+        "spec": {
+            "replicas": replicas,
+            "serviceName": name,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name } },
+                "spec": { "containers": [app_container()] }
+            }
+        }
+    }))?)
+}
+
+fn bare_pod(name: &str) -> anyhow::Result<Pod> {
+    Ok(serde_json::from_value(json!({
+        "metadata": { "name": name, "labels": { "app": name } },
+        "spec": { "containers": [app_container(), sidecar()] }
+    }))?)
+}
+
+fn hpa(name: &str) -> anyhow::Result<HorizontalPodAutoscaler> {
+    Ok(serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": {
+            "scaleTargetRef": { "apiVersion": "apps/v1", "kind": "Deployment", "name": name },
+            "minReplicas": 3,
+            "maxReplicas": 6,
+            "metrics": [{ "type": "Resource", "resource": {
+                "name": "cpu", "target": { "type": "Utilization", "averageUtilization": 80 } } }]
+        }
+    }))?)
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn live(pods: Vec<Pod>) -> Vec<Pod> {
+    pods.into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect()
+}
+
+/// Waits for `count` Ready pods matching `selector`.
+async fn ready_pods(ns: &TestNamespace, selector: &str, count: usize) -> anyhow::Result<Vec<Pod>> {
+    let pods = wait_for_list(
+        &ns.api::<Pod>(),
+        selector,
+        |ps| {
+            let ps: Vec<&Pod> = ps
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .collect();
+            ps.len() == count && ps.iter().all(|p| is_ready(p))
+        },
+        TIMEOUT,
+    )
+    .await?;
+    Ok(live(pods))
+}
+
+/// The `app` container of a pod spec.
+fn app_of(pod: &Pod) -> anyhow::Result<Container> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.containers.iter().find(|c| c.name == "app"))
+        .cloned()
+        .with_context(|| format!("pod {} has no container app", pod.name_any()))
+}
+
+/// Runs `command` in a container and returns its stdout.
+async fn exec(
+    pods: &Api<Pod>,
+    pod: &str,
+    container: &str,
+    command: &[&str],
+) -> anyhow::Result<String> {
+    let params = AttachParams::default().container(container).stderr(false);
+    let mut attached = pods.exec(pod, command.iter().copied(), &params).await?;
+    let mut stdout = String::new();
+    attached
+        .stdout()
+        .context("exec gave no stdout")?
+        .read_to_string(&mut stdout)
+        .await?;
+    attached.join().await?;
+    Ok(stdout)
+}
+
+/// The Carrier2 config in a patched pod, as read back over exec.
+async fn carrier_config(pods: &Api<Pod>, pod: &str) -> anyhow::Result<serde_json::Value> {
+    let text = exec(pods, pod, "app", &["cat", "/tmp/config.yaml"]).await?;
+    yaml_serde::from_str(&text).with_context(|| format!("config of {pod} is not YAML:\n{text}"))
+}
+
+/// Every pod of `selector` runs Carrier2 in `app` (spec and status), and its
+/// config proxies each container port to the shadow Service.
+async fn assert_carrier_everywhere(
+    ns: &TestNamespace,
+    selector: &str,
+    count: usize,
+    shadow_service: &str,
+) -> anyhow::Result<()> {
+    let pods: Api<Pod> = ns.api();
+    let patched = wait_for_list(
+        &pods,
+        selector,
+        |ps| {
+            let ps: Vec<&Pod> = ps
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .collect();
+            ps.len() == count
+                && ps.iter().all(|p| {
+                    p.status
+                        .as_ref()
+                        .and_then(|s| s.container_statuses.as_ref())
+                        .is_some_and(|cs| {
+                            cs.iter()
+                                .any(|c| c.name == "app" && c.image == CARRIER_IMAGE && c.ready)
+                        })
+                })
+        },
+        TIMEOUT,
+    )
+    .await?;
+    for pod in live(patched) {
+        let name = pod.name_any();
+        assert_eq!(
+            app_of(&pod)?.image.as_deref(),
+            Some(CARRIER_IMAGE),
+            "{name}"
+        );
+        let config = carrier_config(&pods, &name).await?;
+        let proxies = config["proxy"]
+            .as_array()
+            .context("config has no proxy list")?;
+        let ports: Vec<i64> = proxies.iter().filter_map(|p| p["port"].as_i64()).collect();
+        assert_eq!(
+            ports,
+            [80, 8443],
+            "{name} proxies every container port: {config}"
+        );
+        for proxy in proxies {
+            let port = proxy["port"].as_i64().unwrap_or_default();
+            assert_eq!(
+                proxy["clusterUpstream"],
+                json!([format!(
+                    "{shadow_service}.{}.svc.cluster.local:{port}",
+                    ns.name()
+                )]),
+                "{name} points port {port} at the shadow Service"
+            );
+        }
+        assert_eq!(
+            config["probes"]["httpGet"],
+            json!([8081]),
+            "{name} answers the readiness probe port itself"
+        );
+    }
+    Ok(())
+}
+
+/// What a user would compare after the mount: every object of the namespace
+/// by kind and name, with the parts of a workload a mount may never change.
+async fn inventory(ns: &TestNamespace) -> anyhow::Result<BTreeMap<String, serde_json::Value>> {
+    let mut all = BTreeMap::new();
+    let lp = ListParams::default();
+    for d in ns.api::<Deployment>().list(&lp).await? {
+        let spec = d.spec.as_ref().context("deployment without spec")?;
+        let mut template = serde_json::to_value(&spec.template)?;
+        // A restart (Gefyra's restore) stamps the template; nothing else may differ.
+        if let Some(annotations) = template["metadata"]["annotations"].as_object_mut() {
+            annotations.remove("kubectl.kubernetes.io/restartedAt");
+            if annotations.is_empty() {
+                template["metadata"]
+                    .as_object_mut()
+                    .map(|m| m.remove("annotations"));
+            }
+        }
+        all.insert(
+            format!("Deployment/{}", d.name_any()),
+            json!({ "labels": d.labels(), "replicas": spec.replicas, "selector": spec.selector, "template": template }),
+        );
+    }
+    for s in ns.api::<StatefulSet>().list(&lp).await? {
+        let spec = s.spec.as_ref().context("statefulset without spec")?;
+        let mut template = serde_json::to_value(&spec.template)?;
+        if let Some(annotations) = template["metadata"]["annotations"].as_object_mut() {
+            annotations.remove("kubectl.kubernetes.io/restartedAt");
+            if annotations.is_empty() {
+                template["metadata"]
+                    .as_object_mut()
+                    .map(|m| m.remove("annotations"));
+            }
+        }
+        all.insert(
+            format!("StatefulSet/{}", s.name_any()),
+            json!({ "labels": s.labels(), "selector": spec.selector, "template": template }),
+        );
+    }
+    for s in ns.api::<Service>().list(&lp).await? {
+        all.insert(format!("Service/{}", s.name_any()), json!(s.labels()));
+    }
+    for h in ns.api::<HorizontalPodAutoscaler>().list(&lp).await? {
+        all.insert(
+            format!("HorizontalPodAutoscaler/{}", h.name_any()),
+            json!(h.spec),
+        );
+    }
+    for c in ns.api::<ConfigMap>().list(&lp).await? {
+        if c.name_any() != "kube-root-ca.crt" {
+            all.insert(format!("ConfigMap/{}", c.name_any()), json!(c.data));
+        }
+    }
+    Ok(all)
+}
+
+/// After the mount: the namespace holds exactly what it held before, every
+/// pod of the target runs its original container again, and the operator
+/// keeps no restore entry.
+async fn assert_restored(
+    bed: &Bed,
+    before: &BTreeMap<String, serde_json::Value>,
+    selector: &str,
+    count: usize,
+) -> anyhow::Result<()> {
+    let original = serde_json::from_value::<Container>(app_container())?;
+    let pods = wait_for_list(
+        &bed.target.api::<Pod>(),
+        selector,
+        |ps| {
+            let ps: Vec<&Pod> = ps
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .collect();
+            ps.len() == count
+                && ps.iter().all(|p| {
+                    is_ready(p)
+                        && p.status
+                            .as_ref()
+                            .and_then(|s| s.container_statuses.as_ref())
+                            .is_some_and(|cs| {
+                                cs.iter().all(|c| c.name != "app" || c.image == APP_IMAGE)
+                            })
+                })
+        },
+        TIMEOUT,
+    )
+    .await
+    .with_context(|| format!("pods of {selector} never ran {APP_IMAGE} again"))?;
+    for pod in live(pods) {
+        let app = app_of(&pod)?;
+        assert_eq!(app.image, original.image, "image of {}", pod.name_any());
+        assert_eq!(
+            app.command,
+            original.command,
+            "command of {}",
+            pod.name_any()
+        );
+        assert_eq!(app.args, original.args, "args of {}", pod.name_any());
+        assert_eq!(app.ports, original.ports, "ports of {}", pod.name_any());
+        assert_eq!(app.env, original.env, "env of {}", pod.name_any());
+    }
+    let after = inventory(&bed.target).await?;
+    assert_eq!(&after, before, "the target namespace is as it was");
+    let restore: Api<ConfigMap> = bed.gefyra.api();
+    let left = restore
+        .get_opt(RESTORE_CONFIG_MAP)
+        .await?
+        .and_then(|c| c.data)
+        .unwrap_or_default();
+    assert!(left.is_empty(), "restore entries left behind: {left:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_deployment_with_an_hpa_is_mounted_and_restored_exactly() -> anyhow::Result<()> {
+    let bed = Bed::new("bm-deploy").await?;
+    let ns = &bed.target;
+    ns.api::<Deployment>()
+        .create(&PostParams::default(), &deployment("web", 3)?)
+        .await?;
+    ns.api::<HorizontalPodAutoscaler>()
+        .create(&PostParams::default(), &hpa("web")?)
+        .await?;
+    ready_pods(ns, "app=web", 3).await?;
+    let before = inventory(ns).await?;
+
+    bed.mount("web-mount", "deployment/web", "app").await?;
+    let active = bed.wait_state("web-mount", "ACTIVE").await?;
+    let transitions = active.mount.state_transitions.clone().unwrap_or_default();
+    for state in ["PREPARING", "INSTALLING", "ACTIVE"] {
+        assert!(
+            transitions.contains_key(state),
+            "stateTransitions has {state}: {transitions:?}"
+        );
+    }
+    assert_eq!(Bed::ready(&active).0, "Active");
+
+    // The shadow: a copy with every label suffixed, selected by its duplication id.
+    let shadow = ns.api::<Deployment>().get("web-gefyra").await?;
+    assert_eq!(
+        shadow.labels().get("app").map(String::as_str),
+        Some("web-gefyra")
+    );
+    let shadow_template = shadow
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.metadata.as_ref())
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    assert_eq!(
+        shadow_template.get("tier").map(String::as_str),
+        Some("web-gefyra")
+    );
+    let id = shadow_template
+        .get("bridge.gefyra.dev/duplication-id")
+        .context("shadow pods carry a duplication id")?;
+    let service = ns.api::<Service>().get("web-app-gefyra-svc").await?;
+    let spec = service.spec.context("service without spec")?;
+    assert_eq!(
+        spec.selector.unwrap_or_default(),
+        BTreeMap::from([("bridge.gefyra.dev/duplication-id".to_string(), id.clone())])
+    );
+    let ports: Vec<i32> = spec
+        .ports
+        .unwrap_or_default()
+        .iter()
+        .map(|p| p.port)
+        .collect();
+    assert_eq!(ports, [80, 8443]);
+    let shadow_hpa = ns
+        .api::<HorizontalPodAutoscaler>()
+        .get("web-gefyra")
+        .await?;
+    assert_eq!(shadow_hpa.spec.scale_target_ref.name, "web-gefyra");
+    let shadow_pods = ready_pods(ns, &format!("bridge.gefyra.dev/duplication-id={id}"), 3).await?;
+    for pod in &shadow_pods {
+        assert_eq!(
+            app_of(pod)?.image.as_deref(),
+            Some(APP_IMAGE),
+            "shadow pods run the original"
+        );
+    }
+
+    assert_carrier_everywhere(ns, "app=web", 3, "web-app-gefyra-svc").await?;
+    let saved = bed
+        .gefyra
+        .api::<ConfigMap>()
+        .get(RESTORE_CONFIG_MAP)
+        .await?;
+    let entries = saved.data.unwrap_or_default();
+    assert_eq!(
+        entries.len(),
+        3,
+        "one restore entry per patched pod: {entries:?}"
+    );
+    for entry in entries.values() {
+        assert!(
+            entry.contains(APP_IMAGE),
+            "entry keeps the original image: {entry}"
+        );
+    }
+
+    bed.delete_mount("web-mount").await?;
+    assert_restored(&bed, &before, "app=web", 3).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_statefulset_is_mounted_and_restored_exactly() -> anyhow::Result<()> {
+    let bed = Bed::new("bm-sts").await?;
+    let ns = &bed.target;
+    ns.api::<StatefulSet>()
+        .create(&PostParams::default(), &statefulset("db", 2)?)
+        .await?;
+    ready_pods(ns, "app=db", 2).await?;
+    let before = inventory(ns).await?;
+
+    bed.mount("db-mount", "sts/db", "app").await?;
+    bed.wait_state("db-mount", "ACTIVE").await?;
+    let shadow = ns.api::<StatefulSet>().get("db-gefyra").await?;
+    assert_eq!(
+        shadow.labels().get("app").map(String::as_str),
+        Some("db-gefyra")
+    );
+    ns.api::<Service>().get("db-app-gefyra-svc").await?;
+    assert_carrier_everywhere(ns, "app=db", 2, "db-app-gefyra-svc").await?;
+
+    bed.delete_mount("db-mount").await?;
+    assert_restored(&bed, &before, "app=db", 2).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_bare_pod_is_mounted_and_restored_exactly() -> anyhow::Result<()> {
+    let bed = Bed::new("bm-pod").await?;
+    let ns = &bed.target;
+    ns.api::<Pod>()
+        .create(&PostParams::default(), &bare_pod("solo")?)
+        .await?;
+    ready_pods(ns, "app=solo", 1).await?;
+    let before = inventory(ns).await?;
+    let uid = ns.api::<Pod>().get("solo").await?.uid();
+
+    bed.mount("solo-mount", "pod/solo", "app").await?;
+    bed.wait_state("solo-mount", "ACTIVE").await?;
+    let shadow = ns.api::<Pod>().get("solo-gefyra").await?;
+    assert_eq!(
+        shadow.labels().get("app").map(String::as_str),
+        Some("solo-gefyra")
+    );
+    assert_carrier_everywhere(ns, "app=solo", 1, "solo-app-gefyra-svc").await?;
+
+    bed.delete_mount("solo-mount").await?;
+    assert_restored(&bed, &before, "app=solo", 1).await?;
+    assert_eq!(
+        ns.api::<Pod>().get("solo").await?.uid(),
+        uid,
+        "a bare pod is patched back, not replaced"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_missing_target_that_comes_back_within_the_grace_period_is_mounted_again()
+-> anyhow::Result<()> {
+    let bed = Bed::new("bm-missing").await?;
+    let ns = &bed.target;
+    let deployments: Api<Deployment> = ns.api();
+    deployments
+        .create(&PostParams::default(), &deployment("web", 1)?)
+        .await?;
+    ready_pods(ns, "app=web", 1).await?;
+    bed.mount("web-mount", "deploy/web", "app").await?;
+    bed.wait_state("web-mount", "ACTIVE").await?;
+
+    deployments
+        .delete("web", &DeleteParams::foreground())
+        .await?;
+    let missing = bed.wait_state("web-mount", "MISSING").await?;
+    assert_eq!(Bed::ready(&missing).0, "TargetMissing");
+    // MISSING cleans up: no shadow is left while the target is gone.
+    let uninstalled = |m: Option<&GefyraBridgeMount>| {
+        m.and_then(|m| m.mount.status.as_ref()).is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Uninstalled" && c.status == "True")
+        })
+    };
+    wait_for(&bed.mounts(), "web-mount", uninstalled, TIMEOUT).await?;
+    assert!(
+        deployments.get_opt("web-gefyra").await?.is_none(),
+        "shadow removed"
+    );
+    assert!(
+        ns.api::<Service>()
+            .get_opt("web-app-gefyra-svc")
+            .await?
+            .is_none()
+    );
+
+    deployments
+        .create(&PostParams::default(), &deployment("web", 1)?)
+        .await?;
+    let again = bed.wait_state("web-mount", "ACTIVE").await?;
+    let transitions = again.mount.state_transitions.unwrap_or_default();
+    assert!(transitions.contains_key("MISSING"), "{transitions:?}");
+    deployments
+        .get("web-gefyra")
+        .await
+        .context("prepare ran again")?;
+    assert_carrier_everywhere(ns, "app=web", 1, "web-app-gefyra-svc").await?;
+    bed.delete_mount("web-mount").await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_missing_target_past_its_grace_period_terminates_the_mount() -> anyhow::Result<()> {
+    let bed = Bed::new("bm-grace").await?;
+    let ns = &bed.target;
+    let deployments: Api<Deployment> = ns.api();
+    deployments
+        .create(&PostParams::default(), &deployment("web", 1)?)
+        .await?;
+    ready_pods(ns, "app=web", 1).await?;
+    let extra = BridgeMountFields {
+        missing_grace_period: Some(2),
+        ..Default::default()
+    };
+    bed.mount_with("web-mount", "deploy/web", "app", extra)
+        .await?;
+    bed.wait_state("web-mount", "ACTIVE").await?;
+
+    // Watch from now on, to see the states the mount passes through.
+    let seen = tokio::spawn(states_seen(bed.mounts(), "web-mount"));
+    deployments
+        .delete("web", &DeleteParams::foreground())
+        .await?;
+    bed.wait_gone("web-mount").await?;
+    let seen = seen.await??;
+    assert!(
+        seen.contains(&"MISSING".to_string()) && seen.contains(&"TERMINATED".to_string()),
+        "went through MISSING and TERMINATED: {seen:?}"
+    );
+    assert!(deployments.get_opt("web-gefyra").await?.is_none());
+    Ok(())
+}
+
+/// The states a mount is seen in until it is deleted.
+async fn states_seen(mounts: Api<GefyraBridgeMount>, name: &str) -> anyhow::Result<Vec<String>> {
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut stream = std::pin::pin!(watcher(mounts, config).default_backoff());
+    let mut seen: Vec<String> = Vec::new();
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    while let Ok(Some(event)) = tokio::time::timeout_at(deadline, stream.try_next()).await? {
+        match event {
+            watcher::Event::Apply(m) | watcher::Event::InitApply(m) => {
+                if let Some(state) = m.mount.state {
+                    if seen.last() != Some(&state) {
+                        seen.push(state);
+                    }
+                }
+            }
+            watcher::Event::Delete(_) => return Ok(seen),
+            _ => {}
+        }
+    }
+    bail!("mount {name} was not deleted; states seen: {seen:?}")
+}
+
+#[tokio::test]
+async fn a_mount_past_its_sunset_is_terminated() -> anyhow::Result<()> {
+    let bed = Bed::new("bm-sunset").await?;
+    let ns = &bed.target;
+    ns.api::<Deployment>()
+        .create(&PostParams::default(), &deployment("web", 1)?)
+        .await?;
+    ready_pods(ns, "app=web", 1).await?;
+    let before = inventory(ns).await?;
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let in_an_hour = now + k8s_openapi::jiff::SignedDuration::from_hours(1);
+    let extra = BridgeMountFields {
+        sunset: Some(in_an_hour.to_string()),
+        ..Default::default()
+    };
+    bed.mount_with("web-mount", "deploy/web", "app", extra)
+        .await?;
+    bed.wait_state("web-mount", "ACTIVE").await?;
+
+    // The client moves the sunset into the past (Gefyra writes it without offset).
+    let past = (now - k8s_openapi::jiff::SignedDuration::from_mins(1))
+        .strftime("%Y-%m-%dT%H:%M:%S")
+        .to_string();
+    bed.mounts()
+        .patch(
+            "web-mount",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "sunset": past })),
+        )
+        .await?;
+    bed.wait_gone("web-mount").await?;
+    assert_restored(&bed, &before, "app=web", 1).await?;
+
+    // A mount created past its sunset never touches the target.
+    let extra = BridgeMountFields {
+        sunset: Some(past),
+        ..Default::default()
+    };
+    bed.mount_with("late", "deploy/web", "app", extra).await?;
+    bed.wait_gone("late").await?;
+    assert!(
+        ns.api::<Deployment>()
+            .get_opt("web-gefyra")
+            .await?
+            .is_none()
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_invalid_target_or_container_is_an_error_that_names_it() -> anyhow::Result<()> {
+    let bed = Bed::new("bm-invalid").await?;
+    let ns = &bed.target;
+    ns.api::<Deployment>()
+        .create(&PostParams::default(), &deployment("web", 1)?)
+        .await?;
+    ready_pods(ns, "app=web", 1).await?;
+
+    bed.mount("bad-kind", "frobnicator/web", "app").await?;
+    bed.mount("bad-container", "deploy/web", "nope").await?;
+    let bad_kind = bed.wait_state("bad-kind", "ERROR").await?;
+    let (reason, message) = Bed::ready(&bad_kind);
+    assert_eq!(reason, "InvalidInput");
+    assert!(
+        message.contains("frobnicator/web"),
+        "names the target: {message}"
+    );
+    let bad_container = bed.wait_state("bad-container", "ERROR").await?;
+    let (reason, message) = Bed::ready(&bad_container);
+    assert_eq!(reason, "InvalidInput");
+    assert!(message.contains("nope"), "names the container: {message}");
+    assert!(
+        ns.api::<Deployment>()
+            .get_opt("web-gefyra")
+            .await?
+            .is_none(),
+        "nothing was duplicated for a container that does not exist"
+    );
+
+    let edited = bed
+        .mounts()
+        .patch(
+            "bad-kind",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "target": "deploy/web" })),
+        )
+        .await;
+    let refused = format!("{:?}", edited.expect_err("the target cannot be changed"));
+    assert!(refused.contains("target cannot be changed"), "{refused}");
+
+    bed.delete_mount("bad-kind").await?;
+    bed.delete_mount("bad-container").await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_mount_naming_an_unknown_provider_says_so() -> anyhow::Result<()> {
+    let bed = Bed::new("bm-noprov").await?;
+    let extra = BridgeMountFields {
+        provider: Some("teleporter".into()),
+        ..Default::default()
+    };
+    bed.mount_with("web-mount", "deploy/web", "app", extra)
+        .await?;
+    let mount = bed.wait_state("web-mount", "ERROR").await?;
+    let (reason, message) = Bed::ready(&mount);
+    assert_eq!(reason, "ProviderNotFound");
+    assert!(
+        message.contains("`teleporter`") && message.contains("carrier2mount"),
+        "names the provider and the loaded ones: {message}"
+    );
+    bed.delete_mount("web-mount").await?;
+    assert!(
+        bed.operator.log().contains("pontoon operator starting"),
+        "the operator kept running"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_second_mount_of_the_same_container_is_refused() -> anyhow::Result<()> {
+    let bed = Bed::new("bm-dup").await?;
+    let ns = &bed.target;
+    ns.api::<Deployment>()
+        .create(&PostParams::default(), &deployment("web", 1)?)
+        .await?;
+    ready_pods(ns, "app=web", 1).await?;
+    bed.mount("first", "deploy/web", "app").await?;
+    bed.wait_state("first", "ACTIVE").await?;
+    bed.mount("second", "deployment/web", "app").await?;
+    let second = bed.wait_state("second", "ERROR").await?;
+    let (reason, message) = Bed::ready(&second);
+    assert_eq!(reason, "DuplicateMount");
+    assert!(
+        message.contains("/first"),
+        "names the first mount: {message}"
+    );
+    let first = bed.mounts().get("first").await?;
+    assert_eq!(
+        first.mount.state.as_deref(),
+        Some("ACTIVE"),
+        "the first is untouched"
+    );
+    bed.delete_mount("second").await?;
+    bed.delete_mount("first").await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_operator_killed_while_installing_converges_and_still_restores_exactly()
+-> anyhow::Result<()> {
+    let mut bed = Bed::new("bm-crash").await?;
+    let ns = &bed.target;
+    ns.api::<Deployment>()
+        .create(&PostParams::default(), &deployment("web", 3)?)
+        .await?;
+    ready_pods(ns, "app=web", 3).await?;
+    let before = inventory(ns).await?;
+
+    let installing = tokio::spawn(first_seen_in(bed.mounts(), "web-mount", "INSTALLING"));
+    bed.mount("web-mount", "deploy/web", "app").await?;
+    installing.await??;
+    bed.operator.kill()?;
+    let killed_in = bed.mounts().get("web-mount").await?.mount.state;
+    assert_eq!(
+        killed_in.as_deref(),
+        Some("INSTALLING"),
+        "the operator was killed while installing"
+    );
+
+    bed.operator.restart()?;
+    bed.wait_state("web-mount", "ACTIVE").await?;
+    assert_carrier_everywhere(ns, "app=web", 3, "web-app-gefyra-svc").await?;
+    bed.delete_mount("web-mount").await?;
+    assert_restored(&bed, &before, "app=web", 3).await?;
+    Ok(())
+}
+
+/// Returns as soon as the mount is seen in `state`.
+async fn first_seen_in(
+    mounts: Api<GefyraBridgeMount>,
+    name: &str,
+    state: &str,
+) -> anyhow::Result<()> {
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut stream = std::pin::pin!(watcher(mounts, config).applied_objects());
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    while let Ok(Some(mount)) = tokio::time::timeout_at(deadline, stream.try_next()).await? {
+        if mount.mount.state.as_deref() == Some(state) {
+            return Ok(());
+        }
+    }
+    bail!("mount {name} was never seen in {state}")
+}
