@@ -4,7 +4,7 @@ SHELL := bash
 TESTBED := tests/testbed
 KUBECONFIG_TESTBED := $(CURDIR)/.testbed/kubeconfig
 
-.PHONY: deps testbed testbed-up testbed-down testbed-clean test lint fmt run bench-runtime
+.PHONY: deps testbed testbed-up testbed-down testbed-clean test lint fmt run providers crds bench-runtime bench-mounts
 
 deps: ## install missing tools (Debian packages, rustup target)
 	@scripts/deps.sh
@@ -31,11 +31,19 @@ lint: ## formatting and clippy, warnings are errors
 fmt:
 	cargo fmt --all
 
-run: testbed-up ## the test bed, ready for kubectl
-	@echo; echo "The test bed is up. Use it with:"; \
-	echo "  export KUBECONFIG=$(KUBECONFIG_TESTBED)"; \
-	echo "  $(CURDIR)/.testbed/bin/kubectl get nodes"; \
-	echo "Stop it with: make testbed-down"
+run: deps ## test bed + CRDs + providers + operator, a sample mount to ACTIVE; Ctrl-C stops the operator
+	@scripts/run.sh
+
+providers: deps ## build the bundled provider modules into dist/providers/
+	@scripts/providers.sh dist/providers
+
+crds: ## write the CRDs (`pontoon crds`) into the chart
+	cargo run --quiet --locked -p pontoon -- crds --out-dir charts/pontoon/crds
 
 bench-runtime: deps ## figures for the plugin runtime: compile, instantiate, host call
 	cargo run --release --locked -p pontoon --example bench_runtime
+
+bench-mounts: testbed-up ## figures for bridge mounts: create -> ACTIVE, delete -> restored, 50 at once, RSS, CPU
+	@scripts/providers.sh dist/providers
+	cargo build --release --locked -p pontoon
+	cargo run --release --locked -p pontoon --example bench_mounts

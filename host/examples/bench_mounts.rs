@@ -1,0 +1,394 @@
+//! `make bench-mounts`: what bridge mounts cost on the test bed, with the
+//! operator (release build) and the bundled carrier2mount.wasm. Prints
+//! figures; asserts nothing about time.
+//!
+//! - one mount on a 3-replica Deployment, 10 rounds: create -> ACTIVE (p50,
+//!   p99) and delete -> restored (p50: mount gone, every pod back on its
+//!   original image and Ready);
+//! - 50 mounts in 50 namespaces created at once, until all are ACTIVE;
+//! - the operator's peak RSS and CPU seconds over the whole run.
+
+use std::{
+    collections::BTreeMap,
+    path::PathBuf,
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::{
+    api::{apps::v1::Deployment, core::v1::Pod},
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams},
+    runtime::{WatchStreamExt, watcher},
+};
+use pontoon::bridge_mount::{GefyraBridgeMount, crd::BridgeMountFields};
+use pontoon_tests::{TestNamespace, providers::target_dir, repo_root, wait_for, wait_for_list};
+use serde_json::json;
+
+const ROUNDS: usize = 10;
+const MANY: usize = 50;
+const CARRIER_IMAGE: &str = "quay.io/gefyra/carrier2:latest";
+const APP_IMAGE: &str = "nginx:1.27";
+const TIMEOUT: Duration = Duration::from_secs(180);
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let binary = std::env::var_os("PONTOON_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("release/pontoon"));
+    let providers = repo_root().join("dist/providers");
+    if !providers.join("carrier2mount.wasm").is_file() {
+        bail!(
+            "{} has no carrier2mount.wasm; run `make providers`",
+            providers.display()
+        );
+    }
+    let client = pontoon_tests::client().await?;
+    install_crds(&client).await?;
+    let gefyra = TestNamespace::new("bench-gefyra").await?;
+    let cache = target_dir().join("pontoon-module-cache");
+    let log = target_dir().join("bench-mounts-operator.log");
+    let mut operator = Command::new(&binary)
+        .args([
+            "run",
+            "--namespace",
+            gefyra.name(),
+            "--watch-namespace",
+            gefyra.name(),
+        ])
+        .arg("--providers")
+        .arg(&providers)
+        .arg("--cache-dir")
+        .arg(&cache)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log)?)
+        .spawn()
+        .with_context(|| {
+            format!(
+                "cannot start {} (make bench-mounts builds it)",
+                binary.display()
+            )
+        })?;
+    let pid = operator.id();
+    println!(
+        "bench-mounts: operator {} (pid {pid}), log {}",
+        binary.display(),
+        log.display()
+    );
+
+    let outcome = run(&gefyra).await;
+    let usage = Usage::of(pid);
+    operator.kill()?;
+    operator.wait()?;
+    let (create, delete, many) = outcome?;
+    let usage = usage?;
+
+    println!();
+    println!("one mount, 3-replica Deployment, {ROUNDS} rounds:");
+    println!(
+        "  create -> ACTIVE     p50 {:>7.3} s   p99 {:>7.3} s   (goal: p50 <= 1 s)",
+        percentile(&create, 50),
+        percentile(&create, 99)
+    );
+    println!(
+        "  delete -> restored   p50 {:>7.3} s   p99 {:>7.3} s",
+        percentile(&delete, 50),
+        percentile(&delete, 99)
+    );
+    println!("{MANY} mounts in {MANY} namespaces (1-replica Deployments), created at once:");
+    println!(
+        "  all ACTIVE after     {:>7.3} s   (goal: <= 15 s)",
+        many.as_secs_f64()
+    );
+    println!("operator process over the whole run:");
+    println!(
+        "  peak RSS             {:>7.1} MiB (goal: <= 64 MiB)",
+        usage.peak_rss_kib as f64 / 1024.0
+    );
+    println!("  CPU                  {:>7.2} s", usage.cpu_seconds);
+    Ok(())
+}
+
+type Figures = (Vec<Duration>, Vec<Duration>, Duration);
+
+async fn run(gefyra: &TestNamespace) -> anyhow::Result<Figures> {
+    let mounts: Api<GefyraBridgeMount> = gefyra.api();
+    let one = TestNamespace::new("bench-one").await?;
+    one.api::<Deployment>()
+        .create(&PostParams::default(), &deployment("web", 3)?)
+        .await?;
+    settled(&one, 3).await?;
+
+    let mut create = Vec::new();
+    let mut delete = Vec::new();
+    for round in 0..ROUNDS {
+        let name = format!("web-{round}");
+        let started = Instant::now();
+        let active = tokio::spawn(until_active(mounts.clone(), vec![name.clone()]));
+        mounts
+            .create(
+                &PostParams::default(),
+                &mount(&name, one.name(), gefyra.name()),
+            )
+            .await?;
+        active.await??;
+        create.push(started.elapsed());
+
+        let started = Instant::now();
+        mounts.delete(&name, &DeleteParams::default()).await?;
+        let gone = |m: Option<&GefyraBridgeMount>| m.is_none();
+        wait_for(&mounts, &name, gone, TIMEOUT).await?;
+        restored(&one, 3).await?;
+        delete.push(started.elapsed());
+        println!(
+            "  round {round}: ACTIVE after {:.3} s, restored after {:.3} s",
+            create[round].as_secs_f64(),
+            delete[round].as_secs_f64()
+        );
+        // The restart of the restore rolls the pods: the next round starts from a settled Deployment.
+        settled(&one, 3).await?;
+    }
+
+    let mut namespaces = Vec::new();
+    for i in 0..MANY {
+        let ns = TestNamespace::new(&format!("bench-many-{i}")).await?;
+        ns.api::<Deployment>()
+            .create(&PostParams::default(), &deployment("web", 1)?)
+            .await?;
+        namespaces.push(ns);
+    }
+    for ns in &namespaces {
+        settled(ns, 1).await?;
+    }
+    let names: Vec<String> = (0..MANY).map(|i| format!("many-{i}")).collect();
+    let active = tokio::spawn(until_active(mounts.clone(), names.clone()));
+    let started = Instant::now();
+    let creates = names.iter().zip(&namespaces).map(|(name, ns)| {
+        let mounts = mounts.clone();
+        let mount = mount(name, ns.name(), gefyra.name());
+        async move { mounts.create(&PostParams::default(), &mount).await }
+    });
+    futures::future::try_join_all(creates).await?;
+    active.await??;
+    let many = started.elapsed();
+    for name in &names {
+        mounts.delete(name, &DeleteParams::default()).await?;
+    }
+    for name in &names {
+        let gone = |m: Option<&GefyraBridgeMount>| m.is_none();
+        wait_for(&mounts, name, gone, TIMEOUT).await?;
+    }
+    Ok((create, delete, many))
+}
+
+fn deployment(name: &str, replicas: i32) -> anyhow::Result<Deployment> {
+    Ok(serde_json::from_value(json!({
+        "metadata": { "name": name, "labels": { "app": name } },
+        "spec": {
+            "replicas": replicas,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name } },
+                "spec": { "containers": [{
+                    "name": "app", "image": APP_IMAGE,
+                    "ports": [{ "containerPort": 80, "name": "http" }]
+                }] }
+            }
+        }
+    }))?)
+}
+
+fn mount(name: &str, target_ns: &str, ns: &str) -> GefyraBridgeMount {
+    GefyraBridgeMount {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(ns.into()),
+            ..Default::default()
+        },
+        mount: BridgeMountFields {
+            target_namespace: Some(target_ns.into()),
+            target: Some("deployment/web".into()),
+            target_container: Some("app".into()),
+            provider: Some("carrier2mount".into()),
+            ..Default::default()
+        },
+    }
+}
+
+/// Returns once every mount of `names` has been seen ACTIVE.
+async fn until_active(mounts: Api<GefyraBridgeMount>, names: Vec<String>) -> anyhow::Result<()> {
+    let mut waiting: BTreeMap<String, ()> = names.into_iter().map(|n| (n, ())).collect();
+    let mut stream = std::pin::pin!(watcher(mounts, watcher::Config::default()).applied_objects());
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    while !waiting.is_empty() {
+        match tokio::time::timeout_at(deadline, stream.try_next()).await {
+            Ok(Ok(Some(m))) => {
+                if m.mount.state.as_deref() == Some("ACTIVE") {
+                    waiting.remove(&m.name_any());
+                }
+                if m.mount.state.as_deref() == Some("ERROR") {
+                    bail!("mount {} went to ERROR: {:?}", m.name_any(), m.mount.status);
+                }
+            }
+            Ok(Ok(None)) => bail!("the watch of mounts ended"),
+            Ok(Err(err)) => return Err(err.into()),
+            Err(_) => bail!(
+                "still not ACTIVE after {TIMEOUT:?}: {:?}",
+                waiting.keys().collect::<Vec<_>>()
+            ),
+        }
+    }
+    Ok(())
+}
+
+fn app_image_ready(pod: &Pod, image: &str) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .all(|c| c.name != "app" || (c.image == image && c.ready))
+        })
+}
+
+/// Every pod of the Deployment back on the original image, Ready, none left on Carrier2.
+async fn restored(ns: &TestNamespace, replicas: usize) -> anyhow::Result<()> {
+    wait_for_list(
+        &ns.api::<Pod>(),
+        "app=web",
+        |pods| {
+            let live: Vec<&Pod> = pods
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .collect();
+            live.len() >= replicas
+                && live
+                    .iter()
+                    .filter(|p| app_image_ready(p, APP_IMAGE))
+                    .count()
+                    >= replicas
+                && !live.iter().any(|p| app_image_ready(p, CARRIER_IMAGE))
+        },
+        TIMEOUT,
+    )
+    .await?;
+    Ok(())
+}
+
+/// The Deployment has exactly `replicas` pods, all updated and Ready.
+async fn settled(ns: &TestNamespace, replicas: i32) -> anyhow::Result<()> {
+    let deployments: Api<Deployment> = ns.api();
+    let done = move |d: Option<&Deployment>| {
+        d.and_then(|d| d.status.as_ref()).is_some_and(|s| {
+            s.replicas == Some(replicas)
+                && s.updated_replicas == Some(replicas)
+                && s.ready_replicas == Some(replicas)
+                && s.available_replicas == Some(replicas)
+        })
+    };
+    wait_for(&deployments, "web", done, TIMEOUT).await?;
+    let pods: Api<Pod> = ns.api();
+    let expected = usize::try_from(replicas)?;
+    wait_for_list(
+        &pods,
+        "app=web",
+        |ps| ps.len() == expected && ps.iter().all(|p| app_image_ready(p, APP_IMAGE)),
+        TIMEOUT,
+    )
+    .await?;
+    Ok(())
+}
+
+async fn install_crds(client: &Client) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in pontoon::crds::all()? {
+        crds.patch(
+            &crd.name_any(),
+            &PatchParams::apply("bench-mounts").force(),
+            &Patch::Apply(&crd),
+        )
+        .await?;
+    }
+    let mut established = futures::stream::iter(pontoon::crds::all()?)
+        .then(|crd| {
+            let crds = crds.clone();
+            async move {
+                let ok = |c: Option<&CustomResourceDefinition>| {
+                    c.and_then(|c| c.status.as_ref())
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|cs| {
+                            cs.iter()
+                                .any(|c| c.type_ == "Established" && c.status == "True")
+                        })
+                };
+                wait_for(&crds, &crd.name_any(), ok, TIMEOUT).await
+            }
+        })
+        .boxed();
+    while let Some(result) = established.next().await {
+        result?;
+    }
+    Ok(())
+}
+
+fn percentile(samples: &[Duration], p: usize) -> f64 {
+    let mut sorted: Vec<f64> = samples.iter().map(Duration::as_secs_f64).collect();
+    sorted.sort_by(f64::total_cmp);
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    // Nearest rank: with 10 samples, p50 is the 5th and p99 the 10th.
+    let rank = (p * sorted.len()).div_ceil(100).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// Peak resident memory and CPU time of a process, from /proc.
+struct Usage {
+    peak_rss_kib: u64,
+    cpu_seconds: f64,
+}
+
+impl Usage {
+    fn of(pid: u32) -> anyhow::Result<Self> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+        let peak_rss_kib = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .context("no VmHWM in /proc/PID/status")?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+        // Fields after the command name (which may contain spaces) start at `)`.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        // utime and stime are fields 14 and 15 of stat: indices 11 and 12 after `)`.
+        let ticks: u64 = [11, 12]
+            .iter()
+            .filter_map(|&i| fields.get(i).and_then(|v| v.parse::<u64>().ok()))
+            .sum();
+        let per_second = clock_ticks_per_second();
+        Ok(Self {
+            peak_rss_kib,
+            cpu_seconds: ticks as f64 / per_second,
+        })
+    }
+}
+
+fn clock_ticks_per_second() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}

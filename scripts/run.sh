@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# `make run`: the test bed, the CRDs, the bundled providers and the operator,
+# then a sample Deployment with a GefyraBridgeMount on it, whose state
+# transitions are printed until ACTIVE. The operator runs until Ctrl-C.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source tests/testbed/lib.sh
+export KUBECONFIG=$kubeconfig
+k() { "$bin/kubectl" "$@"; }
+target=${CARGO_TARGET_DIR:-target}
+
+tests/testbed/up.sh
+echo "run: building pontoon and the bundled providers" >&2
+cargo build --quiet --locked -p pontoon
+scripts/providers.sh dist/providers
+pontoon=$target/debug/pontoon
+"$pontoon" crds | k apply --server-side --force-conflicts -f - >/dev/null
+
+k create namespace gefyra --dry-run=client -o yaml | k apply -f - >/dev/null
+k create namespace demo --dry-run=client -o yaml | k apply -f - >/dev/null
+k apply -f - >/dev/null <<'YAML'
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: demo, labels: {app: web}}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: app
+        image: nginx:1.27
+        ports: [{containerPort: 80, name: http}]
+YAML
+
+log=$logs/operator.log
+"$pontoon" run --namespace gefyra --providers dist/providers --cache-dir "$tb/module-cache" >"$log" 2>&1 &
+operator=$!
+trap 'kill "$operator" 2>/dev/null; wait "$operator" 2>/dev/null; echo; echo "operator stopped; the test bed keeps running (make testbed-down stops it)"' EXIT
+trap 'exit 0' INT TERM
+
+# A fresh mount each time, so its transitions can be watched from the start.
+if k -n gefyra get gefyrabridgemount web-mount >/dev/null 2>&1; then
+  k -n gefyra delete gefyrabridgemount web-mount --wait=true >/dev/null
+fi
+
+cat <<EOF2
+
+Pontoon is running (log: $log). Look around with:
+  export KUBECONFIG=$kubeconfig
+  $bin/kubectl -n gefyra get gefyrabridgemounts
+  $bin/kubectl -n gefyra describe gefyrabridgemount web-mount
+  $bin/kubectl -n demo get deploy,svc,pods -o wide
+  $bin/kubectl -n demo get pods -o custom-columns=POD:.metadata.name,IMAGE:.spec.containers[0].image
+  $bin/kubectl -n gefyra get configmap gefyra-carrier2-restore-configmap -o yaml
+
+Creating GefyraBridgeMount gefyra/web-mount on deployment/web (container app):
+EOF2
+k apply -f - >/dev/null <<'YAML'
+apiVersion: gefyra.dev/v1
+kind: gefyrabridgemount
+metadata: {name: web-mount, namespace: gefyra}
+targetNamespace: demo
+target: deployment/web
+targetContainer: app
+provider: carrier2mount
+providerParameter: {}
+YAML
+
+seen=""
+deadline=$(( $(date +%s) + 120 ))
+while :; do
+  state=$(k -n gefyra get gefyrabridgemount web-mount -o jsonpath='{.state}' 2>/dev/null || true)
+  if [[ -n "$state" && "$state" != "${seen##* }" ]]; then
+    at=$(k -n gefyra get gefyrabridgemount web-mount -o jsonpath="{.stateTransitions.$state}" 2>/dev/null || true)
+    reason=$(k -n gefyra get gefyrabridgemount web-mount -o jsonpath='{.status.conditions[?(@.type=="Ready")].message}' 2>/dev/null || true)
+    printf '  %-11s %s  %s\n' "$state" "${at:-(pending)}" "$reason"
+    seen="$seen $state"
+  fi
+  [[ "$state" == ACTIVE || "$state" == ERROR ]] && break
+  if (( $(date +%s) > deadline )); then echo "run: the mount did not become ACTIVE in 120 s; see $log" >&2; break; fi
+  kill -0 "$operator" 2>/dev/null || { echo "run: the operator stopped; see $log" >&2; exit 1; }
+  sleep 0.2
+done
+echo
+k -n demo get pods -o custom-columns='POD:.metadata.name,IMAGE:.spec.containers[0].image,READY:.status.containerStatuses[0].ready'
+echo
+echo "The operator keeps running; Ctrl-C stops it (deleting the mount first restores the Deployment:"
+echo "  $bin/kubectl -n gefyra delete gefyrabridgemount web-mount)."
+wait "$operator"
