@@ -384,6 +384,44 @@ async fn assert_carrier_everywhere(
     Ok(())
 }
 
+/// What the target namespace held before the mount.
+struct Before {
+    objects: BTreeMap<String, serde_json::Value>,
+    /// The `app` container of a target pod, as the API server stored it.
+    container: Container,
+}
+
+impl Before {
+    async fn take(ns: &TestNamespace, selector: &str) -> anyhow::Result<Self> {
+        let pods = ns
+            .api::<Pod>()
+            .list(&ListParams::default().labels(selector))
+            .await?;
+        let pod = pods.items.first().context("no target pod")?;
+        Ok(Self {
+            objects: inventory(ns).await?,
+            container: app_of(pod)?,
+        })
+    }
+}
+
+/// A pod template without the stamp a restart (Gefyra's restore) leaves on
+/// it: nothing else of a template may differ after a mount.
+fn unstamped(
+    template: &k8s_openapi::api::core::v1::PodTemplateSpec,
+) -> anyhow::Result<serde_json::Value> {
+    let mut template = template.clone();
+    if let Some(meta) = template.metadata.as_mut() {
+        if let Some(annotations) = meta.annotations.as_mut() {
+            annotations.remove("kubectl.kubernetes.io/restartedAt");
+        }
+        if meta.annotations.as_ref().is_some_and(|a| a.is_empty()) {
+            meta.annotations = None;
+        }
+    }
+    Ok(serde_json::to_value(template)?)
+}
+
 /// What a user would compare after the mount: every object of the namespace
 /// by kind and name, with the parts of a workload a mount may never change.
 async fn inventory(ns: &TestNamespace) -> anyhow::Result<BTreeMap<String, serde_json::Value>> {
@@ -391,16 +429,7 @@ async fn inventory(ns: &TestNamespace) -> anyhow::Result<BTreeMap<String, serde_
     let lp = ListParams::default();
     for d in ns.api::<Deployment>().list(&lp).await? {
         let spec = d.spec.as_ref().context("deployment without spec")?;
-        let mut template = serde_json::to_value(&spec.template)?;
-        // A restart (Gefyra's restore) stamps the template; nothing else may differ.
-        if let Some(annotations) = template["metadata"]["annotations"].as_object_mut() {
-            annotations.remove("kubectl.kubernetes.io/restartedAt");
-            if annotations.is_empty() {
-                template["metadata"]
-                    .as_object_mut()
-                    .map(|m| m.remove("annotations"));
-            }
-        }
+        let template = unstamped(&spec.template)?;
         all.insert(
             format!("Deployment/{}", d.name_any()),
             json!({ "labels": d.labels(), "replicas": spec.replicas, "selector": spec.selector, "template": template }),
@@ -408,15 +437,7 @@ async fn inventory(ns: &TestNamespace) -> anyhow::Result<BTreeMap<String, serde_
     }
     for s in ns.api::<StatefulSet>().list(&lp).await? {
         let spec = s.spec.as_ref().context("statefulset without spec")?;
-        let mut template = serde_json::to_value(&spec.template)?;
-        if let Some(annotations) = template["metadata"]["annotations"].as_object_mut() {
-            annotations.remove("kubectl.kubernetes.io/restartedAt");
-            if annotations.is_empty() {
-                template["metadata"]
-                    .as_object_mut()
-                    .map(|m| m.remove("annotations"));
-            }
-        }
+        let template = unstamped(&spec.template)?;
         all.insert(
             format!("StatefulSet/{}", s.name_any()),
             json!({ "labels": s.labels(), "selector": spec.selector, "template": template }),
@@ -444,11 +465,11 @@ async fn inventory(ns: &TestNamespace) -> anyhow::Result<BTreeMap<String, serde_
 /// keeps no restore entry.
 async fn assert_restored(
     bed: &Bed,
-    before: &BTreeMap<String, serde_json::Value>,
+    before: &Before,
     selector: &str,
     count: usize,
 ) -> anyhow::Result<()> {
-    let original = serde_json::from_value::<Container>(app_container())?;
+    let original = &before.container;
     let pods = wait_for_list(
         &bed.target.api::<Pod>(),
         selector,
@@ -482,11 +503,20 @@ async fn assert_restored(
             pod.name_any()
         );
         assert_eq!(app.args, original.args, "args of {}", pod.name_any());
-        assert_eq!(app.ports, original.ports, "ports of {}", pod.name_any());
-        assert_eq!(app.env, original.env, "env of {}", pod.name_any());
+        // Each pod has its own service-account token volume; all else must be equal.
+        let without_token = |c: &Container| Container {
+            volume_mounts: None,
+            ..c.clone()
+        };
+        assert_eq!(
+            without_token(&app),
+            without_token(original),
+            "the whole container of {}",
+            pod.name_any()
+        );
     }
     let after = inventory(&bed.target).await?;
-    assert_eq!(&after, before, "the target namespace is as it was");
+    assert_eq!(after, before.objects, "the target namespace is as it was");
     let restore: Api<ConfigMap> = bed.gefyra.api();
     let left = restore
         .get_opt(RESTORE_CONFIG_MAP)
@@ -508,8 +538,7 @@ async fn a_deployment_with_an_hpa_is_mounted_and_restored_exactly() -> anyhow::R
         .create(&PostParams::default(), &hpa("web")?)
         .await?;
     ready_pods(ns, "app=web", 3).await?;
-    let before = inventory(ns).await?;
-
+    let before = Before::take(ns, "app=web").await?;
     bed.mount("web-mount", "deployment/web", "app").await?;
     let active = bed.wait_state("web-mount", "ACTIVE").await?;
     let transitions = active.mount.state_transitions.clone().unwrap_or_default();
@@ -599,8 +628,7 @@ async fn a_statefulset_is_mounted_and_restored_exactly() -> anyhow::Result<()> {
         .create(&PostParams::default(), &statefulset("db", 2)?)
         .await?;
     ready_pods(ns, "app=db", 2).await?;
-    let before = inventory(ns).await?;
-
+    let before = Before::take(ns, "app=db").await?;
     bed.mount("db-mount", "sts/db", "app").await?;
     bed.wait_state("db-mount", "ACTIVE").await?;
     let shadow = ns.api::<StatefulSet>().get("db-gefyra").await?;
@@ -624,7 +652,7 @@ async fn a_bare_pod_is_mounted_and_restored_exactly() -> anyhow::Result<()> {
         .create(&PostParams::default(), &bare_pod("solo")?)
         .await?;
     ready_pods(ns, "app=solo", 1).await?;
-    let before = inventory(ns).await?;
+    let before = Before::take(ns, "app=solo").await?;
     let uid = ns.api::<Pod>().get("solo").await?.uid();
 
     bed.mount("solo-mount", "pod/solo", "app").await?;
@@ -761,7 +789,7 @@ async fn a_mount_past_its_sunset_is_terminated() -> anyhow::Result<()> {
         .create(&PostParams::default(), &deployment("web", 1)?)
         .await?;
     ready_pods(ns, "app=web", 1).await?;
-    let before = inventory(ns).await?;
+    let before = Before::take(ns, "app=web").await?;
     let now = k8s_openapi::jiff::Timestamp::now();
     let in_an_hour = now + k8s_openapi::jiff::SignedDuration::from_hours(1);
     let extra = BridgeMountFields {
@@ -910,8 +938,7 @@ async fn an_operator_killed_while_installing_converges_and_still_restores_exactl
         .create(&PostParams::default(), &deployment("web", 3)?)
         .await?;
     ready_pods(ns, "app=web", 3).await?;
-    let before = inventory(ns).await?;
-
+    let before = Before::take(ns, "app=web").await?;
     let installing = tokio::spawn(first_seen_in(bed.mounts(), "web-mount", "INSTALLING"));
     bed.mount("web-mount", "deploy/web", "app").await?;
     installing.await??;
