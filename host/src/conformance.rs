@@ -1,9 +1,12 @@
 //! `pontoon conformance`: runs the provider contract against a real cluster
 //! and says, check by check, whether a bridge-mount provider keeps it.
 //!
-//! It works in scratch namespaces with a sample Deployment, and compares
-//! what is on the cluster before and after each step: idempotent steps leave
-//! the same state, `uninstall` leaves nothing behind and the target as it was.
+//! It works in scratch namespaces with a sample Deployment (two replicas, a
+//! container port, an HTTP readiness probe), and compares what is on the
+//! cluster before and after each step: idempotent steps leave the same state,
+//! `uninstall` leaves nothing behind and the target exactly as it was (its
+//! whole pod template, and live pods whose containers are the template's),
+//! also when it interrupts an install that never finished.
 
 use std::{
     collections::BTreeMap,
@@ -32,6 +35,15 @@ use crate::plugins::{
 
 /// Image of the sample target's container.
 const SAMPLE_IMAGE: &str = "nginx:1.27";
+/// Replicas of the sample target: more than one, so providers that patch
+/// pods one by one show it.
+const SAMPLE_REPLICAS: i32 = 2;
+/// The one change to a pod template a restore may make: `kubectl rollout
+/// restart`'s annotation, which rolls the pods back to the template.
+const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
+/// Where the API server mounts a pod's service account token: added to the
+/// pod's containers at admission, so never in the template.
+const SERVICE_ACCOUNT_MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 pub struct Options {
     pub timeout: Duration,
@@ -153,7 +165,7 @@ fn sample_deployment() -> anyhow::Result<Deployment> {
     Ok(serde_json::from_value(json!({
         "metadata": { "name": "sample", "labels": { "app": "sample", "tier": "web" } },
         "spec": {
-            "replicas": 1,
+            "replicas": SAMPLE_REPLICAS,
             "selector": { "matchLabels": { "app": "sample" } },
             "template": {
                 "metadata": { "labels": { "app": "sample", "tier": "web" } },
@@ -162,7 +174,14 @@ fn sample_deployment() -> anyhow::Result<Deployment> {
                     "image": SAMPLE_IMAGE,
                     "command": ["nginx"],
                     "args": ["-g", "daemon off;"],
-                    "ports": [{ "containerPort": 80 }]
+                    "env": [{ "name": "MODE", "value": "conformance" }],
+                    "ports": [{ "containerPort": 80, "name": "http" }],
+                    // Served on a real cluster too (nginx answers `/`), and
+                    // by the port's name, which a provider must resolve.
+                    "readinessProbe": {
+                        "httpGet": { "path": "/", "port": "http" },
+                        "periodSeconds": 5
+                    }
                 }] }
             }
         }
@@ -214,6 +233,90 @@ impl TargetShape {
     }
 }
 
+/// A Deployment's pod template as JSON, less the restart annotation.
+fn template_of(deployment: &Deployment) -> serde_json::Value {
+    let mut template = json!(deployment.spec.as_ref().map(|s| &s.template));
+    if let Some(metadata) = template
+        .get_mut("metadata")
+        .and_then(serde_json::Value::as_object_mut)
+        && let Some(annotations) = metadata
+            .get_mut("annotations")
+            .and_then(serde_json::Value::as_object_mut)
+    {
+        annotations.remove(RESTARTED_AT);
+        if annotations.is_empty() {
+            metadata.remove("annotations");
+        }
+    }
+    template
+}
+
+/// A container as JSON, less the service account token mount that admission adds to pods.
+fn container_json(container: &k8s_openapi::api::core::v1::Container) -> serde_json::Value {
+    let mut value = json!(container);
+    if let Some(object) = value.as_object_mut() {
+        let mounts = object
+            .get_mut("volumeMounts")
+            .and_then(serde_json::Value::as_array_mut);
+        if let Some(mounts) = mounts {
+            mounts.retain(|m| m["mountPath"] != SERVICE_ACCOUNT_MOUNT);
+            if mounts.is_empty() {
+                object.remove("volumeMounts");
+            }
+        }
+    }
+    value
+}
+
+/// Whether two image references name the same image, as runtimes report
+/// them (`nginx:1.27` is `docker.io/library/nginx:1.27`).
+fn same_image(a: &str, b: &str) -> bool {
+    fn normal(image: &str) -> String {
+        let image = image.strip_prefix("docker.io/").unwrap_or(image);
+        let image = image.strip_prefix("library/").unwrap_or(image);
+        let last = image.rsplit('/').next().unwrap_or(image);
+        if last.contains(':') || last.contains('@') {
+            image.to_string()
+        } else {
+            format!("{image}:latest")
+        }
+    }
+    normal(a) == normal(b)
+}
+
+/// JSON pointers where `a` and `b` differ (at most `limit`), for messages.
+fn differences(a: &serde_json::Value, b: &serde_json::Value, limit: usize) -> Vec<String> {
+    fn walk(a: &serde_json::Value, b: &serde_json::Value, path: String, out: &mut Vec<String>) {
+        use serde_json::Value::{Array, Object};
+        match (a, b) {
+            (Object(x), Object(y)) => {
+                let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+                for key in keys {
+                    let null = serde_json::Value::Null;
+                    let next = format!("{path}/{key}");
+                    walk(
+                        x.get(key).unwrap_or(&null),
+                        y.get(key).unwrap_or(&null),
+                        next,
+                        out,
+                    );
+                }
+            }
+            (Array(x), Array(y)) if x.len() == y.len() => {
+                for (index, (p, q)) in x.iter().zip(y).enumerate() {
+                    walk(p, q, format!("{path}/{index}"), out);
+                }
+            }
+            _ if a != b => out.push(format!("{path}: {a} -> {b}")),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(a, b, String::new(), &mut out);
+    out.truncate(limit);
+    out
+}
+
 /// What is in the scratch namespaces, by `Kind namespace/name`, with the
 /// content a provider could change (spec, data, labels).
 type Snapshot = BTreeMap<String, serde_json::Value>;
@@ -258,7 +361,9 @@ impl Run {
             .create(&PostParams::default(), &sample_deployment()?)
             .await?;
         self.wait_target_ready().await?;
-        let original = TargetShape::of(&deployments.get("sample").await?);
+        let sample = deployments.get("sample").await?;
+        let original = TargetShape::of(&sample);
+        let template = template_of(&sample);
 
         self.check_validate().await;
 
@@ -274,7 +379,9 @@ impl Run {
         let before = self.snapshot().await?;
         let prepared = self.drive("prepare").await;
         if !self.record("prepare completes", prepared) {
-            return self.finish_with_uninstall(&before, &original).await;
+            return self
+                .finish_with_uninstall(&before, &original, &template)
+                .await;
         }
         let after_first = self.snapshot().await?;
         let again = self.drive("prepare").await;
@@ -311,13 +418,15 @@ impl Run {
                 all_ready,
             );
         }
-        self.finish_with_uninstall(&before, &original).await
+        self.finish_with_uninstall(&before, &original, &template)
+            .await
     }
 
     async fn finish_with_uninstall(
         &mut self,
         before: &Snapshot,
         original: &TargetShape,
+        template: &serde_json::Value,
     ) -> anyhow::Result<()> {
         let uninstalled = self.drive("uninstall").await;
         if self.record("uninstall completes", uninstalled) {
@@ -331,9 +440,19 @@ impl Run {
                 "uninstall leaves the target as it was (image, command, args, labels)",
                 restored,
             );
+            let exact = self.wait_restored_exactly(template).await;
+            self.record(
+                "uninstall restores the target exactly (whole pod template; live pods' containers are the template's)",
+                exact,
+            );
             let again = self.drive("uninstall").await;
             self.record("uninstall twice is harmless", again);
         }
+        let interrupted = self.interrupted_install(before, template).await;
+        self.record(
+            "uninstall in the middle of install restores the target (prepare, one install call, uninstall)",
+            interrupted,
+        );
         let deployments: Api<Deployment> =
             Api::namespaced(self.client.clone(), &self.mount.target_namespace);
         deployments
@@ -349,6 +468,40 @@ impl Run {
             .await;
         self.record("target-exists is false after the target is deleted", gone);
         Ok(())
+    }
+
+    /// An operator that crashed during install: prepare, one install call
+    /// (not driven to done), then uninstall driven to done must leave the
+    /// target exactly as it was and nothing behind.
+    async fn interrupted_install(
+        &self,
+        before: &Snapshot,
+        template: &serde_json::Value,
+    ) -> Result<(), String> {
+        self.drive("prepare")
+            .await
+            .map_err(|e| format!("prepare: {e}"))?;
+        self.poll("prepared", |run| async move {
+            match run.provider.prepared(run.access(), &run.mount).await {
+                Ok(ready) => Ok(ready),
+                Err(err) => Err(err.to_string()),
+            }
+        })
+        .await?;
+        match self.provider.install(self.access(), &self.mount).await {
+            Ok(_)
+            | Err(CallError::Provider {
+                error: ProviderError::Temporary(_),
+                ..
+            }) => {}
+            Err(err) => return Err(format!("install: {err}")),
+        }
+        self.drive("uninstall")
+            .await
+            .map_err(|e| format!("uninstall: {e}"))?;
+        self.wait_restored_exactly(template).await?;
+        let after = self.snapshot().await.map_err(|e| format!("{e:#}"))?;
+        leftovers(before, &after)
     }
 
     async fn check_validate(&mut self) {
@@ -478,7 +631,7 @@ impl Run {
         let started = Instant::now();
         loop {
             let d = deployments.get("sample").await?;
-            if d.status.and_then(|s| s.ready_replicas) == Some(1) {
+            if d.status.and_then(|s| s.ready_replicas) == Some(SAMPLE_REPLICAS) {
                 return Ok(());
             }
             if started.elapsed() > self.timeout {
@@ -526,6 +679,93 @@ impl Run {
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
+    }
+
+    /// The target's pod template equals `template` (but for the restart
+    /// annotation) and every live pod has the template's containers, running
+    /// the images they ask for.
+    async fn wait_restored_exactly(&self, template: &serde_json::Value) -> Result<(), String> {
+        let ns = &self.mount.target_namespace;
+        let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), ns);
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let started = Instant::now();
+        loop {
+            let now = deployments.get("sample").await.map_err(|e| e.to_string())?;
+            let live = pods
+                .list(&ListParams::default().labels("app=sample"))
+                .await
+                .map_err(|e| e.to_string())?;
+            let problem = self.restore_problem(template, &template_of(&now), &live.items);
+            let Some(problem) = problem else {
+                return Ok(());
+            };
+            if started.elapsed() > self.timeout {
+                return Err(format!("after {:?}: {problem}", self.timeout));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// What still differs from the original target, if anything.
+    fn restore_problem(
+        &self,
+        original: &serde_json::Value,
+        now: &serde_json::Value,
+        pods: &[Pod],
+    ) -> Option<String> {
+        if original != now {
+            return Some(format!(
+                "the pod template changed: {}",
+                differences(original, now, 5).join("; ")
+            ));
+        }
+        let wanted = original
+            .pointer("/spec/containers")
+            .cloned()
+            .unwrap_or_default();
+        let live: Vec<&Pod> = pods
+            .iter()
+            .filter(|p| p.meta().deletion_timestamp.is_none())
+            .collect();
+        if live.is_empty() {
+            return Some("the target has no live pods".into());
+        }
+        for pod in live {
+            let name = pod.name_any();
+            let spec = pod.spec.as_ref()?;
+            let containers = json!(
+                spec.containers
+                    .iter()
+                    .map(container_json)
+                    .collect::<Vec<_>>()
+            );
+            if containers != wanted {
+                return Some(format!(
+                    "pod {name} has other containers than the template: {}",
+                    differences(&wanted, &containers, 5).join("; ")
+                ));
+            }
+            let statuses = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.clone())
+                .unwrap_or_default();
+            for container in &spec.containers {
+                let status = statuses.iter().find(|s| s.name == container.name);
+                let running = status
+                    .and_then(|s| s.state.as_ref())
+                    .is_some_and(|s| s.running.is_some());
+                let image = status.map(|s| s.image.as_str()).unwrap_or_default();
+                let asked = container.image.as_deref().unwrap_or_default();
+                if !running || !same_image(image, asked) {
+                    return Some(format!(
+                        "pod {name}: container {} runs {image:?} (running: {running}), its spec asks for {:?}",
+                        container.name, container.image
+                    ));
+                }
+            }
+        }
+        None
     }
 
     async fn snapshot(&self) -> anyhow::Result<Snapshot> {

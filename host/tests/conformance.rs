@@ -1,14 +1,20 @@
 //! `pontoon conformance` on the test bed: passes a provider that keeps the
-//! contract, and fails, naming the check, one that skips its cleanup.
+//! contract (the sample test provider, and the bundled carrier2mount against
+//! the test bed's Carrier2 stand-in), and fails, naming the check, one that
+//! skips its cleanup.
 
-use std::process::Command;
+use std::{path::Path, process::Command};
 
-use pontoon_tests::{kubeconfig_path, modules::test_module};
+use pontoon_tests::{kubeconfig_path, modules::test_module, providers::bundled_provider};
 
 fn conformance(module: &str) -> anyhow::Result<(bool, String)> {
+    conformance_of(&test_module(module)?)
+}
+
+fn conformance_of(module: &Path) -> anyhow::Result<(bool, String)> {
     let output = Command::new(env!("CARGO_BIN_EXE_pontoon"))
         .args(["conformance", "--timeout", "60", "--provider"])
-        .arg(test_module(module)?)
+        .arg(module)
         .arg("--kubeconfig")
         .arg(kubeconfig_path())
         .output()?;
@@ -24,17 +30,39 @@ fn conformance(module: &str) -> anyhow::Result<(bool, String)> {
 fn a_provider_that_keeps_the_contract_passes() -> anyhow::Result<()> {
     let (success, output) = conformance("sample_provider")?;
     assert!(success, "conformance failed:\n{output}");
-    for check in [
-        "PASS  validate rejects an empty target",
-        "PASS  validate rejects an empty container",
-        "PASS  prepare twice gives the same cluster state",
-        "PASS  prepared becomes true",
-        "PASS  install twice is harmless",
-        "PASS  ready reports every condition true after install",
-        "PASS  uninstall leaves nothing the provider created",
-        "PASS  uninstall leaves the target as it was (image, command, args, labels)",
-        "PASS  target-exists is false after the target is deleted",
-    ] {
+    for check in EVERY_CHECK {
+        assert!(output.contains(check), "missing `{check}` in:\n{output}");
+    }
+    assert!(!output.contains("FAIL"), "{output}");
+    Ok(())
+}
+
+/// Every check, for the sample provider and for carrier2mount alike.
+const EVERY_CHECK: &[&str] = &[
+    "PASS  validate accepts a well-formed mount",
+    "PASS  validate rejects an empty target",
+    "PASS  validate rejects an empty container",
+    "PASS  target-exists is true for an existing target",
+    "PASS  prepare completes",
+    "PASS  prepare twice gives the same cluster state",
+    "PASS  prepared becomes true",
+    "PASS  install completes",
+    "PASS  install twice is harmless",
+    "PASS  ready reports every condition true after install",
+    "PASS  uninstall completes",
+    "PASS  uninstall leaves nothing the provider created",
+    "PASS  uninstall leaves the target as it was (image, command, args, labels)",
+    "PASS  uninstall restores the target exactly (whole pod template; live pods' containers are the template's)",
+    "PASS  uninstall twice is harmless",
+    "PASS  uninstall in the middle of install restores the target (prepare, one install call, uninstall)",
+    "PASS  target-exists is false after the target is deleted",
+];
+
+#[test]
+fn the_bundled_carrier2mount_passes() -> anyhow::Result<()> {
+    let (success, output) = conformance_of(&bundled_provider("carrier2mount")?)?;
+    assert!(success, "conformance of carrier2mount failed:\n{output}");
+    for check in EVERY_CHECK {
         assert!(output.contains(check), "missing `{check}` in:\n{output}");
     }
     assert!(!output.contains("FAIL"), "{output}");
