@@ -4,9 +4,10 @@
 set -euo pipefail
 
 # Debian packages: openssl (test-bed certificates), util-linux (unshare for
-# per-pod /tmp), busybox (exec'd commands may call it), curl, cmake (praxis).
+# per-pod /tmp, flock for the build cache), busybox (exec'd commands may call
+# it), curl, cmake (praxis), python3 (the strict TLS client of the tests).
 missing=()
-for pair in openssl:openssl unshare:util-linux busybox:busybox curl:curl cmake:cmake; do
+for pair in openssl:openssl unshare:util-linux flock:util-linux busybox:busybox curl:curl cmake:cmake python3:python3; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
 done
 if ((${#missing[@]})); then

@@ -5,7 +5,8 @@
 # real command in a private mount namespace where that directory's tmp/ is
 # bound over /tmp. Pods exec'd in parallel thus never share /tmp.
 name=${0##*/}
-# The command and everything it starts see the ordinary PATH, not the shims.
+# The command and everything it starts see the ordinary PATH, not the shims,
+# followed by the test bed's pod-bin (stand-ins such as carrier2; see up.sh).
 PATH=$TESTBED_REAL_PATH
 export PATH
 real=$(command -v -- "$name") || { echo "$name: command not found" >&2; exit 127; }

@@ -1,10 +1,13 @@
-# Shared by up.sh, down.sh and scripts/test.sh: where the test bed lives, its
+# Shared by build.sh, up.sh, down.sh and scripts/test.sh: where the test bed lives, its
 # processes and their pid files.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 tb=${TESTBED_DIR:-$root/.testbed}
 bin=$tb/bin pki=$tb/pki logs=$tb/logs run=$tb/run
 kubeconfig=$tb/kubeconfig
+# Programs only pods' exec sees (on its PATH, not the host's): stand-ins for
+# what the pods' images would hold, e.g. carrier2.
+pod_bin=$tb/pod-bin
 
 components=(pod-exec-sync kwok kube-scheduler kube-controller-manager kube-apiserver etcd)
 

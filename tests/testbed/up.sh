@@ -2,7 +2,9 @@
 # Starts the test bed in the background on loopback: etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kwok (fake nodes and pods) and
 # pod-exec-sync. Returns once the API answers and the nodes are Ready.
-# Running it again while the test bed is up leaves the one cluster as it is.
+# Running it again while the test bed is up leaves the one cluster as it is,
+# unless that was started from other binaries, certificates or settings than
+# the checkout's: then it is restarted with them (etcd's data is kept).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -12,44 +14,87 @@ kwok_port=${TESTBED_KWOK_PORT:-10247}
 service_cidr=10.96.0.0/16
 pod_cidr=10.244.0.0/16
 
+# The recipe of the certificates below; raise it whenever make_pki changes:
+# up.sh then replaces an older pki/ and restarts a test bed serving it.
+pki_version=2
+
+# make_pki: a CA and certificates as a kubeadm cluster issues them, so that
+# strict verifiers (OpenSSL's X509_STRICT, Python 3.13's default context)
+# accept them. The CA: basicConstraints critical CA:TRUE, keyUsage critical
+# keyCertSign, cRLSign, digitalSignature, a subjectKeyIdentifier. Each leaf:
+# basicConstraints critical CA:FALSE, keyUsage critical digitalSignature,
+# keyEncipherment, one extendedKeyUsage (serverAuth for the API server and
+# kwok, clientAuth for admin), an authorityKeyIdentifier, and a
+# subjectAltName for servers. The version is written last: a half-made pki/
+# is made again.
+make_pki() {
+  rm -rf "$pki"
+  mkdir -p "$pki"
+  openssl genrsa -out "$pki/ca.key" 2048 2>/dev/null
+  printf '%s\n' '[req]' 'distinguished_name = dn' 'x509_extensions = ca' '[dn]' '[ca]' \
+    'basicConstraints = critical, CA:TRUE' \
+    'keyUsage = critical, digitalSignature, keyCertSign, cRLSign' \
+    'subjectKeyIdentifier = hash' > "$pki/ca.cnf"
+  openssl req -x509 -new -config "$pki/ca.cnf" -key "$pki/ca.key" -subj "/CN=pontoon-testbed-ca" \
+    -days 3650 -sha256 -out "$pki/ca.crt"
+  rm -f "$pki/ca.cnf"
+  issue() { # NAME SUBJECT EXTENDED-KEY-USAGE [SUBJECT-ALT-NAME]
+    local name=$1 subject=$2 usage=$3 san=${4:-}
+    openssl genrsa -out "$pki/$name.key" 2048 2>/dev/null
+    openssl req -new -key "$pki/$name.key" -subj "$subject" -out "$pki/$name.csr"
+    { echo "basicConstraints = critical, CA:FALSE"
+      echo "keyUsage = critical, digitalSignature, keyEncipherment"
+      echo "extendedKeyUsage = $usage"
+      echo "subjectKeyIdentifier = hash"
+      echo "authorityKeyIdentifier = keyid:always"
+      [[ -z "$san" ]] || echo "subjectAltName = $san"
+    } > "$pki/$name.ext"
+    openssl x509 -req -in "$pki/$name.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+      -days 3650 -sha256 -extfile "$pki/$name.ext" -out "$pki/$name.crt" 2>/dev/null
+    rm -f "$pki/$name.csr" "$pki/$name.ext"
+  }
+  issue apiserver "/CN=kube-apiserver" serverAuth \
+    "IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  issue kwok "/CN=kwok" serverAuth "IP:127.0.0.1,DNS:localhost"
+  issue admin "/O=system:masters/CN=testbed-admin" clientAuth
+  openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
+  echo "$pki_version" > "$pki/version"
+}
+
+# fingerprint: what the test bed is started from (binaries, certificates,
+# ports, this recipe). A running test bed started from anything else is
+# restarted, so `up.sh` always ends with what the checkout says.
+fingerprint() {
+  { echo "ports $etcd_port $apiserver_port $kwok_port"
+    cat "$bin"/.*.key "$tb"/share/.*.key
+    (cd "$here" && sha256sum up.sh stages.yaml nodes.yaml)
+    (cd "$pki" && sha256sum version ./*.crt ./*.pub)
+  } | sha256sum | cut -c1-16
+}
+
 "$here/build.sh"
 
+# --- certificates and keys (kept across restarts, remade by a new recipe) ---
+if [[ "$(cat "$pki/version" 2>/dev/null)" != "$pki_version" ]]; then
+  [[ ! -e "$pki" ]] || echo "testbed: replacing the certificates in $pki (made by an older recipe)" >&2
+  make_pki
+fi
+
+wanted=$(fingerprint)
 if all_running; then
-  if "$bin/kubectl" --kubeconfig "$kubeconfig" get --raw /readyz >/dev/null 2>&1; then
+  if [[ "$(cat "$run/fingerprint" 2>/dev/null)" != "$wanted" ]]; then
+    echo "testbed: restarting: it runs from other binaries, certificates or settings than these" >&2
+  elif "$bin/kubectl" --kubeconfig "$kubeconfig" get --raw /readyz >/dev/null 2>&1; then
     echo "testbed: already up (KUBECONFIG=$kubeconfig)"
     exit 0
   fi
 fi
 # Anything half-started from before goes first, so there is only ever one cluster.
 "$here/down.sh" >/dev/null
+rm -f "$run/fingerprint"
 
-mkdir -p "$pki" "$logs" "$run" "$tb/etcd" "$tb/pods" "$tb/exec-shim"
-
-# --- certificates and keys (made once, kept across restarts) ---------------
-if [[ ! -f "$pki/admin.crt" ]]; then
-  openssl genrsa -out "$pki/ca.key" 2048 2>/dev/null
-  openssl req -x509 -new -key "$pki/ca.key" -subj "/CN=pontoon-testbed-ca" -days 3650 -out "$pki/ca.crt"
-  issue() { # name subject [subjectAltName]
-    local name=$1 subject=$2 san=${3:-}
-    openssl genrsa -out "$pki/$name.key" 2048 2>/dev/null
-    openssl req -new -key "$pki/$name.key" -subj "$subject" -out "$pki/$name.csr"
-    local ext="$pki/$name.ext"
-    { echo "basicConstraints=CA:FALSE"
-      echo "keyUsage=digitalSignature,keyEncipherment"
-      echo "extendedKeyUsage=serverAuth,clientAuth"
-      [[ -n "$san" ]] && echo "subjectAltName=$san"
-    } > "$ext"
-    openssl x509 -req -in "$pki/$name.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
-      -days 3650 -extfile "$ext" -out "$pki/$name.crt" 2>/dev/null
-    rm -f "$pki/$name.csr" "$ext"
-  }
-  issue apiserver "/CN=kube-apiserver" \
-    "IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
-  issue kwok "/CN=kwok" "IP:127.0.0.1,DNS:localhost"
-  issue admin "/O=system:masters/CN=testbed-admin"
-  openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
-  openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
-fi
+mkdir -p "$logs" "$run" "$tb/etcd" "$tb/pods" "$tb/exec-shim"
 
 "$bin/kubectl" config set-cluster testbed --kubeconfig "$kubeconfig" \
   --server "https://127.0.0.1:$apiserver_port" --certificate-authority "$pki/ca.crt" --embed-certs >/dev/null
@@ -100,15 +145,23 @@ start kube-scheduler "$bin/kube-scheduler" \
   --kube-api-qps 500 --kube-api-burst 1000
 
 # --- fake nodes and pods ---------------------------------------------------
-# Exec'd commands find the shim first (see exec-shim.sh) under every name.
-for dir in /usr/local/sbin /usr/local/bin /usr/sbin /usr/bin /sbin /bin; do
+# Exec'd commands find the shim first (see exec-shim.sh) under every name,
+# the host's and pod-bin's; the shim runs them with the host's PATH and, after
+# it, pod-bin: what the pods' images would hold (e.g. carrier2) is found by a
+# direct exec and from an exec'd shell alike, and the host never sees it.
+# The links are made afresh when they lead to another checkout's shim.
+if [[ "$(readlink "$tb/exec-shim/sh" || true)" != "$here/exec-shim.sh" ]]; then
+  rm -rf "$tb/exec-shim"
+  mkdir -p "$tb/exec-shim"
+fi
+for dir in "$pod_bin" /usr/local/sbin /usr/local/bin /usr/sbin /usr/bin /sbin /bin; do
   [[ -d "$dir" ]] || continue
   for exe in "$dir"/*; do
     name=${exe##*/}
     [[ -x "$exe" && ! -e "$tb/exec-shim/$name" ]] && ln -s "$here/exec-shim.sh" "$tb/exec-shim/$name"
   done
 done
-start kwok env "PATH=$tb/exec-shim:$PATH" "TESTBED_REAL_PATH=$PATH" "$bin/kwok" \
+start kwok env "PATH=$tb/exec-shim:$PATH" "TESTBED_REAL_PATH=$PATH:$pod_bin" "$bin/kwok" \
   --kubeconfig "$kubeconfig" --config "$here/stages.yaml" \
   --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
   --enable-crds Exec \
@@ -121,4 +174,5 @@ kubectl apply --server-side -f "$here/nodes.yaml" >/dev/null
 wait_until 60 "the nodes to be Ready" kubectl wait --for condition=Ready node --all --timeout 5s
 wait_until 30 "the default service account" kubectl get serviceaccount default -n default
 
+echo "$wanted" > "$run/fingerprint"
 echo "testbed: up; export KUBECONFIG=$kubeconfig (kubectl: $bin/kubectl)"

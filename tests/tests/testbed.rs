@@ -1,7 +1,12 @@
 //! The test bed behaves like a cluster: what an operator relies on works.
 //! Run against `make testbed-up` (or any cluster named by KUBECONFIG).
 
-use std::time::Duration;
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::Duration,
+};
 
 use anyhow::Context;
 use k8s_openapi::api::{
@@ -9,13 +14,15 @@ use k8s_openapi::api::{
     autoscaling::v2::HorizontalPodAutoscaler,
     core::v1::{Pod, Service},
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use kube::{
     Api, ResourceExt,
     api::{AttachParams, DeleteParams, Patch, PatchParams, PostParams},
+    config::Kubeconfig,
 };
-use pontoon_tests::{TestNamespace, wait_for, wait_for_list};
+use pontoon_tests::{TestNamespace, kubeconfig_path, wait_for, wait_for_list};
 use serde_json::json;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -60,33 +67,92 @@ async fn create_ready_pod(ns: &TestNamespace, name: &str, image: &str) -> anyhow
         .with_context(|| format!("pod {name} vanished"))
 }
 
-/// Runs `command` in a container over the API server's exec endpoint; returns stdout.
+/// What an exec'd command left: its output and exit status.
+#[derive(Debug)]
+struct ExecOutput {
+    stdout: String,
+    stderr: String,
+    /// 0 on success; from kwok's "exit status N" message (or a kubelet's
+    /// `ExitCode` cause) otherwise; -1 when neither says.
+    code: i32,
+}
+
+/// Runs `command` in a container over the API server's exec endpoint, with
+/// `stdin` as its input (closed at the end) when given.
+async fn run(
+    pods: &Api<Pod>,
+    pod: &str,
+    container: &str,
+    command: &[&str],
+    stdin: Option<&str>,
+) -> anyhow::Result<ExecOutput> {
+    let params = AttachParams::default()
+        .container(container)
+        .stdin(stdin.is_some())
+        .stderr(true);
+    let mut attached = pods.exec(pod, command.iter().copied(), &params).await?;
+    if let (Some(input), Some(mut writer)) = (stdin, attached.stdin()) {
+        writer.write_all(input.as_bytes()).await?;
+        // Dropping the writer closes stdin: the command sees the end of its input.
+    }
+    let status = attached.take_status().context("exec gave no status")?;
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    let out = attached.stdout().context("exec gave no stdout stream")?;
+    let err = attached.stderr().context("exec gave no stderr stream")?;
+    tokio::try_join!(read_into(out, &mut stdout), read_into(err, &mut stderr))?;
+    let status = status.await;
+    attached.join().await?;
+    Ok(ExecOutput {
+        stdout,
+        stderr,
+        code: exit_code(status.as_ref()),
+    })
+}
+
+async fn read_into(
+    mut reader: impl tokio::io::AsyncRead + Unpin,
+    into: &mut String,
+) -> std::io::Result<()> {
+    reader.read_to_string(into).await.map(|_| ())
+}
+
+fn exit_code(status: Option<&Status>) -> i32 {
+    let Some(status) = status else { return -1 };
+    if status.status.as_deref() == Some("Success") {
+        return 0;
+    }
+    let from_cause = status
+        .details
+        .as_ref()
+        .and_then(|d| d.causes.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.reason.as_deref() == Some("ExitCode")))
+        .and_then(|c| c.message.as_deref())
+        .and_then(|m| m.trim().parse().ok());
+    let from_message = || {
+        status
+            .message
+            .as_deref()
+            .and_then(|m| m.trim_end().rsplit_once("exit status "))
+            .and_then(|(_, code)| code.parse().ok())
+    };
+    from_cause.or_else(from_message).unwrap_or(-1)
+}
+
+/// Runs `command` in a container over the API server's exec endpoint; returns
+/// stdout, failing unless the command succeeded.
 async fn exec(
     pods: &Api<Pod>,
     pod: &str,
     container: &str,
     command: &[&str],
 ) -> anyhow::Result<String> {
-    let params = AttachParams::default().container(container).stderr(false);
-    let mut attached = pods.exec(pod, command.iter().copied(), &params).await?;
-    let mut stdout = String::new();
-    attached
-        .stdout()
-        .context("exec gave no stdout stream")?
-        .read_to_string(&mut stdout)
-        .await?;
-    let status = attached
-        .take_status()
-        .context("exec gave no status")?
-        .await
-        .context("exec ended without a status")?;
+    let out = run(pods, pod, container, command, None).await?;
     anyhow::ensure!(
-        status.status.as_deref() == Some("Success"),
-        "`{}` in {pod}/{container} failed: {status:?}",
+        out.code == 0,
+        "`{}` in {pod}/{container} failed: {out:?}",
         command.join(" ")
     );
-    attached.join().await?;
-    Ok(stdout)
+    Ok(out.stdout)
 }
 
 #[tokio::test]
@@ -247,6 +313,24 @@ async fn exec_runs_commands_through_the_api_server() -> anyhow::Result<()> {
 }
 
 #[tokio::test]
+async fn exec_stdin_ends_when_the_client_closes_it() -> anyhow::Result<()> {
+    let ns = TestNamespace::new("tb-exec-stdin").await?;
+    let pods: Api<Pod> = ns.api();
+    create_ready_pod(&ns, "reader", "busybox:1.36").await?;
+    // `cat` returns only at the end of its input, as a shell reading a script does.
+    let command = ["sh", "-c", "cat; echo end"];
+    let out = tokio::time::timeout(
+        Duration::from_secs(30),
+        run(&pods, "reader", "main", &command, Some("a\nb\n")),
+    )
+    .await
+    .context("the command never saw the end of its stdin")??;
+    assert_eq!(out.stdout, "a\nb\nend\n", "{out:?}");
+    assert_eq!(out.code, 0, "{out:?}");
+    Ok(())
+}
+
+#[tokio::test]
 async fn exec_in_different_pods_does_not_share_tmp() -> anyhow::Result<()> {
     let ns = TestNamespace::new("tb-exec-iso").await?;
     let pods: Api<Pod> = ns.api();
@@ -354,5 +438,435 @@ async fn horizontal_pod_autoscalers_can_be_created() -> anyhow::Result<()> {
     hpas.create(&PostParams::default(), &hpa).await?;
     let stored = hpas.get("web").await?;
     assert_eq!(stored.spec.max_replicas, 4);
+    Ok(())
+}
+
+// --- certificates ----------------------------------------------------------
+
+/// The test bed's directory when the tests' kubeconfig is a test bed's (its
+/// `pki/` beside it); `None`, after saying so, for any other cluster.
+fn testbed_dir(what: &str) -> Option<PathBuf> {
+    let kubeconfig = kubeconfig_path();
+    let dir = kubeconfig.parent()?.to_path_buf();
+    if dir.join("pki/ca.crt").is_file() {
+        return Some(dir);
+    }
+    println!(
+        "note: {} is not a test bed's kubeconfig (no pki/ beside it): skipping {what}",
+        kubeconfig.display()
+    );
+    None
+}
+
+/// A scratch directory, removed when dropped.
+struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    fn new(prefix: &str) -> anyhow::Result<Self> {
+        let suffix: u64 = rand::random();
+        let dir = std::env::temp_dir().join(format!("pontoon-{prefix}-{suffix:016x}"));
+        std::fs::create_dir_all(&dir)?;
+        Ok(Self(dir))
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `python3 -c SCRIPT ARGS...` with `stdin`; returns its status and output.
+fn python(script: &str, args: &[&str], stdin: &str) -> anyhow::Result<std::process::Output> {
+    let mut child = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("running python3 (scripts/deps.sh installs it)")?;
+    child
+        .stdin
+        .take()
+        .context("python3 has no stdin")?
+        .write_all(stdin.as_bytes())?;
+    Ok(child.wait_with_output()?)
+}
+
+fn openssl(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "openssl {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+/// A client as strict as Python 3.13's default (`VERIFY_X509_STRICT`, set
+/// explicitly: this is 3.11), with the credentials of the kubeconfig on stdin
+/// (as JSON): GET /version, then who the API server takes it for.
+const STRICT_CLIENT: &str = r#"
+import base64, json, os, ssl, sys, tempfile, urllib.request
+config, pki = json.load(sys.stdin), sys.argv[1]
+named = lambda items, name, key: next(i[key] for i in items if i["name"] == name)
+context = named(config["contexts"], config["current-context"], "context")
+cluster = named(config["clusters"], context["cluster"], "cluster")
+user = named(config["users"], context["user"], "user")
+files = {}
+with tempfile.TemporaryDirectory() as tmp:
+    for name, field, source in (("ca", "certificate-authority-data", cluster),
+                                ("cert", "client-certificate-data", user),
+                                ("key", "client-key-data", user)):
+        files[name] = os.path.join(tmp, name + ".pem")
+        with open(files[name], "wb") as f:
+            f.write(base64.b64decode(source[field]))
+    with open(files["ca"], "rb") as f, open(os.path.join(pki, "ca.crt"), "rb") as g:
+        if f.read() != g.read():
+            sys.exit("the kubeconfig's CA is not " + os.path.join(pki, "ca.crt"))
+    ctx = ssl.create_default_context(cafile=files["ca"])
+    ctx.verify_flags |= ssl.VERIFY_X509_STRICT
+    ctx.load_cert_chain(files["cert"], files["key"])
+    server = cluster["server"]
+    version = json.load(urllib.request.urlopen(server + "/version", context=ctx, timeout=10))
+    review = urllib.request.Request(
+        server + "/apis/authentication.k8s.io/v1/selfsubjectreviews", method="POST",
+        data=json.dumps({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}).encode(),
+        headers={"Content-Type": "application/json"})
+    info = json.load(urllib.request.urlopen(review, context=ctx, timeout=10))["status"]["userInfo"]
+print(json.dumps({"gitVersion": version["gitVersion"], "user": info["username"], "groups": info.get("groups", [])}))
+"#;
+
+#[tokio::test]
+async fn strict_tls_clients_accept_the_api_server() -> anyhow::Result<()> {
+    let Some(dir) = testbed_dir("the strict TLS check of the test bed's certificates") else {
+        return Ok(());
+    };
+    let kubeconfig = Kubeconfig::read_from(kubeconfig_path())?;
+    let out = python(
+        STRICT_CLIENT,
+        &[&dir.join("pki").to_string_lossy()],
+        &serde_json::to_string(&kubeconfig)?,
+    )?;
+    anyhow::ensure!(
+        out.status.success(),
+        "a strict TLS client cannot talk to the test bed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert!(
+        seen["gitVersion"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("v1.")),
+        "/version: {seen}"
+    );
+    assert_eq!(
+        seen["user"], "testbed-admin",
+        "the client certificate is used"
+    );
+    assert!(
+        seen["groups"]
+            .as_array()
+            .is_some_and(|gs| gs.iter().any(|g| g == "system:masters")),
+        "groups: {seen}"
+    );
+    Ok(())
+}
+
+/// A TLS handshake in memory between a server with CERT/KEY and a client
+/// trusting CA, strict (VERIFY_X509_STRICT) or not: prints `ok`, or exits 3
+/// with the verification error.
+const HANDSHAKE: &str = r#"
+import ssl, sys
+ca, cert, key, mode = sys.argv[1:5]
+server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+server.load_cert_chain(cert, key)
+client = ssl.create_default_context(cafile=ca)
+if mode == "strict":
+    client.verify_flags |= ssl.VERIFY_X509_STRICT
+c_in, c_out, s_in, s_out = (ssl.MemoryBIO() for _ in range(4))
+ends = [(client.wrap_bio(c_in, c_out, server_hostname="127.0.0.1"), c_out, s_in),
+        (server.wrap_bio(s_in, s_out, server_side=True), s_out, c_in)]
+done = set()
+try:
+    for _ in range(20):
+        for i, (end, out, peer) in enumerate(ends):
+            if i not in done:
+                try:
+                    end.do_handshake()
+                    done.add(i)
+                except ssl.SSLWantReadError:
+                    pass
+            peer.write(out.read())
+        if len(done) == 2:
+            break
+except ssl.SSLCertVerificationError as e:
+    print(e.verify_message)
+    sys.exit(3)
+print("ok" if len(done) == 2 else "handshake did not finish")
+"#;
+
+/// The check above means something: certificates issued as the test bed
+/// did before (a CA from a bare `openssl req -x509`, without keyUsage) are
+/// refused by the same strict client, and accepted by a lenient one.
+#[test]
+fn strict_tls_clients_refuse_certificates_issued_the_old_way() -> anyhow::Result<()> {
+    let scratch = ScratchDir::new("old-pki")?;
+    let dir = scratch.0.as_path();
+    openssl(dir, &["genrsa", "-out", "ca.key", "2048"])?;
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-new",
+            "-key",
+            "ca.key",
+            "-subj",
+            "/CN=old-ca",
+            "-days",
+            "1",
+            "-out",
+            "ca.crt",
+        ],
+    )?;
+    openssl(dir, &["genrsa", "-out", "server.key", "2048"])?;
+    openssl(
+        dir,
+        &[
+            "req",
+            "-new",
+            "-key",
+            "server.key",
+            "-subj",
+            "/CN=old-server",
+            "-out",
+            "server.csr",
+        ],
+    )?;
+    std::fs::write(
+        dir.join("server.ext"),
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n\
+         extendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1\n",
+    )?;
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-extfile",
+            "server.ext",
+            "-out",
+            "server.crt",
+        ],
+    )?;
+    let handshake = |mode: &str| {
+        let args = ["ca.crt", "server.crt", "server.key"].map(|f| dir.join(f));
+        let args = args.iter().map(|p| p.to_string_lossy()).collect::<Vec<_>>();
+        let args: Vec<&str> = args.iter().map(|a| a.as_ref()).chain([mode]).collect();
+        python(HANDSHAKE, &args, "")
+    };
+    let lenient = handshake("lenient")?;
+    assert_eq!(
+        String::from_utf8_lossy(&lenient.stdout).trim(),
+        "ok",
+        "a lenient client accepts the old certificates: {}",
+        String::from_utf8_lossy(&lenient.stderr)
+    );
+    let strict = handshake("strict")?;
+    assert_eq!(
+        strict.status.code(),
+        Some(3),
+        "a strict client refuses them"
+    );
+    let reason = String::from_utf8_lossy(&strict.stdout);
+    assert!(
+        reason.contains("key usage"),
+        "refused for the CA's missing keyUsage: {reason}"
+    );
+    Ok(())
+}
+
+// --- the Carrier2 stand-in -------------------------------------------------
+
+/// A configuration as Gefyra's operator writes it (Carrier2Config), with a
+/// TLS listener whose files the script creates first.
+const CARRIER2_CONFIG: &str = "version: 1
+threads: 4
+error_log: /tmp/carrier.log
+pid_file: /tmp/carrier2.pid
+upgrade_sock: /tmp/carrier2.sock
+upstream_keepalive_pool_size: 100
+probes:
+  httpGet:
+  - 8001
+  httpsGet: []
+proxy:
+- port: 8080
+  clusterUpstream:
+  - web-0.web.default.svc.cluster.local:8080
+  bridges:
+    user-1:
+      endpoint: stowaway-port-10001.gefyra.svc.cluster.local:10001
+      rules:
+      - match:
+        - matchHeader:
+            name: x-gefyra
+            value: user-1
+            type: exact
+        - matchPath:
+            path: /api
+            type: prefix
+- port: 8443
+  tls:
+    certificate: /tmp/tls.crt
+    key: /tmp/tls.key
+  clusterUpstream:
+  - 10.244.0.7:8443
+";
+
+/// The script the bridge-mount operator feeds `busybox sh`: write the
+/// configuration, (re)start carrier2 on it, show its log.
+fn carrier2_script(config: &str) -> String {
+    format!(
+        "echo cert > /tmp/tls.crt && echo key > /tmp/tls.key\n\
+         cat <<'EOF' > /tmp/config.yaml\n{config}EOF\n\
+         carrier2 -c /tmp/config.yaml -u -d\n\
+         cat /tmp/carrier.log\n"
+    )
+}
+
+#[tokio::test]
+async fn carrier2_stand_in_bootstraps_on_a_good_config() -> anyhow::Result<()> {
+    if testbed_dir("the test bed's carrier2 stand-in").is_none() {
+        return Ok(());
+    }
+    let ns = TestNamespace::new("tb-carrier2").await?;
+    let pods: Api<Pod> = ns.api();
+    create_ready_pod(&ns, "proxy", "quay.io/gefyra/carrier2:latest").await?;
+    let sh = ["busybox", "sh"];
+
+    let script = carrier2_script(CARRIER2_CONFIG);
+    let out = run(&pods, "proxy", "main", &sh, Some(&script)).await?;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("Bootstrap starting"), "{out:?}");
+    assert!(!out.stdout.contains("thread 'main' panicked"), "{out:?}");
+
+    let pid = exec(&pods, "proxy", "main", &["cat", "/tmp/carrier2.pid"]).await?;
+    let pid: u32 = pid
+        .trim()
+        .parse()
+        .with_context(|| format!("pid file holds {pid:?}"))?;
+    let read_back = run(&pods, "proxy", "main", &sh, Some("cat /tmp/config.yaml\n")).await?;
+    assert_eq!(
+        read_back.stdout, CARRIER2_CONFIG,
+        "the config reads back as written"
+    );
+
+    // The operator's next reload is an upgrade from the pid it left.
+    let out = run(&pods, "proxy", "main", &sh, Some(&script)).await?;
+    assert!(
+        out.stdout.contains(&format!("upgrading from pid {pid}")),
+        "{out:?}"
+    );
+
+    // A direct exec finds it too; -t only checks.
+    let test = run(
+        &pods,
+        "proxy",
+        "main",
+        &["carrier2", "-t", "-c", "/tmp/config.yaml"],
+        None,
+    )
+    .await?;
+    assert_eq!(test.code, 0, "{test:?}");
+    assert!(test.stdout.contains("Server Test passed"), "{test:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn carrier2_stand_in_panics_on_a_malformed_config() -> anyhow::Result<()> {
+    if testbed_dir("the test bed's carrier2 stand-in").is_none() {
+        return Ok(());
+    }
+    let ns = TestNamespace::new("tb-carrier2-bad").await?;
+    let pods: Api<Pod> = ns.api();
+    create_ready_pod(&ns, "proxy", "quay.io/gefyra/carrier2:latest").await?;
+    let head = "version: 1\nerror_log: /tmp/carrier.log\npid_file: /tmp/carrier2.pid\n";
+    let cases = [
+        (
+            "unknown field",
+            format!("{head}port: 8080\nproxy:\n- port: 8080\n"),
+            "port: unknown field",
+        ),
+        (
+            "missing proxy",
+            head.to_string(),
+            "proxy: missing (required)",
+        ),
+        (
+            "bad upstream port",
+            format!("{head}proxy:\n- port: 8080\n  clusterUpstream:\n  - web:http\n"),
+            "proxy[0].clusterUpstream[0]: port \"http\" of \"web:http\" is not a number",
+        ),
+        (
+            "unreadable TLS file",
+            format!(
+                "{head}proxy:\n- port: 8443\n  tls:\n    certificate: /tmp/absent.crt\n    key: /tmp/tls.key\n"
+            ),
+            "proxy[0].tls.certificate: cannot read \"/tmp/absent.crt\"",
+        ),
+    ];
+    for (case, config, problem) in cases {
+        let script = format!("rm -f /tmp/carrier.log\n{}", carrier2_script(&config));
+        let out = run(&pods, "proxy", "main", &["busybox", "sh"], Some(&script)).await?;
+        let panic_line = out
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("thread 'main' panicked at src/main.rs:"));
+        assert!(
+            panic_line.is_some_and(|l| l.contains(problem)),
+            "{case}: the log names {problem:?}: {out:?}"
+        );
+        assert!(
+            !out.stdout.contains("Bootstrap starting"),
+            "{case}: {out:?}"
+        );
+
+        let direct = run(
+            &pods,
+            "proxy",
+            "main",
+            &["carrier2", "-c", "/tmp/config.yaml", "-u", "-d"],
+            None,
+        )
+        .await?;
+        assert_eq!(direct.code, 1, "{case}: exit status: {direct:?}");
+        assert!(
+            direct.stderr.contains(problem),
+            "{case}: stderr: {direct:?}"
+        );
+    }
+    let flag = run(&pods, "proxy", "main", &["carrier2", "--bogus"], None).await?;
+    assert_eq!(flag.code, 1, "a bad flag: {flag:?}");
+    assert!(
+        flag.stderr.contains("unexpected argument '--bogus'"),
+        "{flag:?}"
+    );
     Ok(())
 }
