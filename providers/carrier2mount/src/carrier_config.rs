@@ -284,12 +284,15 @@ pub fn expected_read_back(files: &[(String, String)]) -> String {
 
 /// A script (for `busybox sh` on stdin) that writes every file, reloads
 /// Carrier2 with the config and prints its log. It exits non-zero, and
-/// removes the config so that a later read-back does not take it for done,
+/// empties the config so that a later read-back does not take it for done,
 /// when Carrier2 did not start with it.
 ///
-/// Carrier2 hands its sockets to the new process when the old one gets
-/// SIGQUIT (as Gefyra does it); the pid file is trusted only if it names a
-/// running carrier2, so a stale file never signals some other process.
+/// The reload is Gefyra's: a running Carrier2 (Pingora) hands its listening
+/// sockets over to a new process started with `-u` once it gets SIGQUIT;
+/// with none running, the new one starts without `-u` (an upgrade would wait
+/// for sockets nobody sends). The pid file is trusted only if that process
+/// is a carrier2, so a stale file never signals some other process. Only
+/// shell builtins and `cat` are used, which Carrier2's image has.
 pub fn write_script(files: &[(String, String)]) -> String {
     let mut script = String::new();
     for (path, content) in files {
@@ -300,12 +303,15 @@ pub fn write_script(files: &[(String, String)]) -> String {
         ));
     }
     script.push_str(&format!(
-        r#"pid=$(cat {PID_FILE} 2>/dev/null)
-if [ -n "$pid" ] && grep -q carrier2 "/proc/$pid/cmdline" 2>/dev/null; then
-  kill -QUIT "$pid" 2>/dev/null
+        r#"upgrade=
+pid=$(cat {PID_FILE} 2>/dev/null)
+if [ -n "$pid" ]; then
+  case "$(cat "/proc/$pid/cmdline" 2>/dev/null)" in
+    *carrier2*) kill -QUIT "$pid" 2>/dev/null && upgrade=-u ;;
+  esac
 fi
 : > {ERROR_LOG}
-carrier2 -c {CONFIG_PATH} -u -d >> {ERROR_LOG} 2>&1
+carrier2 -c {CONFIG_PATH} $upgrade -d >> {ERROR_LOG} 2>&1
 status=$?
 log=$(cat {ERROR_LOG})
 printf '%s\n' "$log"
@@ -315,7 +321,7 @@ case "$log" in
   *) ok=no ;;
 esac
 if [ "$status" -ne 0 ] || [ "$ok" != yes ]; then
-  rm -f {CONFIG_PATH}
+  : > {CONFIG_PATH}
   echo "carrier2 did not start with the new config (exit status $status)" >&2
   exit 1
 fi
@@ -601,8 +607,11 @@ proxy:
             "cat > '/tmp/a.pem' <<'PONTOON_EOF_1'\nx\nPONTOON_EOF\ny\nPONTOON_EOF_1\n\
              cat > '/tmp/config.yaml' <<'PONTOON_EOF'\nversion: 1\nPONTOON_EOF\n"
         ));
-        assert!(script.contains("carrier2 -c /tmp/config.yaml -u -d >> /tmp/carrier.log 2>&1\n"));
-        assert!(script.contains("rm -f /tmp/config.yaml"));
+        assert!(
+            script.contains("carrier2 -c /tmp/config.yaml $upgrade -d >> /tmp/carrier.log 2>&1\n")
+        );
+        assert!(script.contains("*carrier2*) kill -QUIT \"$pid\" 2>/dev/null && upgrade=-u ;;"));
+        assert!(script.contains(": > /tmp/config.yaml\n"));
         assert!(script.ends_with("fi\nexit 0\n"));
     }
 
