@@ -768,10 +768,10 @@ async fn states_seen(mounts: Api<GefyraBridgeMount>, name: &str) -> anyhow::Resu
     while let Ok(Some(event)) = tokio::time::timeout_at(deadline, stream.try_next()).await? {
         match event {
             watcher::Event::Apply(m) | watcher::Event::InitApply(m) => {
-                if let Some(state) = m.mount.state {
-                    if seen.last() != Some(&state) {
-                        seen.push(state);
-                    }
+                if let Some(state) = m.mount.state
+                    && seen.last() != Some(&state)
+                {
+                    seen.push(state);
                 }
             }
             watcher::Event::Delete(_) => return Ok(seen),

@@ -209,6 +209,13 @@ fn error_policy(
         _ => None,
     };
     if let Some(kube::Error::Api(status)) = kube_error
+        && status.is_not_found()
+    {
+        // A reconcile queued before the mount went away: nothing left to do.
+        tracing::debug!(mount = %name, "the mount is gone");
+        return Action::await_change();
+    }
+    if let Some(kube::Error::Api(status)) = kube_error
         && status.is_conflict()
     {
         tracing::debug!(mount = %name, "the mount changed meanwhile; looking again");
