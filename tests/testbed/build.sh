@@ -96,17 +96,25 @@ partial=""
 trap '[[ -z "$partial" ]] || rm -rf "$partial"' EXIT
 
 # install_into UNIT KEY DEST FILES...: copies FILES into DEST unless its marker
-# DEST/.UNIT.key already holds KEY. Each file is replaced by a rename, so a
-# process starting it meanwhile sees the old or the new one, never half.
+# DEST/.UNIT.key holds KEY and none of them was replaced since (by an older
+# checkout's build.sh, say). Each file is replaced by a rename, so a process
+# starting it meanwhile sees the old or the new one, never half.
 install_into() {
-  local unit=$1 key=$2 dest=$3 file; shift 3
-  [[ "$(cat "$dest/.$unit.key" 2>/dev/null)" == "$key" ]] && return 0
+  local unit=$1 key=$2 dest=$3 file marker; shift 3
+  marker=$dest/.$unit.key
+  if [[ "$(cat "$marker" 2>/dev/null)" == "$key" ]]; then
+    local current=1
+    for file in "$@"; do
+      [[ -f "$dest/${file##*/}" && ! "$dest/${file##*/}" -nt "$marker" ]] || current=""
+    done
+    [[ -z "$current" ]] || return 0
+  fi
   mkdir -p "$dest"
   for file in "$@"; do
     cp -f "$file" "$dest/.${file##*/}.new"
     mv -f "$dest/.${file##*/}.new" "$dest/${file##*/}"
   done
-  echo "$key" > "$dest/.$unit.key"
+  echo "$key" > "$marker"
 }
 
 cd "$here"
