@@ -61,6 +61,8 @@ async fn main() -> anyhow::Result<()> {
             "--watch-namespace",
             gefyra.name(),
         ])
+        .arg("--kubeconfig")
+        .arg(pontoon_tests::kubeconfig_path())
         .arg("--providers")
         .arg(&providers)
         .arg("--cache-dir")
@@ -77,6 +79,10 @@ async fn main() -> anyhow::Result<()> {
             )
         })?;
     let pid = operator.id();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    if let Some(status) = operator.try_wait()? {
+        bail!("the operator exited ({status}); see {}", log.display());
+    }
     println!(
         "bench-mounts: operator {} (pid {pid}), log {}",
         binary.display(),

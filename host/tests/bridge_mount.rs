@@ -878,24 +878,70 @@ async fn an_invalid_target_or_container_is_an_error_that_names_it() -> anyhow::R
 
 #[tokio::test]
 async fn a_mount_naming_an_unknown_provider_says_so() -> anyhow::Result<()> {
-    let bed = Bed::new("bm-noprov").await?;
-    let extra = BridgeMountFields {
-        provider: Some("teleporter".into()),
-        ..Default::default()
+    install_crds().await?;
+    let gefyra = TestNamespace::new("bm-noprov-gefyra").await?;
+    // The provider directory also holds a file that is no component: the
+    // operator says which and carries on with the others.
+    let providers = tempfile::tempdir()?;
+    std::fs::copy(
+        pontoon_tests::providers::bundled_provider("carrier2mount")?,
+        providers.path().join("carrier2mount.wasm"),
+    )?;
+    std::fs::write(providers.path().join("broken.wasm"), b"not a component")?;
+    let mut operator = Operator::start_with_providers(
+        std::path::Path::new(env!("CARGO_BIN_EXE_pontoon")),
+        gefyra.name(),
+        providers.path(),
+        &[],
+    )?;
+    let mounts: Api<GefyraBridgeMount> = gefyra.api();
+    let mount = GefyraBridgeMount {
+        metadata: kube::api::ObjectMeta {
+            name: Some("web-mount".into()),
+            ..Default::default()
+        },
+        mount: BridgeMountFields {
+            target_namespace: Some(gefyra.name().into()),
+            target: Some("deploy/web".into()),
+            target_container: Some("app".into()),
+            provider: Some("teleporter".into()),
+            ..Default::default()
+        },
     };
-    bed.mount_with("web-mount", "deploy/web", "app", extra)
-        .await?;
-    let mount = bed.wait_state("web-mount", "ERROR").await?;
+    mounts.create(&PostParams::default(), &mount).await?;
+    let in_error = |m: Option<&GefyraBridgeMount>| {
+        m.is_some_and(|m| m.mount.state.as_deref() == Some("ERROR"))
+    };
+    let mount = wait_for(&mounts, "web-mount", in_error, TIMEOUT)
+        .await
+        .with_context(|| operator.log_tail(30))?
+        .context("mount vanished")?;
     let (reason, message) = Bed::ready(&mount);
     assert_eq!(reason, "ProviderNotFound");
     assert!(
         message.contains("`teleporter`") && message.contains("carrier2mount"),
         "names the provider and the loaded ones: {message}"
     );
-    bed.delete_mount("web-mount").await?;
+    let log = operator.log();
     assert!(
-        bed.operator.log().contains("pontoon operator starting"),
-        "the operator kept running"
+        log.lines()
+            .any(|l| l.contains("rejected module") && l.contains("broken.wasm")),
+        "the rejected file is named in the log:\n{log}"
+    );
+    // Deleting a mount that never did anything needs no provider.
+    mounts.delete("web-mount", &DeleteParams::default()).await?;
+    let gone = |m: Option<&GefyraBridgeMount>| m.is_none();
+    wait_for(&mounts, "web-mount", gone, TIMEOUT).await?;
+
+    let status = operator.terminate(Duration::from_secs(20))?;
+    assert!(
+        status.success(),
+        "SIGTERM stops the operator cleanly: {status}"
+    );
+    assert!(
+        operator.log().contains("bridge-mount controller stopped"),
+        "{}",
+        operator.log_tail(10)
     );
     Ok(())
 }

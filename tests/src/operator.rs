@@ -88,6 +88,31 @@ impl Operator {
         Ok(())
     }
 
+    /// Asks the operator to stop (SIGTERM, as Kubernetes does) and waits up
+    /// to `timeout` for it; returns its exit status.
+    pub fn terminate(
+        &mut self,
+        timeout: std::time::Duration,
+    ) -> anyhow::Result<std::process::ExitStatus> {
+        let mut child = self.child.take().context("the operator is not running")?;
+        let signalled = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()?;
+        anyhow::ensure!(signalled.success(), "kill -TERM failed");
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok(status);
+            }
+            if std::time::Instant::now() > deadline {
+                child.kill()?;
+                child.wait()?;
+                anyhow::bail!("the operator did not stop within {timeout:?} of SIGTERM");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
     /// Starts the operator again with the same flags.
     pub fn restart(&mut self) -> anyhow::Result<()> {
         self.kill()?;
