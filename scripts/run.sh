@@ -68,17 +68,22 @@ provider: carrier2mount
 providerParameter: {}
 YAML
 
-seen=""
+# Every state the mount entered, from its stateTransitions, as they appear.
+transitions='{{range $state, $at := .stateTransitions}}{{$at}} {{$state}}{{"\n"}}{{end}}'
+printed=0
 deadline=$(( $(date +%s) + 120 ))
 while :; do
   state=$(k -n gefyra get gefyrabridgemount web-mount -o jsonpath='{.state}' 2>/dev/null || true)
-  if [[ -n "$state" && "$state" != "${seen##* }" ]]; then
-    at=$(k -n gefyra get gefyrabridgemount web-mount -o jsonpath="{.stateTransitions.$state}" 2>/dev/null || true)
-    reason=$(k -n gefyra get gefyrabridgemount web-mount -o jsonpath='{.status.conditions[?(@.type=="Ready")].message}' 2>/dev/null || true)
-    printf '  %-11s %s  %s\n' "$state" "${at:-(pending)}" "$reason"
-    seen="$seen $state"
+  mapfile -t lines < <(k -n gefyra get gefyrabridgemount web-mount -o go-template="$transitions" 2>/dev/null | sort)
+  for line in "${lines[@]:printed}"; do
+    printf '  %-11s %s\n' "${line#* }" "${line%% *}"
+  done
+  printed=${#lines[@]}
+  if [[ "$state" == ACTIVE || "$state" == ERROR ]]; then
+    k -n gefyra get gefyrabridgemount web-mount \
+      -o jsonpath='  Ready: {.status.conditions[?(@.type=="Ready")].reason}: {.status.conditions[?(@.type=="Ready")].message}{"\n"}'
+    break
   fi
-  [[ "$state" == ACTIVE || "$state" == ERROR ]] && break
   if (( $(date +%s) > deadline )); then echo "run: the mount did not become ACTIVE in 120 s; see $log" >&2; break; fi
   kill -0 "$operator" 2>/dev/null || { echo "run: the operator stopped; see $log" >&2; exit 1; }
   sleep 0.2

@@ -667,7 +667,7 @@ impl<'a> Reconcile<'a> {
                 "the provider's work is in place",
             ));
             let message = format!(
-                "active: {}",
+                "intercepting: {}",
                 conditions
                     .iter()
                     .map(|c| c.reason.as_str())
