@@ -57,6 +57,16 @@ impl Bed {
         })
     }
 
+    /// Deployment `web` with `replicas` Ready pods in the target namespace.
+    async fn deploy_web(&self, replicas: i32) -> anyhow::Result<()> {
+        self.target
+            .api::<Deployment>()
+            .create(&PostParams::default(), &deployment("web", replicas)?)
+            .await?;
+        ready_pods(&self.target, "app=web", usize::try_from(replicas)?).await?;
+        Ok(())
+    }
+
     fn mounts(&self) -> Api<GefyraBridgeMount> {
         self.gefyra.api()
     }
@@ -680,10 +690,7 @@ async fn a_missing_target_that_comes_back_within_the_grace_period_is_mounted_aga
     let bed = Bed::new("bm-missing").await?;
     let ns = &bed.target;
     let deployments: Api<Deployment> = ns.api();
-    deployments
-        .create(&PostParams::default(), &deployment("web", 1)?)
-        .await?;
-    ready_pods(ns, "app=web", 1).await?;
+    bed.deploy_web(1).await?;
     bed.mount("web-mount", "deploy/web", "app").await?;
     bed.wait_state("web-mount", "ACTIVE").await?;
 
@@ -732,10 +739,7 @@ async fn a_missing_target_past_its_grace_period_terminates_the_mount() -> anyhow
     let bed = Bed::new("bm-grace").await?;
     let ns = &bed.target;
     let deployments: Api<Deployment> = ns.api();
-    deployments
-        .create(&PostParams::default(), &deployment("web", 1)?)
-        .await?;
-    ready_pods(ns, "app=web", 1).await?;
+    bed.deploy_web(1).await?;
     let extra = BridgeMountFields {
         missing_grace_period: Some(2),
         ..Default::default()
@@ -785,10 +789,7 @@ async fn states_seen(mounts: Api<GefyraBridgeMount>, name: &str) -> anyhow::Resu
 async fn a_mount_past_its_sunset_is_terminated() -> anyhow::Result<()> {
     let bed = Bed::new("bm-sunset").await?;
     let ns = &bed.target;
-    ns.api::<Deployment>()
-        .create(&PostParams::default(), &deployment("web", 1)?)
-        .await?;
-    ready_pods(ns, "app=web", 1).await?;
+    bed.deploy_web(1).await?;
     let before = Before::take(ns, "app=web").await?;
     let now = k8s_openapi::jiff::Timestamp::now();
     let in_an_hour = now + k8s_openapi::jiff::SignedDuration::from_hours(1);
@@ -834,10 +835,7 @@ async fn a_mount_past_its_sunset_is_terminated() -> anyhow::Result<()> {
 async fn an_invalid_target_or_container_is_an_error_that_names_it() -> anyhow::Result<()> {
     let bed = Bed::new("bm-invalid").await?;
     let ns = &bed.target;
-    ns.api::<Deployment>()
-        .create(&PostParams::default(), &deployment("web", 1)?)
-        .await?;
-    ready_pods(ns, "app=web", 1).await?;
+    bed.deploy_web(1).await?;
 
     bed.mount("bad-kind", "frobnicator/web", "app").await?;
     bed.mount("bad-container", "deploy/web", "nope").await?;
@@ -949,11 +947,7 @@ async fn a_mount_naming_an_unknown_provider_says_so() -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_second_mount_of_the_same_container_is_refused() -> anyhow::Result<()> {
     let bed = Bed::new("bm-dup").await?;
-    let ns = &bed.target;
-    ns.api::<Deployment>()
-        .create(&PostParams::default(), &deployment("web", 1)?)
-        .await?;
-    ready_pods(ns, "app=web", 1).await?;
+    bed.deploy_web(1).await?;
     bed.mount("first", "deploy/web", "app").await?;
     bed.wait_state("first", "ACTIVE").await?;
     bed.mount("second", "deployment/web", "app").await?;
@@ -980,10 +974,7 @@ async fn an_operator_killed_while_installing_converges_and_still_restores_exactl
 -> anyhow::Result<()> {
     let mut bed = Bed::new("bm-crash").await?;
     let ns = &bed.target;
-    ns.api::<Deployment>()
-        .create(&PostParams::default(), &deployment("web", 3)?)
-        .await?;
-    ready_pods(ns, "app=web", 3).await?;
+    bed.deploy_web(3).await?;
     let before = Before::take(ns, "app=web").await?;
     let installing = tokio::spawn(first_seen_in(bed.mounts(), "web-mount", "INSTALLING"));
     bed.mount("web-mount", "deploy/web", "app").await?;

@@ -509,27 +509,8 @@ impl<'a> Reconcile<'a> {
                 )
                 .await;
         }
-        match provider
-            .target_exists(self.access(provider, mount), mount)
-            .await
-        {
-            Ok(true) => {}
-            Ok(false) => {
-                let message = format!(
-                    "target `{}` not found in namespace `{}`",
-                    mount.target, mount.target_namespace
-                );
-                return self
-                    .fire(
-                        from,
-                        Event::MarkMissing,
-                        EventType::Warning,
-                        "TargetMissing",
-                        message,
-                    )
-                    .await;
-            }
-            Err(err) => return self.failed(from, "target-exists", err).await,
+        if let Some(missing) = self.unless_target_exists(from, provider, mount).await? {
+            return Ok(missing);
         }
         let message = format!(
             "duplicating `{}` in namespace `{}` with provider `{}`",
@@ -701,6 +682,38 @@ impl<'a> Reconcile<'a> {
         missing
     }
 
+    /// `None` when the target exists; otherwise what marking it MISSING (or
+    /// the provider's error) leads to.
+    async fn unless_target_exists(
+        &mut self,
+        from: State,
+        provider: &ProviderModule,
+        mount: &Mount,
+    ) -> Result<Option<Action>, Error> {
+        match provider
+            .target_exists(self.access(provider, mount), mount)
+            .await
+        {
+            Ok(true) => Ok(None),
+            Ok(false) => {
+                let message = format!(
+                    "target `{}` not found in namespace `{}`",
+                    mount.target, mount.target_namespace
+                );
+                self.fire(
+                    from,
+                    Event::MarkMissing,
+                    EventType::Warning,
+                    "TargetMissing",
+                    message,
+                )
+                .await
+                .map(Some)
+            }
+            Err(err) => self.failed(from, "target-exists", err).await.map(Some),
+        }
+    }
+
     /// ACTIVE: still intact? The shadow must be usable and every readiness
     /// condition hold; otherwise the mount goes RESTORING and installs again.
     async fn check_intact(
@@ -709,27 +722,8 @@ impl<'a> Reconcile<'a> {
         mount: &Mount,
     ) -> Result<Action, Error> {
         let from = State::Active;
-        match provider
-            .target_exists(self.access(provider, mount), mount)
-            .await
-        {
-            Ok(true) => {}
-            Ok(false) => {
-                let message = format!(
-                    "target `{}` disappeared from namespace `{}`",
-                    mount.target, mount.target_namespace
-                );
-                return self
-                    .fire(
-                        from,
-                        Event::MarkMissing,
-                        EventType::Warning,
-                        "TargetMissing",
-                        message,
-                    )
-                    .await;
-            }
-            Err(err) => return self.failed(from, "target-exists", err).await,
+        if let Some(missing) = self.unless_target_exists(from, provider, mount).await? {
+            return Ok(missing);
         }
         let broken = match provider.prepared(self.access(provider, mount), mount).await {
             Ok(true) => match provider.ready(self.access(provider, mount), mount).await {
