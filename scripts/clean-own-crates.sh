@@ -17,6 +17,9 @@ members() { # manifest -> "-p a -p b ..."
 
 # shellcheck disable=SC2046
 cargo clean -q $(members Cargo.toml)
+# The bundled providers (scripts/providers.sh) are built for wasm32 too.
+# shellcheck disable=SC2046
+cargo clean -q --target wasm32-wasip2 --profile wasm-release $(members Cargo.toml)
 # shellcheck disable=SC2046
 cargo clean -q --manifest-path tests/modules/Cargo.toml --target-dir "$target/test-modules" \
   $(members tests/modules/Cargo.toml) -p pontoon-provider-sdk
