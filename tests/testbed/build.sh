@@ -29,8 +29,13 @@ build_platform() {
   # sh` given a script on stdin, `cat`) never ends. A kubelet closes it when
   # the client's stdin ends; kwok does too with this one-line fix, built from
   # a patched copy of the pinned module (the module cache stays untouched).
-  local src=$out/kwok-src
-  cp -r "$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)" "$src"
+  local src=$out/kwok-src kwok_dir
+  # `go list -m` names the module's directory only once it is downloaded
+  # (on a fresh machine nothing is).
+  go mod download sigs.k8s.io/kwok
+  kwok_dir=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  [[ -d "$kwok_dir" ]] || { echo "testbed: cannot find the kwok module's sources" >&2; return 1; }
+  cp -r "$kwok_dir" "$src"
   chmod -R u+w "$src"
   sed -i 's|^\(\t*\)_, _ = io.Copy(inPipe, opt.In)$|&\n\1_ = inPipe.Close()|' "$src/pkg/utils/exec/exec.go"
   grep -q '_ = inPipe.Close()' "$src/pkg/utils/exec/exec.go" ||
@@ -52,7 +57,7 @@ build_platform() {
   for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
     go build -trimpath -ldflags "-s -w$stamp" -o "$out/bin/$cmd" "k8s.io/kubernetes/cmd/$cmd"
   done
-  cp "$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/crd/bases/kwok.x-k8s.io_execs.yaml" "$out/share/"
+  cp "$kwok_dir/kustomize/crd/bases/kwok.x-k8s.io_execs.yaml" "$out/share/"
 }
 
 # build_tool PACKAGE NAME DIR: one of the test bed's own programs, built
