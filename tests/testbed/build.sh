@@ -11,11 +11,10 @@
 #   tools     the test bed's own small programs, one cache entry each, keyed
 #             by go.mod, go.sum and the program's own sources; seconds:
 #               pod-exec-sync  (podexec/)   -> bin/
-#               carrier2       (carrier2/)  -> pod-bin/ (on the PATH of pods' exec only)
+#               carrier2       (carrier2/)  -> pod-bin (on the PATH of pods' exec only; see lib.sh)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-cache_root=${PONTOON_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pontoon}/testbed
 platform_binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm)
 
 # build_platform DIR: compiles the platform into DIR/bin and DIR/share. Its

@@ -5,9 +5,14 @@ root=$(cd "$here/../.." && pwd)
 tb=${TESTBED_DIR:-$root/.testbed}
 bin=$tb/bin pki=$tb/pki logs=$tb/logs run=$tb/run
 kubeconfig=$tb/kubeconfig
+# The per-user cache of built binaries (see build.sh).
+cache_root=${PONTOON_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pontoon}/testbed
 # Programs only pods' exec sees (on its PATH, not the host's): stand-ins for
-# what the pods' images would hold, e.g. carrier2.
-pod_bin=$tb/pod-bin
+# what the pods' images would hold, e.g. carrier2. They live in the cache,
+# one directory per test bed, not in the test bed's directory: an exec'd
+# command gets its pod's own /tmp bound over /tmp, which hides a checkout
+# that lives under /tmp (as a CI clone may).
+pod_bin=$cache_root/pod-bin/$(printf '%s' "$tb" | sha256sum | cut -c1-12)
 
 components=(pod-exec-sync kwok kube-scheduler kube-controller-manager kube-apiserver etcd)
 

@@ -161,6 +161,9 @@ for dir in "$pod_bin" /usr/local/sbin /usr/local/bin /usr/sbin /usr/bin /sbin /b
     [[ -x "$exe" && ! -e "$tb/exec-shim/$name" ]] && ln -s "$here/exec-shim.sh" "$tb/exec-shim/$name"
   done
 done
+case "$pod_bin/" in
+  /tmp/*) echo "testbed: warning: $pod_bin is under /tmp, which exec'd commands cannot see; set PONTOON_CACHE_DIR elsewhere" >&2 ;;
+esac
 start kwok env "PATH=$tb/exec-shim:$PATH" "TESTBED_REAL_PATH=$PATH:$pod_bin" "$bin/kwok" \
   --kubeconfig "$kubeconfig" --config "$here/stages.yaml" \
   --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \

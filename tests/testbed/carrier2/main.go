@@ -1,6 +1,6 @@
 // Command carrier2 stands in for Gefyra's Carrier2 proxy in the test bed's
 // pods, which run no images: `kubectl exec` finds it on PATH as `carrier2`
-// (up.sh puts it in <testbed>/pod-bin).
+// (build.sh puts it in the test bed's pod-bin; see lib.sh).
 //
 // It takes the real binary's flags (Pingora's: -c/--conf FILE, -u/--upgrade,
 // -d/--daemon, -t/--test), checks the configuration strictly against
