@@ -18,7 +18,9 @@ use kube::{
     api::{AttachParams, DeleteParams, ListParams, Patch, PatchParams, PostParams},
     runtime::{WatchStreamExt, watcher},
 };
-use pontoon::bridge_mount::{GefyraBridgeMount, RESTORE_CONFIG_MAP, crd::BridgeMountFields};
+use pontoon::bridge_mount::{
+    GefyraBridge, GefyraBridgeMount, RESTORE_CONFIG_MAP, crd::BridgeMountFields,
+};
 use pontoon_tests::{TestNamespace, operator::Operator, wait_for, wait_for_list};
 use serde_json::json;
 use tokio::io::AsyncReadExt;
@@ -625,8 +627,61 @@ async fn a_deployment_with_an_hpa_is_mounted_and_restored_exactly() -> anyhow::R
         );
     }
 
+    // Bridges of this mount (as Gefyra's client labels them) end with it; others stay.
+    let bridges: Api<GefyraBridge> = bed.gefyra.api();
+    for (name, mount) in [("to-web", "web-mount"), ("to-other", "other-mount")] {
+        let bridge: GefyraBridge = serde_json::from_value(json!({
+            "metadata": { "name": name, "labels": { "gefyra.dev/bridge-mount": mount } },
+            "provider": "carrier2",
+            "target": mount,
+            "targetNamespace": ns.name(),
+            "portMappings": ["80:8080"]
+        }))?;
+        bridges.create(&PostParams::default(), &bridge).await?;
+    }
+
     bed.delete_mount("web-mount").await?;
     assert_restored(&bed, &before, "app=web", 3).await?;
+    assert!(
+        bridges.get_opt("to-web").await?.is_none(),
+        "the mount's bridge is deleted"
+    );
+    assert!(
+        bridges.get_opt("to-other").await?.is_some(),
+        "another mount's bridge stays"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_active_mount_that_loses_a_patched_pod_installs_again() -> anyhow::Result<()> {
+    let bed = Bed::new("bm-intact").await?;
+    let ns = &bed.target;
+    bed.deploy_web(2).await?;
+    bed.mount("web-mount", "deploy/web", "app").await?;
+    bed.wait_state("web-mount", "ACTIVE").await?;
+    assert_carrier_everywhere(ns, "app=web", 2, "web-app-gefyra-svc").await?;
+
+    // The ReplicaSet replaces a deleted pod with one of the original image:
+    // the mount is no longer intact, restores and installs Carrier2 again.
+    let seen = tokio::spawn(states_seen_until(bed.mounts(), "web-mount", "ACTIVE"));
+    let pods: Api<Pod> = ns.api();
+    let victim = pods
+        .list(&ListParams::default().labels("app=web"))
+        .await?
+        .items
+        .first()
+        .map(|p| p.name_any())
+        .context("no pod")?;
+    pods.delete(&victim, &DeleteParams::default()).await?;
+    let seen = seen.await??;
+    assert!(
+        seen.windows(2).any(|w| w == ["RESTORING", "INSTALLING"]),
+        "went RESTORING -> INSTALLING: {seen:?}"
+    );
+    assert_eq!(seen.last().map(String::as_str), Some("ACTIVE"), "{seen:?}");
+    assert_carrier_everywhere(ns, "app=web", 2, "web-app-gefyra-svc").await?;
+    bed.delete_mount("web-mount").await?;
     Ok(())
 }
 
@@ -761,6 +816,29 @@ async fn a_missing_target_past_its_grace_period_terminates_the_mount() -> anyhow
     );
     assert!(deployments.get_opt("web-gefyra").await?.is_none());
     Ok(())
+}
+
+/// The states a mount goes through, from the next change on, until it is
+/// in `until` again after having left it.
+async fn states_seen_until(
+    mounts: Api<GefyraBridgeMount>,
+    name: &str,
+    until: &str,
+) -> anyhow::Result<Vec<String>> {
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut stream = std::pin::pin!(watcher(mounts, config).applied_objects());
+    let mut seen: Vec<String> = Vec::new();
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    while let Ok(Some(m)) = tokio::time::timeout_at(deadline, stream.try_next()).await? {
+        let Some(state) = m.mount.state else { continue };
+        if seen.last() != Some(&state) {
+            seen.push(state.clone());
+        }
+        if state == until && seen.len() > 1 {
+            return Ok(seen);
+        }
+    }
+    bail!("mount {name} did not come back to {until}; states seen: {seen:?}")
 }
 
 /// The states a mount is seen in until it is deleted.
