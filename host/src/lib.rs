@@ -5,6 +5,7 @@
 pub mod bridge_mount;
 pub mod conformance;
 pub mod crds;
+pub mod gateway;
 pub mod operator;
 pub mod plugins;
 pub mod telemetry;

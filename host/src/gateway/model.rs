@@ -1,0 +1,122 @@
+//! What the Gateway controller resolved for one Gateway, in the terms config
+//! generation needs: listeners with their attached routes, each rule's
+//! matches, its backends resolved to ready endpoints, and its filters already
+//! translated (by the WASM config filters) into Praxis filter entries.
+//!
+//! The controller fills it; `config` turns it into Praxis configuration. No
+//! Kubernetes client and no wasmtime here: plain data, easy to build in tests.
+
+use std::net::SocketAddr;
+
+/// One Gateway's data plane.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GatewayModel {
+    pub namespace: String,
+    pub name: String,
+    /// Listeners in the Gateway's order (only the ones that are programmed:
+    /// conflicted or unsupported listeners are left out by the controller).
+    pub listeners: Vec<Listener>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    Http,
+    Https,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Listener {
+    /// The listener's `name` (a route's `sectionName`).
+    pub name: String,
+    pub port: u16,
+    pub protocol: Protocol,
+    /// The listener's hostname (may be a wildcard `*.example.com`); `None` for any.
+    pub hostname: Option<String>,
+    /// For HTTPS: the certificates, as files where the Deployment mounts each
+    /// `kubernetes.io/tls` Secret (first one is the default).
+    pub certificates: Vec<CertificateFiles>,
+    /// The routes attached to this listener, in the Gateway API's precedence
+    /// order for ties (oldest first, then by namespace/name).
+    pub routes: Vec<Route>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CertificateFiles {
+    pub cert_path: String,
+    pub key_path: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Route {
+    pub namespace: String,
+    pub name: String,
+    /// Effective hostnames: the route's hostnames intersected with the
+    /// listener's (Gateway API rules, wildcards included); empty means any host.
+    pub hostnames: Vec<String>,
+    pub rules: Vec<Rule>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rule {
+    /// Index of the rule in the HTTPRoute's `spec.rules`.
+    pub index: usize,
+    /// ORed; an empty list means the spec's default (PathPrefix `/`).
+    pub matches: Vec<Match>,
+    /// Weighted backends; a rule whose backends all failed to resolve has
+    /// none and must answer 500 (the spec's behaviour for invalid backends).
+    pub backends: Vec<Backend>,
+    /// The rule's filters, each translated into Praxis filter entries, in order.
+    pub filters: Vec<TranslatedFilter>,
+}
+
+/// One HTTPRoute match: every present part must hold (AND).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Match {
+    pub path: Option<PathMatch>,
+    pub headers: Vec<ValueMatch>,
+    pub query_params: Vec<ValueMatch>,
+    /// An HTTP method (`GET`, ...).
+    pub method: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PathMatch {
+    Exact(String),
+    /// With the spec's segment semantics: `/foo` matches `/foo` and `/foo/bar`, not `/foobar`.
+    Prefix(String),
+    RegularExpression(String),
+}
+
+/// A header or query parameter match.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValueMatch {
+    pub name: String,
+    pub value: String,
+    pub kind: MatchKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatchKind {
+    Exact,
+    RegularExpression,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Backend {
+    /// A cluster name unique within the config: `<namespace>/<service>:<port>`.
+    pub cluster: String,
+    pub weight: u32,
+    /// Ready endpoint addresses from the Service's EndpointSlices.
+    pub endpoints: Vec<SocketAddr>,
+}
+
+/// One HTTPRoute filter after translation by a config filter module.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TranslatedFilter {
+    /// The Gateway API filter type (`RequestHeaderModifier`, `ExtensionRef:GROUP/KIND`, ...).
+    pub kind: String,
+    /// The module that translated it.
+    pub module: String,
+    /// Praxis filter entries (JSON objects), applied in order.
+    pub entries: Vec<serde_json::Value>,
+}
