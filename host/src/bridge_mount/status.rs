@@ -2,10 +2,7 @@
 //! writes them, and `status.conditions` as kubectl users expect them.
 //! Pure functions; the controller sends what they build.
 
-use k8s_openapi::{
-    apimachinery::pkg::apis::meta::v1::{Condition, Time},
-    jiff::Timestamp,
-};
+use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Condition, jiff::Timestamp};
 use serde_json::{Value, json};
 
 use super::state::State;
@@ -35,77 +32,14 @@ pub fn parse_timestamp(text: &str) -> Option<Timestamp> {
         .map(|z| z.timestamp())
 }
 
-/// One condition as the controller means it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Observed {
-    pub type_: String,
-    pub status: bool,
-    pub reason: String,
-    pub message: String,
-}
-
-impl Observed {
-    pub fn new(type_: &str, status: bool, reason: &str, message: impl Into<String>) -> Self {
-        Self {
-            type_: type_.into(),
-            status,
-            reason: reason.into(),
-            message: message.into(),
-        }
-    }
-}
+pub use crate::conditions::Observed;
 
 /// Sets `observed` in `conditions`; `lastTransitionTime` moves only when the
-/// condition's status changes. Returns whether anything changed.
+/// condition's status changes. Returns whether anything changed. (A mount's
+/// every write bumps its generation, Gefyra's schema having no status
+/// subresource, so its conditions carry no `observedGeneration`.)
 pub fn set_condition(conditions: &mut Vec<Condition>, observed: &Observed, now: Timestamp) -> bool {
-    let status = if observed.status { "True" } else { "False" };
-    let reason = upper_camel(&observed.reason);
-    match conditions.iter_mut().find(|c| c.type_ == observed.type_) {
-        Some(existing) => {
-            let changed = existing.status != status
-                || existing.reason != reason
-                || existing.message != observed.message;
-            if existing.status != status {
-                existing.last_transition_time = Time(now);
-            }
-            existing.status = status.into();
-            existing.reason = reason;
-            existing.message = observed.message.clone();
-            changed
-        }
-        None => {
-            conditions.push(Condition {
-                type_: observed.type_.clone(),
-                status: status.into(),
-                reason,
-                message: observed.message.clone(),
-                last_transition_time: Time(now),
-                observed_generation: None,
-            });
-            true
-        }
-    }
-}
-
-/// Kubernetes requires condition reasons in UpperCamelCase (`^[A-Za-z]...`);
-/// a provider's free-form reason is made to fit rather than refused.
-fn upper_camel(reason: &str) -> String {
-    let cleaned: String = reason
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(|w| {
-            let mut chars = w.chars();
-            chars
-                .next()
-                .map(|f| f.to_ascii_uppercase().to_string() + chars.as_str())
-                .unwrap_or_default()
-        })
-        .collect();
-    match cleaned.chars().next() {
-        Some(c) if c.is_ascii_alphabetic() => cleaned,
-        Some(_) => format!("R{cleaned}"),
-        None => "Unknown".into(),
-    }
+    crate::conditions::set(conditions, observed, None, now)
 }
 
 /// The reason of `Ready` for a mount that is on its way in `state`.
@@ -174,47 +108,6 @@ mod tests {
             Some(expected)
         );
         assert_eq!(parse_timestamp("tomorrow"), None);
-    }
-
-    #[test]
-    fn last_transition_time_moves_only_when_the_status_flips() {
-        let mut conditions = Vec::new();
-        let t0 = at("2026-01-01T00:00:00Z");
-        let t1 = at("2026-01-01T00:01:00Z");
-        let t2 = at("2026-01-01T00:02:00Z");
-        assert!(set_condition(
-            &mut conditions,
-            &Observed::new(READY, false, "Preparing", "duplicating"),
-            t0
-        ));
-        assert!(set_condition(
-            &mut conditions,
-            &Observed::new(READY, false, "Installing", "patching pods"),
-            t1
-        ));
-        assert_eq!(conditions[0].last_transition_time, Time(t0));
-        assert_eq!(conditions[0].reason, "Installing");
-        assert!(!set_condition(
-            &mut conditions,
-            &Observed::new(READY, false, "Installing", "patching pods"),
-            t2
-        ));
-        assert!(set_condition(
-            &mut conditions,
-            &Observed::new(READY, true, "Active", "intercepting"),
-            t2
-        ));
-        assert_eq!(conditions[0].last_transition_time, Time(t2));
-        assert_eq!(conditions[0].status, "True");
-        assert_eq!(conditions.len(), 1);
-    }
-
-    #[test]
-    fn reasons_are_made_upper_camel_case() {
-        assert_eq!(upper_camel("ShadowPodsReady"), "ShadowPodsReady");
-        assert_eq!(upper_camel("shadow pods ready"), "ShadowPodsReady");
-        assert_eq!(upper_camel("3 pods"), "R3Pods");
-        assert_eq!(upper_camel(""), "Unknown");
     }
 
     #[test]
