@@ -12,6 +12,8 @@
 #             by go.mod, go.sum and the program's own sources; seconds:
 #               pod-exec-sync  (podexec/)   -> bin/
 #               carrier2       (carrier2/)  -> pod-bin (on the PATH of pods' exec only; see lib.sh)
+#               echo-backend   (echo/)      -> bin/ (traffic tests run it themselves,
+#                                              in their network namespaces)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -136,9 +138,12 @@ pod_exec_sync_key=$(tool_key podexec)
 cached "$cache_root/tools/pod-exec-sync-$pod_exec_sync_key" build_tool podexec pod-exec-sync
 carrier2_key=$(tool_key carrier2)
 cached "$cache_root/tools/carrier2-$carrier2_key" build_tool carrier2 carrier2
+echo_backend_key=$(tool_key echo)
+cached "$cache_root/tools/echo-backend-$echo_backend_key" build_tool echo echo-backend
 
 rm -f "$bin/.key" # the marker of the single cache key before
 install_into platform "$platform_key" "$bin" "${platform_binaries[@]/#/$platform/bin/}"
 install_into platform "$platform_key" "$tb/share" "$platform"/share/*
 install_into pod-exec-sync "$pod_exec_sync_key" "$bin" "$cache_root/tools/pod-exec-sync-$pod_exec_sync_key/pod-exec-sync"
 install_into carrier2 "$carrier2_key" "$pod_bin" "$cache_root/tools/carrier2-$carrier2_key/carrier2"
+install_into echo-backend "$echo_backend_key" "$bin" "$cache_root/tools/echo-backend-$echo_backend_key/echo-backend"
