@@ -1,4 +1,8 @@
 //! Gateway API for Praxis: GatewayClass, Gateway and HTTPRoute controllers,
 //! and the Praxis configuration generated from them.
 
+pub mod children;
 pub mod model;
+pub mod resolve;
+pub mod routes;
+pub mod translate;

@@ -54,6 +54,15 @@ impl Registry {
         self.filters.get(name).cloned()
     }
 
+    /// The config filter that declares it handles `kind` (`RequestHeaderModifier`,
+    /// `ExtensionRef:GROUP/KIND`, ...); the first by module name if several do.
+    pub fn filter_for(&self, kind: &str) -> Option<Arc<FilterModule>> {
+        self.filters
+            .values()
+            .find(|f| f.metadata.handles.iter().any(|h| h == kind))
+            .cloned()
+    }
+
     pub fn provider_names(&self) -> impl Iterator<Item = &str> {
         self.providers.keys().map(String::as_str)
     }

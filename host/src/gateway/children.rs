@@ -1,0 +1,352 @@
+//! The objects that run one Gateway's data plane, all named
+//! `praxis-{gateway}` in the Gateway's namespace and owned by it: a
+//! ConfigMap with the Praxis config, a hardened single-replica Deployment
+//! running Praxis, and a LoadBalancer Service for the listener ports.
+
+use std::collections::BTreeMap;
+
+use gateway_api::gateways::Gateway;
+use k8s_openapi::{
+    api::{
+        apps::v1::{Deployment, DeploymentSpec},
+        core::v1::{
+            Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort,
+            HTTPGetAction, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile,
+            SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec, Volume,
+            VolumeMount,
+        },
+    },
+    apimachinery::pkg::{
+        apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference},
+        util::intstr::IntOrString,
+    },
+};
+use kube::Resource;
+use sha2::{Digest, Sha256};
+
+use super::resolve::listeners::{CertificateSecret, ListenerState, TLS_MOUNT_ROOT};
+
+/// Where the Deployment mounts the config.
+pub const CONFIG_DIR: &str = "/etc/praxis";
+pub const CONFIG_KEY: &str = "config.yaml";
+/// Praxis's admin port: health (`/healthy`) and readiness (`/ready`).
+pub const ADMIN_PORT: i32 = 9901;
+/// The pod template annotation whose change rolls the pods when the config changes.
+pub const CONFIG_HASH_ANNOTATION: &str = "gateway.pontoon.dev/config-hash";
+pub const MANAGED_BY: &str = "pontoon";
+
+/// `praxis-{gateway}`.
+pub fn name(gateway: &Gateway) -> String {
+    format!(
+        "praxis-{}",
+        gateway.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// The seed's labels, on every child and the pods.
+pub fn labels(gateway: &Gateway) -> BTreeMap<String, String> {
+    [
+        ("app.kubernetes.io/name", "praxis"),
+        (
+            "app.kubernetes.io/instance",
+            gateway.metadata.name.as_deref().unwrap_or_default(),
+        ),
+        ("app.kubernetes.io/managed-by", MANAGED_BY),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// The hash of a config, as the pods' annotation carries it.
+pub fn config_hash(config: &str) -> String {
+    Sha256::digest(config.as_bytes())
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn meta(gateway: &Gateway) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name(gateway)),
+        namespace: gateway.metadata.namespace.clone(),
+        labels: Some(labels(gateway)),
+        owner_references: gateway.controller_owner_ref(&()).map(|o| vec![owner(o)]),
+        ..Default::default()
+    }
+}
+
+fn owner(mut o: OwnerReference) -> OwnerReference {
+    // Deleting the Gateway deletes its children (and waits for them in foreground deletion).
+    o.block_owner_deletion = Some(true);
+    o
+}
+
+pub fn config_map(gateway: &Gateway, config: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: meta(gateway),
+        data: Some([(CONFIG_KEY.to_string(), config.to_string())].into()),
+        ..Default::default()
+    }
+}
+
+/// The Praxis Deployment: the config and every certificate Secret mounted
+/// read-only, probes on the admin port, a non-root, read-only, capability-
+/// less container, and the config's hash on the pods.
+pub fn deployment(
+    gateway: &Gateway,
+    image: &str,
+    config_hash: &str,
+    listeners: &[ListenerState],
+    certificates: &[CertificateSecret],
+) -> Deployment {
+    let labels = labels(gateway);
+    let mut volumes = vec![Volume {
+        name: "config".into(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: name(gateway),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }];
+    let mut mounts = vec![VolumeMount {
+        name: "config".into(),
+        mount_path: CONFIG_DIR.into(),
+        read_only: Some(true),
+        ..Default::default()
+    }];
+    for cert in certificates {
+        volumes.push(Volume {
+            name: cert.volume_name(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(cert.name.clone()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        mounts.push(VolumeMount {
+            name: cert.volume_name(),
+            mount_path: format!("{TLS_MOUNT_ROOT}/{}-{}", cert.namespace, cert.name),
+            read_only: Some(true),
+            ..Default::default()
+        });
+    }
+    let mut ports: Vec<ContainerPort> = Vec::new();
+    for l in listeners.iter().filter(|l| l.programmable()) {
+        if !ports.iter().any(|p| p.container_port == i32::from(l.port)) {
+            ports.push(ContainerPort {
+                name: Some(format!("l-{}", l.port)),
+                container_port: i32::from(l.port),
+                protocol: Some("TCP".into()),
+                ..Default::default()
+            });
+        }
+    }
+    ports.push(ContainerPort {
+        name: Some("admin".into()),
+        container_port: ADMIN_PORT,
+        protocol: Some("TCP".into()),
+        ..Default::default()
+    });
+    let probe = |path: &str| Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.into()),
+            port: IntOrString::Int(ADMIN_PORT),
+            ..Default::default()
+        }),
+        period_seconds: Some(5),
+        ..Default::default()
+    };
+    let container = Container {
+        name: "praxis".into(),
+        image: Some(image.into()),
+        args: Some(vec!["-c".into(), format!("{CONFIG_DIR}/{CONFIG_KEY}")]),
+        ports: Some(ports),
+        volume_mounts: Some(mounts),
+        liveness_probe: Some(probe("/healthy")),
+        readiness_probe: Some(probe("/ready")),
+        security_context: Some(SecurityContext {
+            run_as_user: Some(100),
+            run_as_non_root: Some(true),
+            read_only_root_filesystem: Some(true),
+            allow_privilege_escalation: Some(false),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".into()]),
+                add: Some(vec!["NET_BIND_SERVICE".into()]),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Deployment {
+        metadata: meta(gateway),
+        spec: Some(DeploymentSpec {
+            replicas: Some(1),
+            selector: LabelSelector {
+                match_labels: Some(labels.clone()),
+                ..Default::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    annotations: Some(
+                        [(CONFIG_HASH_ANNOTATION.to_string(), config_hash.to_string())].into(),
+                    ),
+                    ..Default::default()
+                }),
+                spec: Some(PodSpec {
+                    containers: vec![container],
+                    volumes: Some(volumes),
+                    security_context: Some(PodSecurityContext {
+                        run_as_non_root: Some(true),
+                        seccomp_profile: Some(SeccompProfile {
+                            type_: "RuntimeDefault".into(),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    automount_service_account_token: Some(false),
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+/// The LoadBalancer Service: one port per listener port the data plane serves.
+pub fn service(gateway: &Gateway, listeners: &[ListenerState]) -> Service {
+    let mut ports: Vec<ServicePort> = Vec::new();
+    for l in listeners.iter().filter(|l| l.programmable()) {
+        if !ports.iter().any(|p| p.port == i32::from(l.port)) {
+            ports.push(ServicePort {
+                name: Some(format!("l-{}", l.port)),
+                port: i32::from(l.port),
+                target_port: Some(IntOrString::Int(i32::from(l.port))),
+                protocol: Some("TCP".into()),
+                ..Default::default()
+            });
+        }
+    }
+    Service {
+        metadata: meta(gateway),
+        spec: Some(ServiceSpec {
+            type_: Some("LoadBalancer".into()),
+            selector: Some(labels(gateway)),
+            ports: Some(ports),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::resolve::{listeners, view::ListView};
+
+    fn gateway() -> Gateway {
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "web", "namespace": "infra", "uid": "u-1" },
+            "spec": { "gatewayClassName": "pontoon", "listeners": [
+                { "name": "http", "port": 80, "protocol": "HTTP" },
+                { "name": "alt", "port": 80, "protocol": "HTTP", "hostname": "alt.com" },
+                { "name": "tcp", "port": 9000, "protocol": "TCP" }
+            ] }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn children_are_named_labelled_and_owned() {
+        let gw = gateway();
+        let cm = config_map(&gw, "listeners: []\n");
+        assert_eq!(cm.metadata.name.as_deref(), Some("praxis-web"));
+        let labels = cm.metadata.labels.clone().unwrap();
+        assert_eq!(labels["app.kubernetes.io/name"], "praxis");
+        assert_eq!(labels["app.kubernetes.io/instance"], "web");
+        assert_eq!(labels["app.kubernetes.io/managed-by"], "pontoon");
+        let owner = &cm.metadata.owner_references.unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str()),
+            ("Gateway", "web")
+        );
+        assert_eq!(owner.controller, Some(true));
+    }
+
+    #[test]
+    fn the_deployment_is_hardened_and_carries_the_config_hash() {
+        let gw = gateway();
+        let states = listeners::evaluate(&gw, &ListView::default());
+        let cert = CertificateSecret {
+            namespace: "infra".into(),
+            name: "site".into(),
+        };
+        let d = deployment(
+            &gw,
+            "praxis:0.7.5",
+            "abc",
+            &states,
+            std::slice::from_ref(&cert),
+        );
+        let spec = d.spec.unwrap();
+        let template = spec.template;
+        assert_eq!(
+            template.metadata.unwrap().annotations.unwrap()[CONFIG_HASH_ANNOTATION],
+            "abc"
+        );
+        let pod = template.spec.unwrap();
+        assert_eq!(
+            pod.security_context.unwrap().seccomp_profile.unwrap().type_,
+            "RuntimeDefault"
+        );
+        let c = &pod.containers[0];
+        let sc = c.security_context.clone().unwrap();
+        assert_eq!(sc.run_as_user, Some(100));
+        assert_eq!(sc.read_only_root_filesystem, Some(true));
+        let caps = sc.capabilities.unwrap();
+        assert_eq!(caps.drop.unwrap(), ["ALL"]);
+        assert_eq!(caps.add.unwrap(), ["NET_BIND_SERVICE"]);
+        let probe_path =
+            |p: &Option<Probe>| p.as_ref().unwrap().http_get.as_ref().unwrap().path.clone();
+        assert_eq!(probe_path(&c.liveness_probe).as_deref(), Some("/healthy"));
+        assert_eq!(probe_path(&c.readiness_probe).as_deref(), Some("/ready"));
+        let mounts: Vec<&str> = c
+            .volume_mounts
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|m| m.mount_path.as_str())
+            .collect();
+        assert_eq!(mounts, ["/etc/praxis", "/etc/praxis/tls/infra-site"]);
+        // Port 80 once (two listeners share it), the unsupported listener not at all, the admin port.
+        let ports: Vec<i32> = c
+            .ports
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|p| p.container_port)
+            .collect();
+        assert_eq!(ports, [80, 9901]);
+    }
+
+    #[test]
+    fn the_service_is_a_load_balancer_for_served_ports() {
+        let gw = gateway();
+        let states = listeners::evaluate(&gw, &ListView::default());
+        let spec = service(&gw, &states).spec.unwrap();
+        assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
+        let ports: Vec<i32> = spec.ports.unwrap().iter().map(|p| p.port).collect();
+        assert_eq!(ports, [80]);
+        assert_eq!(spec.selector.unwrap()["app.kubernetes.io/instance"], "web");
+    }
+
+    #[test]
+    fn the_hash_follows_the_config() {
+        assert_eq!(config_hash("a"), config_hash("a"));
+        assert_ne!(config_hash("a"), config_hash("b"));
+        assert_eq!(config_hash("a").len(), 32);
+    }
+}

@@ -1,0 +1,92 @@
+//! Gateway listeners to Praxis listeners. Praxis binds one listener per
+//! address, while a Gateway may put several listeners (different hostnames)
+//! on one port: those become one Praxis listener whose routes keep their
+//! listener's hostname, and for HTTPS whose certificates are chosen by SNI
+//! (`server_names` = the listener's hostname; the listener without a hostname
+//! holds the default certificate).
+
+use std::net::{IpAddr, SocketAddr};
+
+use super::{
+    ConfigError,
+    praxis::{Certificate, Tls},
+};
+use crate::gateway::model::{GatewayModel, Listener, Protocol};
+
+/// The Gateway listeners that share one port, in the Gateway's order.
+pub struct PortGroup<'m> {
+    pub port: u16,
+    pub protocol: Protocol,
+    pub listeners: Vec<&'m Listener>,
+}
+
+impl PortGroup<'_> {
+    /// The Praxis listener's (and its filter chain's) name.
+    pub fn name(&self) -> String {
+        format!("{}-{}", scheme(self.protocol), self.port)
+    }
+
+    pub fn address(&self, ip: IpAddr) -> String {
+        SocketAddr::new(ip, self.port).to_string()
+    }
+
+    pub fn tls(&self) -> Result<Option<Tls>, ConfigError> {
+        if self.protocol == Protocol::Http {
+            return Ok(None);
+        }
+        let single = self.listeners.len() == 1;
+        let mut certificates = Vec::with_capacity(self.listeners.len());
+        for listener in &self.listeners {
+            // A listener's further certificateRefs would need their own
+            // server names (the certificates' SANs), which the model does not
+            // carry: the first one serves the listener.
+            let files = listener
+                .certificates
+                .first()
+                .ok_or_else(|| ConfigError::MissingCertificate {
+                    listener: listener.name.clone(),
+                })?;
+            let hostname = listener.hostname.as_deref().filter(|h| !h.is_empty());
+            certificates.push(Certificate {
+                cert_path: files.cert_path.clone(),
+                key_path: files.key_path.clone(),
+                default: !single && hostname.is_none(),
+                server_names: match hostname {
+                    Some(h) if !single => vec![h.to_ascii_lowercase()],
+                    _ => Vec::new(),
+                },
+            });
+        }
+        Ok(Some(Tls { certificates }))
+    }
+}
+
+pub fn scheme(protocol: Protocol) -> &'static str {
+    match protocol {
+        Protocol::Http => "http",
+        Protocol::Https => "https",
+    }
+}
+
+/// Groups the model's listeners by port, ports in order of first appearance.
+pub fn group(model: &GatewayModel) -> Result<Vec<PortGroup<'_>>, ConfigError> {
+    let mut groups: Vec<PortGroup<'_>> = Vec::new();
+    for listener in &model.listeners {
+        match groups.iter_mut().find(|g| g.port == listener.port) {
+            Some(group) if group.protocol != listener.protocol => {
+                return Err(ConfigError::PortConflict {
+                    port: listener.port,
+                    first: group.listeners.first().map(|l| l.name.clone()).unwrap_or_default(),
+                    second: listener.name.clone(),
+                });
+            }
+            Some(group) => group.listeners.push(listener),
+            None => groups.push(PortGroup {
+                port: listener.port,
+                protocol: listener.protocol,
+                listeners: vec![listener],
+            }),
+        }
+    }
+    Ok(groups)
+}

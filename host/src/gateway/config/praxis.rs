@@ -1,0 +1,252 @@
+//! The subset of praxis-proxy 0.7.5's configuration that Pontoon writes, as
+//! typed structs: field names and nesting follow `praxis-proxy-core`'s
+//! `config` module, so serde gives the YAML Praxis parses. Output only; the
+//! unit tests parse every generated config back with praxis-proxy-core.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+#[derive(Debug, Serialize)]
+pub struct Config {
+    pub listeners: Vec<Listener>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin: Option<Admin>,
+    pub filter_chains: Vec<FilterChain>,
+    pub insecure_options: InsecureOptions,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Admin {
+    /// Where `/healthy`, `/ready` and `/metrics` are served.
+    pub metrics_address: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Listener {
+    pub name: String,
+    pub address: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<Tls>,
+    pub filter_chains: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Tls {
+    pub certificates: Vec<Certificate>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Certificate {
+    pub cert_path: String,
+    pub key_path: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub default: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub server_names: Vec<String>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct InsecureOptions {
+    /// Pod addresses are private (RFC 1918): without this Praxis refuses them
+    /// as endpoints.
+    pub allow_private_endpoints: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub allow_root: bool,
+    #[serde(skip_serializing_if = "SkipPipelineChecks::is_empty")]
+    pub skip_pipeline_checks: SkipPipelineChecks,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct SkipPipelineChecks {
+    /// Rule filters are gated on their rule by design; a security filter
+    /// (from a custom ExtensionRef module) gated like that is reported as a
+    /// bypass risk unless this is set.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub conditional_security: bool,
+}
+
+impl SkipPipelineChecks {
+    fn is_empty(&self) -> bool {
+        !self.conditional_security
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct FilterChain {
+    pub name: String,
+    pub filters: Vec<Filter>,
+}
+
+/// One filter entry. The built-in ones Pontoon writes itself are typed; the
+/// entries config filter modules return are passed through as JSON.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Filter {
+    RequestId(RequestId),
+    Headers(Headers),
+    Guardrails(Guardrails),
+    Router(Router),
+    LoadBalancer(LoadBalancer),
+    StaticResponse(StaticResponse),
+    Module(serde_json::Value),
+}
+
+#[derive(Debug, Serialize)]
+pub struct RequestId {
+    pub filter: &'static str,
+}
+
+impl RequestId {
+    pub fn new() -> Self {
+        Self {
+            filter: "request_id",
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct Headers {
+    pub filter: &'static str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    pub request_set: Vec<HeaderPair>,
+}
+
+impl Headers {
+    /// A `headers` filter that sets request headers (internal flags).
+    pub fn set(conditions: Vec<Condition>, request_set: Vec<HeaderPair>) -> Self {
+        Self {
+            filter: "headers",
+            conditions,
+            request_set,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct HeaderPair {
+    pub name: String,
+    pub value: String,
+}
+
+/// A request condition: `when` only (Pontoon never writes `unless`).
+#[derive(Clone, Debug, Serialize)]
+pub struct Condition {
+    pub when: ConditionMatch,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ConditionMatch {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub methods: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selected_upstream: Option<SelectedUpstream>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SelectedUpstream {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub application_protocol: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub application_provider: Option<String>,
+}
+
+/// `guardrails` in `flag` mode: a classifier, never a gate. It records
+/// `blocked` when a rule matches; the branch sets an internal flag header.
+#[derive(Debug, Serialize)]
+pub struct Guardrails {
+    pub filter: &'static str,
+    pub action: &'static str,
+    pub rules: Vec<GuardrailsRule>,
+    pub branch_chains: Vec<Branch>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct GuardrailsRule {
+    pub target: &'static str,
+    pub name: String,
+    pub pattern: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Branch {
+    pub name: String,
+    pub on_result: OnResult,
+    pub chains: Vec<InlineChain>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct OnResult {
+    pub filter: &'static str,
+    pub key: &'static str,
+    pub result: ResultMatch,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum ResultMatch {
+    Exact(&'static str),
+    Not { not: &'static str },
+}
+
+#[derive(Debug, Serialize)]
+pub struct InlineChain {
+    pub name: String,
+    pub filters: Vec<Headers>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Router {
+    pub filter: &'static str,
+    /// Gateway API wildcards match any number of labels.
+    pub multi_level_subdomain_matching: bool,
+    pub routes: Vec<Route>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Route {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_prefix: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    pub cluster: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LoadBalancer {
+    pub filter: &'static str,
+    pub clusters: Vec<Cluster>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Cluster {
+    pub name: String,
+    pub load_balancer_strategy: &'static str,
+    pub endpoints: Vec<Endpoint>,
+    pub http: ClusterHttp,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Endpoint {
+    pub address: String,
+    pub weight: u32,
+}
+
+/// The tags rule filters are gated on (`selected_upstream`).
+#[derive(Debug, Serialize)]
+pub struct ClusterHttp {
+    pub application_protocol: String,
+    pub application_provider: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct StaticResponse {
+    pub filter: &'static str,
+    pub conditions: Vec<Condition>,
+    pub status: u16,
+}

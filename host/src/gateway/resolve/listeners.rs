@@ -1,0 +1,540 @@
+//! A Gateway's listeners as the spec judges them: supported protocols,
+//! conflicts between listeners, certificate references (ReferenceGrant,
+//! Secret type, PEM) and the route kinds they allow.
+
+use std::collections::BTreeMap;
+
+use gateway_api::gateways::{
+    Gateway, GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom,
+    GatewayListenersAllowedRoutesNamespacesSelector, GatewayListenersTlsMode,
+};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
+
+use super::{
+    grants::{self, GATEWAY, SECRET},
+    view::ClusterView,
+};
+use crate::gateway::model::{CertificateFiles, Protocol};
+
+/// The route kind every supported listener takes.
+pub const HTTP_ROUTE_KIND: &str = "HTTPRoute";
+pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
+/// Where the Praxis Deployment mounts the listeners' certificates.
+pub const TLS_MOUNT_ROOT: &str = "/etc/praxis/tls";
+
+/// Why a condition is not what a user hopes: its reason and a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Issue {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl Issue {
+    pub fn new(reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// Which namespaces may attach routes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AllowedNamespaces {
+    Same,
+    All,
+    Selector(GatewayListenersAllowedRoutesNamespacesSelector),
+}
+
+/// A certificate Secret a listener uses.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct CertificateSecret {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl CertificateSecret {
+    /// Where the Deployment mounts it.
+    pub fn files(&self) -> CertificateFiles {
+        let dir = format!("{TLS_MOUNT_ROOT}/{}-{}", self.namespace, self.name);
+        CertificateFiles {
+            cert_path: format!("{dir}/tls.crt"),
+            key_path: format!("{dir}/tls.key"),
+        }
+    }
+
+    /// The Deployment volume's name for it (a DNS label).
+    pub fn volume_name(&self) -> String {
+        let name = format!("tls-{}-{}", self.namespace, self.name);
+        if name.len() <= 63 {
+            name
+        } else {
+            use sha2::Digest;
+            let digest = sha2::Sha256::digest(name.as_bytes());
+            let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+            format!("tls-{hex}")
+        }
+    }
+}
+
+/// One listener, judged.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListenerState {
+    pub name: String,
+    pub port: u16,
+    /// `None` for a protocol Pontoon does not serve.
+    pub protocol: Option<Protocol>,
+    pub hostname: Option<String>,
+    pub allowed: AllowedNamespaces,
+    /// Route kinds it takes (only HTTPRoute is supported).
+    pub supported_kinds: Vec<String>,
+    /// Its certificate Secrets, when all resolved.
+    pub certificates: Vec<CertificateSecret>,
+    /// `Err` when not accepted (unsupported protocol, conflict).
+    pub accepted: Result<(), Issue>,
+    /// `Some` when it conflicts with another listener.
+    pub conflicted: Option<Issue>,
+    /// `Err` when a reference (certificate, route kind) does not resolve.
+    pub resolved_refs: Result<(), Issue>,
+}
+
+impl ListenerState {
+    /// Routes may attach and it may be programmed.
+    pub fn usable(&self) -> bool {
+        self.accepted.is_ok() && self.conflicted.is_none()
+    }
+
+    /// It goes into the data plane's config.
+    pub fn programmable(&self) -> bool {
+        self.usable() && self.resolved_refs.is_ok() && self.protocol.is_some()
+    }
+}
+
+/// Judges every listener of `gateway`, in order.
+pub fn evaluate(gateway: &Gateway, view: &dyn ClusterView) -> Vec<ListenerState> {
+    let namespace = gateway.metadata.namespace.clone().unwrap_or_default();
+    let mut states: Vec<ListenerState> = gateway
+        .spec
+        .listeners
+        .iter()
+        .map(|l| one(l, &namespace, view))
+        .collect();
+    mark_conflicts(&mut states);
+    states
+}
+
+fn protocol(name: &str) -> Option<Protocol> {
+    match name {
+        "HTTP" => Some(Protocol::Http),
+        "HTTPS" => Some(Protocol::Https),
+        _ => None,
+    }
+}
+
+fn one(listener: &GatewayListeners, namespace: &str, view: &dyn ClusterView) -> ListenerState {
+    let port = u16::try_from(listener.port).unwrap_or(0);
+    let protocol = protocol(&listener.protocol);
+    let allowed_routes = listener.allowed_routes.as_ref();
+    let allowed = match allowed_routes
+        .and_then(|a| a.namespaces.as_ref())
+        .map(|n| (n.from.clone(), n.selector.clone()))
+    {
+        Some((Some(GatewayListenersAllowedRoutesNamespacesFrom::All), _)) => AllowedNamespaces::All,
+        Some((Some(GatewayListenersAllowedRoutesNamespacesFrom::Selector), selector)) => {
+            AllowedNamespaces::Selector(selector.unwrap_or_default())
+        }
+        _ => AllowedNamespaces::Same,
+    };
+    let mut state = ListenerState {
+        name: listener.name.clone(),
+        port,
+        protocol,
+        hostname: listener.hostname.clone().filter(|h| !h.is_empty()),
+        allowed,
+        supported_kinds: Vec::new(),
+        certificates: Vec::new(),
+        accepted: Ok(()),
+        conflicted: None,
+        resolved_refs: Ok(()),
+    };
+    if protocol.is_none() {
+        state.accepted = Err(Issue::new(
+            "UnsupportedProtocol",
+            format!(
+                "protocol {} is not supported; Pontoon serves HTTP and HTTPS listeners",
+                listener.protocol
+            ),
+        ));
+        return state;
+    }
+    if port == 0 {
+        state.accepted = Err(Issue::new(
+            "PortUnavailable",
+            format!("port {} is not a TCP port", listener.port),
+        ));
+        return state;
+    }
+
+    // Route kinds: HTTPRoute only; anything else named is an invalid kind.
+    match allowed_routes.and_then(|a| a.kinds.as_ref()) {
+        None => state.supported_kinds.push(HTTP_ROUTE_KIND.into()),
+        Some(kinds) => {
+            let mut invalid = Vec::new();
+            for kind in kinds {
+                let group = kind.group.as_deref().unwrap_or(GATEWAY_GROUP);
+                if group == GATEWAY_GROUP && kind.kind == HTTP_ROUTE_KIND {
+                    if !state.supported_kinds.iter().any(|k| k == HTTP_ROUTE_KIND) {
+                        state.supported_kinds.push(HTTP_ROUTE_KIND.into());
+                    }
+                } else {
+                    invalid.push(format!("{group}/{}", kind.kind));
+                }
+            }
+            if !invalid.is_empty() {
+                state.resolved_refs = Err(Issue::new(
+                    "InvalidRouteKinds",
+                    format!(
+                        "route kinds {} are not supported; only HTTPRoute is",
+                        invalid.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+
+    if protocol == Some(Protocol::Https) {
+        let tls = listener.tls.as_ref();
+        if tls.and_then(|t| t.mode.as_ref()) == Some(&GatewayListenersTlsMode::Passthrough) {
+            state.accepted = Err(Issue::new(
+                "UnsupportedProtocol",
+                "TLS passthrough is not supported on HTTPS listeners",
+            ));
+            return state;
+        }
+        let refs = tls
+            .and_then(|t| t.certificate_refs.clone())
+            .unwrap_or_default();
+        if refs.is_empty() {
+            state.resolved_refs = Err(Issue::new(
+                "InvalidCertificateRef",
+                "an HTTPS listener needs at least one certificateRef",
+            ));
+        }
+        for cert in refs {
+            let secret = CertificateSecret {
+                namespace: cert
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| namespace.to_string()),
+                name: cert.name.clone(),
+            };
+            match certificate_issue(&cert.group, &cert.kind, namespace, &secret, view) {
+                None => state.certificates.push(secret),
+                Some(issue) => {
+                    // The first problem decides the reason; RefNotPermitted wins.
+                    let keep =
+                        matches!(&state.resolved_refs, Err(i) if i.reason == "RefNotPermitted");
+                    if !keep {
+                        state.resolved_refs = Err(issue);
+                    }
+                }
+            }
+        }
+    }
+    state
+}
+
+/// What is wrong with a certificate reference, if anything.
+fn certificate_issue(
+    group: &Option<String>,
+    kind: &Option<String>,
+    gateway_namespace: &str,
+    secret: &CertificateSecret,
+    view: &dyn ClusterView,
+) -> Option<Issue> {
+    let group = group.as_deref().unwrap_or("");
+    let kind = kind.as_deref().unwrap_or("Secret");
+    let label = format!("Secret {}/{}", secret.namespace, secret.name);
+    if group != "" || kind != "Secret" {
+        return Some(Issue::new(
+            "InvalidCertificateRef",
+            format!(
+                "certificateRef {group}/{kind} {} is not a Secret",
+                secret.name
+            ),
+        ));
+    }
+    if !grants::permitted(
+        view,
+        GATEWAY,
+        gateway_namespace,
+        SECRET,
+        &secret.namespace,
+        &secret.name,
+    ) {
+        return Some(Issue::new(
+            "RefNotPermitted",
+            format!("{label} is in another namespace and no ReferenceGrant there allows it"),
+        ));
+    }
+    let Some(found) = view.secret(&secret.namespace, &secret.name) else {
+        return Some(Issue::new(
+            "InvalidCertificateRef",
+            format!("{label} does not exist"),
+        ));
+    };
+    if found.type_.as_deref() != Some("kubernetes.io/tls") {
+        return Some(Issue::new(
+            "InvalidCertificateRef",
+            format!(
+                "{label} is of type {}, not kubernetes.io/tls",
+                found.type_.as_deref().unwrap_or("Opaque")
+            ),
+        ));
+    }
+    let data = found.data.clone().unwrap_or_default();
+    let (Some(cert), Some(key)) = (data.get("tls.crt"), data.get("tls.key")) else {
+        return Some(Issue::new(
+            "InvalidCertificateRef",
+            format!("{label} lacks tls.crt or tls.key"),
+        ));
+    };
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(&cert.0).collect();
+    if certs.is_empty() || certs.iter().any(|c| c.is_err()) {
+        return Some(Issue::new(
+            "InvalidCertificateRef",
+            format!("{label}: tls.crt is not a PEM certificate"),
+        ));
+    }
+    if PrivateKeyDer::from_pem_slice(&key.0).is_err() {
+        return Some(Issue::new(
+            "InvalidCertificateRef",
+            format!("{label}: tls.key is not a PEM private key"),
+        ));
+    }
+    None
+}
+
+/// Listeners on one port must agree on the protocol and differ in hostname.
+fn mark_conflicts(states: &mut [ListenerState]) {
+    let mut by_port: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+    for (i, s) in states.iter().enumerate() {
+        if s.protocol.is_some() && s.accepted.is_ok() {
+            by_port.entry(s.port).or_default().push(i);
+        }
+    }
+    for (port, group) in by_port {
+        let first = states[group[0]].protocol;
+        if group.iter().any(|&i| states[i].protocol != first) {
+            for &i in &group {
+                let issue = Issue::new(
+                    "ProtocolConflict",
+                    format!("listeners on port {port} use different protocols"),
+                );
+                states[i].conflicted = Some(issue.clone());
+                states[i].accepted = Err(issue);
+            }
+            continue;
+        }
+        let mut by_host: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for &i in &group {
+            let host = states[i]
+                .hostname
+                .clone()
+                .unwrap_or_default()
+                .to_ascii_lowercase();
+            by_host.entry(host).or_default().push(i);
+        }
+        for (host, same) in by_host {
+            if same.len() < 2 {
+                continue;
+            }
+            let shown = if host.is_empty() {
+                "(any)"
+            } else {
+                host.as_str()
+            };
+            for &i in &same {
+                let issue = Issue::new(
+                    "HostnameConflict",
+                    format!("listeners on port {port} share the hostname {shown}"),
+                );
+                states[i].conflicted = Some(issue.clone());
+                states[i].accepted = Err(issue);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::gateway::resolve::view::ListView;
+
+    fn gateway(listeners: serde_json::Value) -> Gateway {
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "gw", "namespace": "infra" },
+            "spec": { "gatewayClassName": "pontoon", "listeners": listeners }
+        }))
+        .unwrap()
+    }
+
+    // A self-signed certificate for *.example.com (openssl, EC P-256, 100 years).
+    const CERT: &str = include_str!("testdata/tls.crt");
+    const KEY: &str = include_str!("testdata/tls.key");
+
+    fn secret(
+        ns: &str,
+        name: &str,
+        type_: &str,
+        cert: &str,
+        key: &str,
+    ) -> Arc<k8s_openapi::api::core::v1::Secret> {
+        use k8s_openapi::ByteString;
+        Arc::new(k8s_openapi::api::core::v1::Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(ns.into()),
+                ..Default::default()
+            },
+            type_: Some(type_.into()),
+            data: Some(
+                [
+                    ("tls.crt".to_string(), ByteString(cert.as_bytes().to_vec())),
+                    ("tls.key".to_string(), ByteString(key.as_bytes().to_vec())),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn http_and_https_are_served_other_protocols_refused() {
+        let view = ListView {
+            secrets: vec![secret("infra", "cert", "kubernetes.io/tls", CERT, KEY)],
+            ..Default::default()
+        };
+        let states = evaluate(
+            &gateway(serde_json::json!([
+                { "name": "http", "port": 80, "protocol": "HTTP" },
+                { "name": "https", "port": 443, "protocol": "HTTPS",
+                  "tls": { "certificateRefs": [{ "name": "cert" }] } },
+                { "name": "tcp", "port": 9000, "protocol": "TCP" }
+            ])),
+            &view,
+        );
+        assert!(states[0].programmable());
+        assert!(states[1].programmable(), "{:?}", states[1]);
+        assert_eq!(
+            states[1].certificates,
+            [CertificateSecret {
+                namespace: "infra".into(),
+                name: "cert".into()
+            }]
+        );
+        assert_eq!(
+            states[2].accepted.as_ref().unwrap_err().reason,
+            "UnsupportedProtocol"
+        );
+        assert!(states[2].supported_kinds.is_empty());
+        assert_eq!(states[0].supported_kinds, ["HTTPRoute"]);
+    }
+
+    #[test]
+    fn conflicts_are_detected_not_assumed_away() {
+        let view = ListView::default();
+        let states = evaluate(
+            &gateway(serde_json::json!([
+                { "name": "a", "port": 80, "protocol": "HTTP", "hostname": "a.com" },
+                { "name": "b", "port": 80, "protocol": "HTTP", "hostname": "a.com" },
+                { "name": "c", "port": 80, "protocol": "HTTP", "hostname": "c.com" },
+                { "name": "d", "port": 8080, "protocol": "HTTP" },
+                { "name": "e", "port": 8080, "protocol": "HTTPS",
+                  "tls": { "certificateRefs": [{ "name": "x" }] } }
+            ])),
+            &view,
+        );
+        let reason = |i: usize| states[i].conflicted.as_ref().map(|c| c.reason);
+        assert_eq!(reason(0), Some("HostnameConflict"));
+        assert_eq!(reason(1), Some("HostnameConflict"));
+        assert_eq!(reason(2), None);
+        assert_eq!(reason(3), Some("ProtocolConflict"));
+        assert_eq!(reason(4), Some("ProtocolConflict"));
+        assert!(states[2].programmable());
+        assert!(!states[0].usable());
+    }
+
+    #[test]
+    fn certificate_problems_are_named() {
+        let view = ListView {
+            secrets: vec![
+                secret("infra", "opaque", "Opaque", CERT, KEY),
+                secret("infra", "garbage", "kubernetes.io/tls", "not pem", KEY),
+                secret("other", "far", "kubernetes.io/tls", CERT, KEY),
+            ],
+            ..Default::default()
+        };
+        let check = |refs: serde_json::Value| {
+            let states = evaluate(
+                &gateway(
+                    serde_json::json!([{ "name": "https", "port": 443, "protocol": "HTTPS",
+                    "tls": { "certificateRefs": refs } }]),
+                ),
+                &view,
+            );
+            states[0].resolved_refs.clone().unwrap_err()
+        };
+        let missing = check(serde_json::json!([{ "name": "nope" }]));
+        assert_eq!(missing.reason, "InvalidCertificateRef");
+        assert!(
+            missing.message.contains("infra/nope does not exist"),
+            "{missing:?}"
+        );
+        let opaque = check(serde_json::json!([{ "name": "opaque" }]));
+        assert!(opaque.message.contains("type Opaque"), "{opaque:?}");
+        let garbage = check(serde_json::json!([{ "name": "garbage" }]));
+        assert!(
+            garbage.message.contains("not a PEM certificate"),
+            "{garbage:?}"
+        );
+        let far = check(serde_json::json!([{ "name": "far", "namespace": "other" }]));
+        assert_eq!(far.reason, "RefNotPermitted");
+    }
+
+    #[test]
+    fn other_route_kinds_are_invalid() {
+        let states = evaluate(
+            &gateway(
+                serde_json::json!([{ "name": "http", "port": 80, "protocol": "HTTP",
+                "allowedRoutes": { "kinds": [{ "kind": "TCPRoute" }, { "kind": "HTTPRoute" }] } }]),
+            ),
+            &ListView::default(),
+        );
+        assert_eq!(
+            states[0].resolved_refs.as_ref().unwrap_err().reason,
+            "InvalidRouteKinds"
+        );
+        assert_eq!(states[0].supported_kinds, ["HTTPRoute"]);
+    }
+
+    #[test]
+    fn long_secret_names_still_make_valid_volume_names() {
+        let long = CertificateSecret {
+            namespace: "n".repeat(60),
+            name: "s".repeat(60),
+        };
+        assert!(long.volume_name().len() <= 63);
+        let short = CertificateSecret {
+            namespace: "infra".into(),
+            name: "cert".into(),
+        };
+        assert_eq!(short.volume_name(), "tls-infra-cert");
+        assert_eq!(
+            short.files().cert_path,
+            "/etc/praxis/tls/infra-cert/tls.crt"
+        );
+    }
+}

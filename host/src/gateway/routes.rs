@@ -1,0 +1,166 @@
+//! One HTTPRoute judged against one of our Gateways: which of its parent
+//! references attach it to which listeners, whether its backends resolve,
+//! and its rules in the model's terms with their filters translated. The
+//! Gateway controller builds the data plane from it, the HTTPRoute
+//! controller the route's status, so both always agree.
+
+use gateway_api::{
+    gateways::Gateway,
+    httproutes::{HttpRoute, HttpRouteParentRefs},
+};
+
+use super::{
+    model::{Match, Rule},
+    resolve::{
+        attach::{self, Attachment},
+        backends,
+        listeners::{Issue, ListenerState},
+        matches,
+        view::ClusterView,
+    },
+    translate::{Translator, UNSUPPORTED_VALUE},
+};
+use crate::plugins::bindings::RouteContext;
+
+/// What one parent reference of the route gets on this Gateway.
+#[derive(Clone, Debug)]
+pub struct ParentVerdict {
+    pub parent: HttpRouteParentRefs,
+    /// `Ok` with the listeners it attaches to, or why it does not.
+    pub accepted: Result<Vec<Attachment>, Issue>,
+}
+
+#[derive(Clone, Debug)]
+pub struct RouteVerdict {
+    pub namespace: String,
+    pub name: String,
+    /// One per parent reference naming this Gateway.
+    pub parents: Vec<ParentVerdict>,
+    /// The rules that can be programmed.
+    pub rules: Vec<Rule>,
+    /// Rules left out, and why (`PartiallyInvalid`, or `Accepted: False`
+    /// with reason UnsupportedValue when none is left).
+    pub refused_rules: Vec<Issue>,
+    /// Backend problems (`ResolvedRefs: False`); the first decides the reason.
+    pub unresolved: Vec<Issue>,
+    /// Services the route refers to, for watches.
+    pub services: Vec<(String, String)>,
+}
+
+impl RouteVerdict {
+    /// Whether it attaches to this Gateway at all with something to serve.
+    pub fn attached(&self) -> bool {
+        !self.rules.is_empty() && self.parents.iter().any(|p| p.accepted.is_ok())
+    }
+}
+
+/// Judges `route` on `gateway`; `check_rule` says whether config generation
+/// can express a rule faithfully (`Err` with the reason when not).
+pub async fn evaluate(
+    route: &HttpRoute,
+    gateway: &Gateway,
+    listeners: &[ListenerState],
+    view: &dyn ClusterView,
+    translator: &Translator,
+    check_rule: &(dyn Fn(&Rule) -> Result<(), String> + Sync),
+) -> RouteVerdict {
+    let namespace = route.metadata.namespace.clone().unwrap_or_default();
+    let name = route.metadata.name.clone().unwrap_or_default();
+    let hostnames = route.spec.hostnames.clone().unwrap_or_default();
+    let parents: Vec<ParentVerdict> = route
+        .spec
+        .parent_refs
+        .iter()
+        .flatten()
+        .filter(|p| attach::names_gateway(p, &namespace, gateway))
+        .map(|p| ParentVerdict {
+            parent: p.clone(),
+            accepted: attach::attach(&namespace, &hostnames, p, gateway, listeners, view),
+        })
+        .collect();
+
+    let mut verdict = RouteVerdict {
+        namespace: namespace.clone(),
+        name: name.clone(),
+        parents,
+        rules: Vec::new(),
+        refused_rules: Vec::new(),
+        unresolved: Vec::new(),
+        services: Vec::new(),
+    };
+    let rules = route.spec.rules.clone().unwrap_or_default();
+
+    // Every filter of every rule, translated in one batch.
+    let mut requests = Vec::new();
+    for (rule_index, rule) in rules.iter().enumerate() {
+        for (filter_index, filter) in rule.filters.iter().flatten().enumerate() {
+            let context = RouteContext {
+                route_namespace: namespace.clone(),
+                route_name: name.clone(),
+                rule_index: u32::try_from(rule_index).unwrap_or(u32::MAX),
+                filter_index: u32::try_from(filter_index).unwrap_or(u32::MAX),
+                gateway_namespace: gateway.metadata.namespace.clone().unwrap_or_default(),
+                gateway_name: gateway.metadata.name.clone().unwrap_or_default(),
+            };
+            requests.push((
+                rule_index,
+                serde_json::to_value(filter).unwrap_or_default(),
+                context,
+            ));
+        }
+    }
+    let batch: Vec<_> = requests
+        .iter()
+        .map(|(_, f, c)| (f.clone(), c.clone()))
+        .collect();
+    let mut translated = translator.translate(&batch).await.into_iter();
+    let mut per_rule: Vec<Vec<Result<_, Issue>>> = vec![Vec::new(); rules.len()];
+    for (rule_index, _, _) in &requests {
+        if let Some(outcome) = translated.next() {
+            per_rule[*rule_index].push(outcome);
+        }
+    }
+
+    for (index, rule) in rules.iter().enumerate() {
+        let resolved = backends::resolve(
+            &namespace,
+            rule.backend_refs.as_deref().unwrap_or_default(),
+            view,
+        );
+        verdict.services.extend(resolved.services);
+        verdict.unresolved.extend(resolved.issues);
+        let mut filters = Vec::new();
+        let mut refused = None;
+        for outcome in std::mem::take(&mut per_rule[index]) {
+            match outcome {
+                Ok(filter) => filters.push(filter),
+                Err(issue) => {
+                    refused.get_or_insert(Issue::new(
+                        UNSUPPORTED_VALUE,
+                        format!("rule {index}: {}", issue.message),
+                    ));
+                }
+            }
+        }
+        let matches: Vec<Match> = matches::convert(rule.matches.as_deref().unwrap_or_default());
+        let model = Rule {
+            index,
+            matches,
+            backends: resolved.backends,
+            filters,
+        };
+        if refused.is_none()
+            && let Err(why) = check_rule(&model)
+        {
+            refused = Some(Issue::new(
+                UNSUPPORTED_VALUE,
+                format!("rule {index}: {why}"),
+            ));
+        }
+        match refused {
+            Some(issue) => verdict.refused_rules.push(issue),
+            None => verdict.rules.push(model),
+        }
+    }
+    verdict
+}

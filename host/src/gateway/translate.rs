@@ -1,0 +1,179 @@
+//! HTTPRoute filters through the config filter modules: each filter goes to
+//! the module that declares its type (`ExtensionRef:GROUP/KIND` for
+//! extension filters), one instance per module and batch, and every outcome
+//! is cached by its input (translations are pure), so a reconcile only calls
+//! a module for filters it has not seen.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
+
+use serde_json::Value;
+
+use super::{model::TranslatedFilter, resolve::listeners::Issue};
+use crate::plugins::{CallError, Registry, bindings::RouteContext};
+
+/// Reason on a route whose filter cannot be used.
+pub const UNSUPPORTED_VALUE: &str = "UnsupportedValue";
+/// Cached outcomes kept at most; past that the cache starts over.
+const CACHE_LIMIT: usize = 50_000;
+
+type Key = (String, String, (String, String, u32, u32, String, String));
+
+#[derive(Clone, Debug)]
+enum Outcome {
+    Entries(Arc<Vec<Value>>),
+    Refused(Issue),
+}
+
+pub struct Translator {
+    registry: Arc<Registry>,
+    cache: Mutex<HashMap<Key, Outcome>>,
+}
+
+/// The type a filter is handled by: its `type`, or for an extension filter
+/// `ExtensionRef:GROUP/KIND`.
+pub fn filter_kind(filter: &Value) -> String {
+    let kind = filter["type"].as_str().unwrap_or_default();
+    if kind == "ExtensionRef" {
+        let ext = &filter["extensionRef"];
+        format!(
+            "ExtensionRef:{}/{}",
+            ext["group"].as_str().unwrap_or_default(),
+            ext["kind"].as_str().unwrap_or_default()
+        )
+    } else {
+        kind.to_string()
+    }
+}
+
+fn key(module: &str, filter: &str, c: &RouteContext) -> Key {
+    (
+        module.to_string(),
+        filter.to_string(),
+        (
+            c.route_namespace.clone(),
+            c.route_name.clone(),
+            c.rule_index,
+            c.filter_index,
+            c.gateway_namespace.clone(),
+            c.gateway_name.clone(),
+        ),
+    )
+}
+
+impl Translator {
+    pub fn new(registry: Arc<Registry>) -> Self {
+        Self {
+            registry,
+            cache: Mutex::default(),
+        }
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Outcome>> {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Translates every `(filter, where)`; results in the same order.
+    pub async fn translate(
+        &self,
+        requests: &[(Value, RouteContext)],
+    ) -> Vec<Result<TranslatedFilter, Issue>> {
+        let mut results: Vec<Option<Result<TranslatedFilter, Issue>>> = vec![None; requests.len()];
+        // Misses, grouped by module: (index, filter text, context).
+        let mut misses: HashMap<String, Vec<(usize, String)>> = HashMap::new();
+        {
+            let cache = self.cache();
+            for (i, (filter, context)) in requests.iter().enumerate() {
+                let kind = filter_kind(filter);
+                let Some(module) = self.registry.filter_for(&kind) else {
+                    results[i] = Some(Err(Issue::new(
+                        UNSUPPORTED_VALUE,
+                        format!(
+                            "filter {kind} of rule {} is not supported: no config filter module handles it",
+                            context.rule_index
+                        ),
+                    )));
+                    continue;
+                };
+                let text = filter.to_string();
+                match cache.get(&key(module.name(), &text, context)) {
+                    Some(outcome) => results[i] = Some(finish(outcome, &kind, module.name())),
+                    None => misses
+                        .entry(module.name().to_string())
+                        .or_default()
+                        .push((i, text)),
+                }
+            }
+        }
+        for (module_name, items) in misses {
+            let Some(module) = self.registry.filter(&module_name) else {
+                continue;
+            };
+            let batch: Vec<(String, RouteContext)> = items
+                .iter()
+                .map(|(i, text)| (text.clone(), requests[*i].1.clone()))
+                .collect();
+            let outcomes = module.translate_all(&batch).await;
+            let mut cache = self.cache();
+            if cache.len() + outcomes.len() > CACHE_LIMIT {
+                cache.clear();
+            }
+            for ((i, text), outcome) in items.into_iter().zip(outcomes) {
+                let outcome = match outcome {
+                    Ok(entries) => parse_entries(&entries, &module_name),
+                    Err(err) => Outcome::Refused(refusal(&err)),
+                };
+                let kind = filter_kind(&requests[i].0);
+                results[i] = Some(finish(&outcome, &kind, &module_name));
+                // A deadline or a trap may pass; only a module's own answer is pure.
+                if !matches!(&outcome, Outcome::Refused(issue) if issue.reason == "ModuleFailed") {
+                    cache.insert(key(&module_name, &text, &requests[i].1), outcome);
+                }
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|| Err(Issue::new(UNSUPPORTED_VALUE, "filter was not translated")))
+            })
+            .collect()
+    }
+}
+
+fn finish(outcome: &Outcome, kind: &str, module: &str) -> Result<TranslatedFilter, Issue> {
+    match outcome {
+        Outcome::Entries(entries) => Ok(TranslatedFilter {
+            kind: kind.to_string(),
+            module: module.to_string(),
+            entries: entries.as_ref().clone(),
+        }),
+        Outcome::Refused(issue) => Err(Issue::new(UNSUPPORTED_VALUE, issue.message.clone())),
+    }
+}
+
+fn parse_entries(entries: &[String], module: &str) -> Outcome {
+    let mut parsed = Vec::with_capacity(entries.len());
+    for entry in entries {
+        match serde_json::from_str::<Value>(entry) {
+            Ok(value) if value.is_object() => parsed.push(value),
+            _ => {
+                return Outcome::Refused(Issue::new(
+                    UNSUPPORTED_VALUE,
+                    format!(
+                        "config filter `{module}` returned an entry that is not a JSON object: {entry}"
+                    ),
+                ));
+            }
+        }
+    }
+    Outcome::Entries(Arc::new(parsed))
+}
+
+fn refusal(err: &CallError) -> Issue {
+    match err {
+        CallError::Filter { .. } => Issue::new(UNSUPPORTED_VALUE, err.to_string()),
+        _ => Issue::new("ModuleFailed", err.to_string()),
+    }
+}
