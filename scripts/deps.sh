@@ -4,12 +4,21 @@
 set -euo pipefail
 
 # Debian packages: openssl (test-bed certificates), util-linux (unshare for
-# per-pod /tmp, flock for the build cache), busybox (exec'd commands may call
-# it), curl, cmake (praxis), python3 (the strict TLS client of the tests).
+# per-pod /tmp and the traffic tests' network namespaces, nsenter, flock for
+# the build cache), iproute2 (ip, in those namespaces), busybox (exec'd
+# commands may call it), curl (the test bed; requests in the traffic tests),
+# python3 (the strict TLS client of the tests); to build praxis
+# (scripts/praxis.sh): cmake and make (zlib-ng, jemalloc), gcc, pkg-config
+# and libssl-dev (openssl-sys links the system's OpenSSL).
+have() { # COMMAND: on PATH, or in an sbin directory a non-root PATH may lack
+  command -v "$1" >/dev/null 2>&1 || [[ -x "/usr/sbin/$1" || -x "/sbin/$1" ]]
+}
 missing=()
-for pair in openssl:openssl unshare:util-linux flock:util-linux busybox:busybox curl:curl cmake:cmake python3:python3; do
-  command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
+for pair in openssl:openssl unshare:util-linux nsenter:util-linux flock:util-linux ip:iproute2 \
+  busybox:busybox curl:curl python3:python3 cmake:cmake make:make cc:gcc pkg-config:pkg-config; do
+  have "${pair%%:*}" || missing+=("${pair#*:}")
 done
+[[ -e /usr/include/openssl/ssl.h ]] || missing+=(libssl-dev)
 if ((${#missing[@]})); then
   echo "deps: installing ${missing[*]}" >&2
   sudo=""; [[ $(id -u) -eq 0 ]] || sudo=sudo

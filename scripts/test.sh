@@ -6,6 +6,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 testbed=tests/testbed
 source "$testbed/lib.sh"
 
+# The traffic tests run the real praxis: build it first (once per machine,
+# cached; see scripts/praxis.sh), not inside a test's time.
+scripts/praxis.sh >/dev/null
+
 started=""
 all_running || started=1
 "$testbed/up.sh"
