@@ -15,8 +15,12 @@ use kube::{
 };
 use rand::distr::{Alphanumeric, SampleString};
 
+pub mod backends;
+pub mod gateway_api;
 pub mod modules;
+pub mod netns;
 pub mod operator;
+pub mod praxis;
 pub mod providers;
 
 /// Root of the repository (the test bed lives in `.testbed/` under it).
@@ -25,6 +29,28 @@ pub fn repo_root() -> PathBuf {
         .parent()
         .map(PathBuf::from)
         .unwrap_or_default()
+}
+
+/// The test bed's directory: `TESTBED_DIR` if set (as for tests/testbed/*.sh),
+/// else `.testbed/` in the repository.
+pub fn testbed_dir() -> PathBuf {
+    match std::env::var_os("TESTBED_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => repo_root().join(".testbed"),
+    }
+}
+
+/// A program tests/testbed/build.sh put into the test bed's `bin/`, e.g.
+/// `testbed_bin("echo-backend")`; an error saying how to build it if it is not there.
+pub fn testbed_bin(name: &str) -> anyhow::Result<PathBuf> {
+    let path = testbed_dir().join("bin").join(name);
+    if !path.is_file() {
+        bail!(
+            "{} does not exist: build the test bed's programs with `make testbed` (tests/testbed/build.sh)",
+            path.display()
+        );
+    }
+    Ok(path)
 }
 
 /// The kubeconfig the tests use: `KUBECONFIG` if set, else the test bed's.

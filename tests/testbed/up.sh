@@ -69,7 +69,7 @@ fingerprint() {
   { echo "ports $etcd_port $apiserver_port $kwok_port"
     # Not the echo backend's: tests run it themselves, the cluster never does.
     find "$bin" "$tb/share" -maxdepth 1 -name '.*.key' ! -name .echo-backend.key -print0 |
-      sort -z | xargs -0 cat
+      sort -z | xargs -0 -r cat
     (cd "$here" && sha256sum up.sh stages.yaml nodes.yaml)
     (cd "$pki" && sha256sum version ./*.crt ./*.pub)
   } | sha256sum | cut -c1-16

@@ -1,0 +1,93 @@
+//! The Gateway API CRDs the project vendors (`deploy/gateway-api/standard/`,
+//! the standard channel of Gateway API v1.5.1). The test bed does not install
+//! them; tests that need them call [`install_crds`].
+
+use std::{path::PathBuf, time::Duration};
+
+use anyhow::{Context, anyhow, bail};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{
+    Api,
+    api::{Patch, PatchParams},
+    runtime::wait::conditions::is_crd_established,
+};
+use tokio::sync::OnceCell;
+
+use crate::{repo_root, wait_for};
+
+/// The Gateway API release the CRDs come from.
+pub const VERSION: &str = "v1.5.1";
+
+/// The field manager of the CRDs' server-side apply.
+const FIELD_MANAGER: &str = "pontoon-tests";
+
+/// Directory of the vendored standard-channel CRDs, one file per CRD.
+pub fn crds_dir() -> PathBuf {
+    repo_root().join("deploy/gateway-api/standard")
+}
+
+/// The vendored CRDs, parsed, sorted by file name.
+pub fn crds() -> anyhow::Result<Vec<serde_json::Value>> {
+    let dir = crds_dir();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .with_context(|| format!("cannot read {}", dir.display()))?
+        .map(|entry| entry.map(|e| e.path()))
+        .collect::<Result<_, _>>()?;
+    files.retain(|path| path.extension().is_some_and(|ext| ext == "yaml"));
+    files.sort();
+    if files.is_empty() {
+        bail!(
+            "no CRDs in {} (scripts/gateway-api-crds.sh writes them)",
+            dir.display()
+        );
+    }
+    files
+        .iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            let crd: serde_json::Value = yaml_serde::from_str(&text)
+                .with_context(|| format!("{} is not YAML", path.display()))?;
+            if crd["kind"] != "CustomResourceDefinition" {
+                bail!("{} is not a CustomResourceDefinition", path.display());
+            }
+            Ok(crd)
+        })
+        .collect()
+}
+
+/// Installs the Gateway API CRDs on the test cluster (server-side apply,
+/// forcing conflicts) and waits until each is `Established`. Done once per
+/// process: later calls return the first call's outcome.
+pub async fn install_crds() -> anyhow::Result<()> {
+    // anyhow::Error is not Clone: keep the message so every caller sees it.
+    static INSTALLED: OnceCell<Result<(), String>> = OnceCell::const_new();
+    INSTALLED
+        .get_or_init(|| async { install().await.map_err(|err| format!("{err:#}")) })
+        .await
+        .clone()
+        .map_err(|message| anyhow!(message))
+}
+
+async fn install() -> anyhow::Result<()> {
+    let client = crate::client().await?;
+    let api: Api<CustomResourceDefinition> = Api::all(client);
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let mut names = Vec::new();
+    for crd in crds()? {
+        let name = crd["metadata"]["name"]
+            .as_str()
+            .context("a vendored CRD has no metadata.name")?
+            .to_string();
+        api.patch(&name, &params, &Patch::Apply(&crd))
+            .await
+            .with_context(|| format!("applying CRD {name}"))?;
+        names.push(name);
+    }
+    for name in &names {
+        wait_for(&api, name, is_crd_established(), Duration::from_secs(30))
+            .await
+            .with_context(|| format!("CRD {name} never became Established"))?;
+    }
+    Ok(())
+}
