@@ -2,6 +2,7 @@
 //! and the Praxis configuration generated from them.
 
 pub mod children;
+pub mod config;
 pub mod model;
 pub mod resolve;
 pub mod routes;

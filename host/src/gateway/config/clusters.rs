@@ -199,14 +199,20 @@ mod tests {
     #[test]
     fn an_endpoint_in_two_backends_gets_both_shares() {
         assert_eq!(
-            weights(&[backend(1, &["10.0.0.1:80"]), backend(1, &["10.0.0.1:80", "10.0.0.2:80"])]),
+            weights(&[
+                backend(1, &["10.0.0.1:80"]),
+                backend(1, &["10.0.0.1:80", "10.0.0.2:80"])
+            ]),
             [("10.0.0.1:80".into(), 3), ("10.0.0.2:80".into(), 1)]
         );
     }
 
     #[test]
     fn weights_beyond_praxis_ceiling_are_scaled() {
-        let w = weights(&[backend(1_000_000, &["10.0.0.1:80"]), backend(1, &["10.0.0.2:80"])]);
+        let w = weights(&[
+            backend(1_000_000, &["10.0.0.1:80"]),
+            backend(1, &["10.0.0.2:80"]),
+        ]);
         assert_eq!(w, [("10.0.0.1:80".into(), 1000), ("10.0.0.2:80".into(), 1)]);
     }
 

@@ -49,6 +49,11 @@ impl HostPattern {
         }
     }
 
+    /// Whether some host is admitted by both.
+    pub fn overlaps(&self, other: &Self) -> bool {
+        self == other || self.strictly_within(other) || other.strictly_within(self)
+    }
+
     /// Sort key, most specific first: exact names before wildcards before
     /// any host, longer before shorter (the Gateway API's "characters in a
     /// matching non-wildcard hostname, then in a matching hostname").
@@ -90,10 +95,19 @@ mod tests {
 
     #[test]
     fn parses_exact_wildcard_and_any() {
-        assert_eq!(p("Foo.Example.com"), HostPattern::Exact("foo.example.com".into()));
-        assert_eq!(p("*.example.com"), HostPattern::Wildcard("example.com".into()));
+        assert_eq!(
+            p("Foo.Example.com"),
+            HostPattern::Exact("foo.example.com".into())
+        );
+        assert_eq!(
+            p("*.example.com"),
+            HostPattern::Wildcard("example.com".into())
+        );
         assert_eq!(HostPattern::parse(None), HostPattern::Any);
-        assert_eq!(p("*.example.com").router_host().as_deref(), Some("*.example.com"));
+        assert_eq!(
+            p("*.example.com").router_host().as_deref(),
+            Some("*.example.com")
+        );
         assert_eq!(HostPattern::Any.router_host(), None);
     }
 
@@ -108,6 +122,10 @@ mod tests {
         assert!(!p("*.example.com").strictly_within(&p("*.example.com")));
         assert!(!p("*.example.com").strictly_within(&p("foo.example.com")));
         assert!(!HostPattern::Any.strictly_within(&HostPattern::Any));
+        assert!(p("a.example.com").overlaps(&p("*.example.com")));
+        assert!(p("*.example.com").overlaps(&p("a.example.com")));
+        assert!(!p("a.example.com").overlaps(&p("b.example.com")));
+        assert!(!p("*.a.com").overlaps(&p("*.b.com")));
     }
 
     #[test]
@@ -135,10 +153,19 @@ mod tests {
     #[test]
     fn host_header_regex_admits_case_port_and_root_dot() {
         let exact = regex::Regex::new(&p("foo.example.com").host_header_regex().unwrap()).unwrap();
-        for host in ["foo.example.com", "FOO.example.com", "foo.example.com:8080", "foo.example.com."] {
+        for host in [
+            "foo.example.com",
+            "FOO.example.com",
+            "foo.example.com:8080",
+            "foo.example.com.",
+        ] {
             assert!(exact.is_match(host), "{host} should match");
         }
-        for host in ["xfoo.example.com", "foo.example.com.evil", "foo-example.com"] {
+        for host in [
+            "xfoo.example.com",
+            "foo.example.com.evil",
+            "foo-example.com",
+        ] {
             assert!(!exact.is_match(host), "{host} should not match");
         }
         let wildcard = regex::Regex::new(&p("*.example.com").host_header_regex().unwrap()).unwrap();

@@ -40,12 +40,13 @@ impl PortGroup<'_> {
             // A listener's further certificateRefs would need their own
             // server names (the certificates' SANs), which the model does not
             // carry: the first one serves the listener.
-            let files = listener
-                .certificates
-                .first()
-                .ok_or_else(|| ConfigError::MissingCertificate {
-                    listener: listener.name.clone(),
-                })?;
+            let files =
+                listener
+                    .certificates
+                    .first()
+                    .ok_or_else(|| ConfigError::MissingCertificate {
+                        listener: listener.name.clone(),
+                    })?;
             let hostname = listener.hostname.as_deref().filter(|h| !h.is_empty());
             certificates.push(Certificate {
                 cert_path: files.cert_path.clone(),
@@ -76,7 +77,11 @@ pub fn group(model: &GatewayModel) -> Result<Vec<PortGroup<'_>>, ConfigError> {
             Some(group) if group.protocol != listener.protocol => {
                 return Err(ConfigError::PortConflict {
                     port: listener.port,
-                    first: group.listeners.first().map(|l| l.name.clone()).unwrap_or_default(),
+                    first: group
+                        .listeners
+                        .first()
+                        .map(|l| l.name.clone())
+                        .unwrap_or_default(),
                     second: listener.name.clone(),
                 });
             }

@@ -1,0 +1,374 @@
+//! Praxis configuration from a [`GatewayModel`]: pure functions, the same
+//! model always giving byte-identical YAML (the Deployment's config hash).
+//!
+//! Per Praxis listener (one per port) the filter chain is:
+//!
+//! 1. `request_id`;
+//! 2. classifiers for what the router cannot test itself (`routes.rs`);
+//! 3. `router`, entries in the Gateway API's precedence;
+//! 4. `load_balancer`, one cluster per rule and match (`clusters.rs`);
+//! 5. each rule's filters, gated on that rule (`filters.rs`), and the rule's
+//!    own 500/503 when it has no backend to send to.
+//!
+//! See `docs/praxis-config.md` for the format and the reasons.
+
+mod clusters;
+mod filters;
+mod hostnames;
+mod listeners;
+mod praxis;
+mod routes;
+
+#[cfg(test)]
+mod tests;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+pub use filters::{LISTENER_PORT, LISTENER_SCHEME, MATCH_PREFIX, PORT_SUFFIX, PORT_SUFFIX_OF};
+pub use routes::INTERNAL_HEADER_PREFIX;
+
+use self::{
+    filters::ListenerFacts,
+    hostnames::HostPattern,
+    listeners::PortGroup,
+    praxis::{
+        Admin, Config, Filter, FilterChain, InsecureOptions, LoadBalancer, RequestId, Router,
+    },
+    routes::{Candidate, CheckedMatch},
+};
+use super::model::{GatewayModel, Route, Rule};
+
+/// The `reason` of a route condition for a rule Praxis cannot express.
+pub const UNSUPPORTED_VALUE: &str = "UnsupportedValue";
+
+/// What the generated config depends on besides the model.
+#[derive(Clone, Debug)]
+pub struct GenerateOptions {
+    /// Address the listeners bind (port from the Gateway listener).
+    pub listen_ip: IpAddr,
+    /// Where Praxis serves `/healthy`, `/ready` and `/metrics`
+    /// (`admin.metrics_address`); none when unset.
+    pub health_address: Option<SocketAddr>,
+    /// `insecure_options.allow_root`: Praxis refuses to run as root without
+    /// it. For tests, which run praxis as root; never in a cluster.
+    pub allow_root: bool,
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        Self {
+            listen_ip: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            health_address: None,
+            allow_root: false,
+        }
+    }
+}
+
+/// A rule that Praxis cannot express: put it on the route's status
+/// (`reason` [`UNSUPPORTED_VALUE`], `message`).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RuleRefusal {
+    pub route_namespace: String,
+    pub route_name: String,
+    /// Index in the HTTPRoute's `spec.rules`.
+    pub rule_index: usize,
+    /// Why, naming the match or filter: `rule 1 match 0: queryParams ...`.
+    pub message: String,
+}
+
+impl RuleRefusal {
+    pub fn reason(&self) -> &'static str {
+        UNSUPPORTED_VALUE
+    }
+}
+
+impl std::fmt::Display for RuleRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "HTTPRoute {}/{} {}",
+            self.route_namespace, self.route_name, self.message
+        )
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// Rules Praxis cannot express; [`split_refused`] leaves them out.
+    #[error("{} rule(s) cannot be expressed in Praxis: {}", .0.len(), join(.0))]
+    UnsupportedRules(Vec<RuleRefusal>),
+    #[error("listeners {first} and {second} share port {port} with different protocols")]
+    PortConflict {
+        port: u16,
+        first: String,
+        second: String,
+    },
+    #[error("HTTPS listener {listener} has no certificate")]
+    MissingCertificate { listener: String },
+    #[error("cannot write the Praxis config as YAML: {0}")]
+    Yaml(String),
+}
+
+fn join(refusals: &[RuleRefusal]) -> String {
+    refusals
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The rules of `model` that Praxis cannot express, each once (a route on
+/// several listeners is judged once), in route and rule order.
+pub fn refusals(model: &GatewayModel) -> Vec<RuleRefusal> {
+    let mut out: Vec<RuleRefusal> = model
+        .listeners
+        .iter()
+        .flat_map(|l| &l.routes)
+        .flat_map(|route| route.rules.iter().map(move |rule| (route, rule)))
+        .filter_map(|(route, rule)| {
+            check_rule(rule).err().map(|why| RuleRefusal {
+                route_namespace: route.namespace.clone(),
+                route_name: route.name.clone(),
+                rule_index: rule.index,
+                message: format!("rule {}: {why}", rule.index),
+            })
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// `model` without the rules Praxis cannot express, and those rules.
+pub fn split_refused(model: &GatewayModel) -> (GatewayModel, Vec<RuleRefusal>) {
+    let refused = refusals(model);
+    let mut kept = model.clone();
+    for route in kept.listeners.iter_mut().flat_map(|l| &mut l.routes) {
+        route.rules.retain(|rule| {
+            !refused.iter().any(|r| {
+                r.route_namespace == route.namespace
+                    && r.route_name == route.name
+                    && r.rule_index == rule.index
+            })
+        });
+    }
+    (kept, refused)
+}
+
+fn check_rule(rule: &Rule) -> Result<Vec<CheckedMatch>, String> {
+    let matches = routes::check_matches(rule)?;
+    filters::check(&rule.filters, &matches)?;
+    Ok(matches)
+}
+
+/// The Praxis config (YAML) for one Gateway. Fails with
+/// [`ConfigError::UnsupportedRules`] listing every rule Praxis cannot
+/// express; [`split_refused`] first to leave them out.
+pub fn generate(model: &GatewayModel, options: &GenerateOptions) -> Result<String, ConfigError> {
+    let refused = refusals(model);
+    if !refused.is_empty() {
+        return Err(ConfigError::UnsupportedRules(refused));
+    }
+    let groups = listeners::group(model)?;
+    let mut config = Config {
+        listeners: Vec::with_capacity(groups.len()),
+        admin: options.health_address.map(|a| Admin {
+            metrics_address: a.to_string(),
+        }),
+        filter_chains: Vec::with_capacity(groups.len()),
+        insecure_options: InsecureOptions {
+            allow_private_endpoints: true,
+            allow_root: options.allow_root,
+            ..InsecureOptions::default()
+        },
+    };
+    let mut tags = 0_usize;
+    for group in &groups {
+        let name = group.name();
+        let (filters, security) = pipeline(group, &name, &mut tags);
+        let chains = chunks(&name, filters);
+        config.listeners.push(praxis::Listener {
+            name: name.clone(),
+            address: group.address(options.listen_ip),
+            tls: group.tls()?,
+            filter_chains: chains.iter().map(|c| c.name.clone()).collect(),
+        });
+        config
+            .insecure_options
+            .skip_pipeline_checks
+            .conditional_security |= security;
+        config.filter_chains.extend(chains);
+    }
+    let yaml = yaml_serde::to_string(&config).map_err(|e| ConfigError::Yaml(e.to_string()))?;
+    Ok(format!(
+        "# Praxis config generated by Pontoon for Gateway {}/{}\n{yaml}",
+        model.namespace, model.name
+    ))
+}
+
+/// Praxis's limit of filters in one chain.
+const MAX_FILTERS_PER_CHAIN: usize = 100;
+
+/// A listener's pipeline as consecutive chains of at most
+/// [`MAX_FILTERS_PER_CHAIN`] filters (Praxis concatenates a listener's
+/// chains): `NAME`, `NAME-2`, `NAME-3`, ...
+fn chunks(name: &str, filters: Vec<Filter>) -> Vec<FilterChain> {
+    let mut chains: Vec<FilterChain> =
+        Vec::with_capacity(filters.len() / MAX_FILTERS_PER_CHAIN + 1);
+    for filter in filters {
+        match chains.last_mut() {
+            Some(chain) if chain.filters.len() < MAX_FILTERS_PER_CHAIN => {
+                chain.filters.push(filter)
+            }
+            _ => {
+                let name = match chains.len() {
+                    0 => name.to_string(),
+                    n => format!("{name}-{}", n + 1),
+                };
+                chains.push(FilterChain {
+                    name,
+                    filters: vec![filter],
+                });
+            }
+        }
+    }
+    chains
+}
+
+/// One Praxis listener's filters, in order; `true` if a rule brought a
+/// security filter (see [`praxis::SkipPipelineChecks`]).
+fn pipeline(group: &PortGroup<'_>, name: &str, tags: &mut usize) -> (Vec<Filter>, bool) {
+    let facts = ListenerFacts {
+        protocol: group.protocol,
+        port: group.port,
+    };
+    let mut candidates = Vec::new();
+    let mut clusters = Vec::new();
+    let mut rule_filters = Vec::new();
+    let mut security = false;
+    for (l, listener) in group.listeners.iter().enumerate() {
+        let listener_host = HostPattern::parse(listener.hostname.as_deref());
+        for (r, route) in listener.routes.iter().enumerate() {
+            let hosts = route_hosts(route, &listener_host);
+            for rule in &route.rules {
+                // Refusals were checked before; a rule that fails here is left out.
+                let Ok(matches) = check_rule(rule) else {
+                    continue;
+                };
+                *tags += 1;
+                let rule_tag = format!("r{tags}");
+                let match_tag = |k: usize| format!("{rule_tag}-m{k}");
+                let backends = clusters::resolve(&rule.backends);
+                for (k, m) in matches.iter().enumerate() {
+                    let cluster = format!(
+                        "{}_{}_{}_{}",
+                        match_tag(k),
+                        sanitize(&route.namespace),
+                        sanitize(&route.name),
+                        rule.index
+                    );
+                    clusters.push(clusters::cluster(
+                        cluster.clone(),
+                        &rule_tag,
+                        match_tag(k),
+                        &backends,
+                    ));
+                    for (h, host) in hosts.iter().enumerate() {
+                        candidates.push(Candidate {
+                            path: m.path.clone(),
+                            host: host.clone(),
+                            listener_host: listener_host.clone(),
+                            method: m.method.clone(),
+                            exact_headers: m.exact_headers.clone(),
+                            regex_headers: m.regex_headers.clone(),
+                            cluster: cluster.clone(),
+                            order: [l, r, rule.index, k, h],
+                        });
+                    }
+                }
+                security |= filters::has_security_filter(&rule.filters);
+                rule_filters.extend(filters::rule_entries(
+                    &rule.filters,
+                    &matches,
+                    &rule_tag,
+                    match_tag,
+                    facts,
+                    backends.status(),
+                ));
+            }
+        }
+    }
+    if candidates.is_empty() {
+        // Router and load balancer are always there; with nothing attached
+        // every request gets Praxis's answer for "no route": 404.
+        *tags += 1;
+        let rule_tag = format!("r{tags}");
+        let cluster = format!("{rule_tag}-m0_no-route");
+        clusters.push(clusters::cluster(
+            cluster.clone(),
+            &rule_tag,
+            format!("{rule_tag}-m0"),
+            &clusters::Backends::Invalid,
+        ));
+        candidates.push(Candidate {
+            path: routes::PathSpec::Prefix("/".into()),
+            host: HostPattern::Any,
+            listener_host: HostPattern::Any,
+            method: None,
+            exact_headers: Vec::new(),
+            regex_headers: Vec::new(),
+            cluster,
+            order: [0; 5],
+        });
+        rule_filters.extend(filters::rule_entries(
+            &[],
+            &[],
+            &rule_tag,
+            |_| String::new(),
+            facts,
+            Some(404),
+        ));
+    }
+    let routing = routes::routing(name, candidates);
+    let mut chain = vec![Filter::RequestId(RequestId::new())];
+    chain.extend(routing.classifiers);
+    chain.push(Filter::Router(Router {
+        filter: "router",
+        multi_level_subdomain_matching: true,
+        routes: routing.routes,
+    }));
+    chain.push(Filter::LoadBalancer(LoadBalancer {
+        filter: "load_balancer",
+        clusters,
+    }));
+    chain.extend(rule_filters);
+    (chain, security)
+}
+
+/// The host patterns a route serves on its listener: its (already
+/// intersected) hostnames, else the listener's hostname, else any host.
+fn route_hosts(route: &Route, listener_host: &HostPattern) -> Vec<HostPattern> {
+    if route.hostnames.is_empty() {
+        return vec![listener_host.clone()];
+    }
+    let mut hosts: Vec<HostPattern> = route
+        .hostnames
+        .iter()
+        .map(|h| HostPattern::parse(Some(h)))
+        .collect();
+    hosts.dedup();
+    hosts
+}
+
+/// A name part Praxis accepts in cluster names (`[A-Za-z0-9_-]`).
+fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,738 @@
+//! Golden tests: one model per feature, its YAML in `testdata/NAME.yaml`
+//! (`UPDATE_GOLDEN=1 cargo test -p pontoon gateway::config` rewrites them),
+//! and every generated config parsed and validated by praxis-proxy-core.
+
+use std::{net::SocketAddr, path::PathBuf};
+
+use serde_json::json;
+
+use super::*;
+use crate::gateway::model::{
+    Backend, CertificateFiles, Listener, Match, MatchKind, PathMatch, Protocol, Route, Rule,
+    TranslatedFilter, ValueMatch,
+};
+
+// ----- model builders ------------------------------------------------------
+
+fn gateway(listeners: Vec<Listener>) -> GatewayModel {
+    GatewayModel {
+        namespace: "infra".into(),
+        name: "edge".into(),
+        listeners,
+    }
+}
+
+fn http(name: &str, port: u16, hostname: Option<&str>, routes: Vec<Route>) -> Listener {
+    Listener {
+        name: name.into(),
+        port,
+        protocol: Protocol::Http,
+        hostname: hostname.map(Into::into),
+        certificates: Vec::new(),
+        routes,
+    }
+}
+
+fn https(
+    name: &str,
+    port: u16,
+    hostname: Option<&str>,
+    secret: &str,
+    routes: Vec<Route>,
+) -> Listener {
+    Listener {
+        protocol: Protocol::Https,
+        certificates: vec![CertificateFiles {
+            cert_path: format!("/etc/praxis/tls/{secret}/tls.crt"),
+            key_path: format!("/etc/praxis/tls/{secret}/tls.key"),
+        }],
+        ..http(name, port, hostname, routes)
+    }
+}
+
+fn route(name: &str, hostnames: &[&str], rules: Vec<Rule>) -> Route {
+    Route {
+        namespace: "shop".into(),
+        name: name.into(),
+        hostnames: hostnames.iter().map(|h| (*h).into()).collect(),
+        rules: rules
+            .into_iter()
+            .enumerate()
+            .map(|(index, rule)| Rule { index, ..rule })
+            .collect(),
+    }
+}
+
+fn rule(matches: Vec<Match>, backends: Vec<Backend>) -> Rule {
+    Rule {
+        index: 0,
+        matches,
+        backends,
+        filters: Vec::new(),
+    }
+}
+
+fn with_filters(rule: Rule, filters: Vec<TranslatedFilter>) -> Rule {
+    Rule { filters, ..rule }
+}
+
+fn prefix(p: &str) -> Match {
+    Match {
+        path: Some(PathMatch::Prefix(p.into())),
+        ..Match::default()
+    }
+}
+
+fn exact(p: &str) -> Match {
+    Match {
+        path: Some(PathMatch::Exact(p.into())),
+        ..Match::default()
+    }
+}
+
+fn header(name: &str, value: &str, kind: MatchKind) -> ValueMatch {
+    ValueMatch {
+        name: name.into(),
+        value: value.into(),
+        kind,
+    }
+}
+
+fn backend(service: &str, weight: u32, endpoints: &[&str]) -> Backend {
+    Backend {
+        cluster: format!("shop/{service}:80"),
+        weight,
+        endpoints: endpoints
+            .iter()
+            .map(|e| e.parse::<SocketAddr>().unwrap())
+            .collect(),
+    }
+}
+
+fn web() -> Vec<Backend> {
+    vec![backend("web", 1, &["10.244.1.10:8080", "10.244.1.11:8080"])]
+}
+
+fn translated(kind: &str, entries: Vec<serde_json::Value>) -> TranslatedFilter {
+    TranslatedFilter {
+        kind: kind.into(),
+        module: "standard-filters".into(),
+        entries,
+    }
+}
+
+// ----- golden files --------------------------------------------------------
+
+fn testdata(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("src/gateway/config/testdata")
+        .join(format!("{name}.yaml"))
+}
+
+/// Generates, checks with praxis-proxy-core, compares with the golden file.
+fn golden(name: &str, model: &GatewayModel, options: &GenerateOptions) -> String {
+    let yaml = generate(model, options).unwrap_or_else(|e| panic!("{name}: generate failed: {e}"));
+    praxis_loads(&yaml)
+        .unwrap_or_else(|e| panic!("{name}: praxis-proxy-core refuses the config: {e}\n{yaml}"));
+    let path = testdata(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &yaml).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", path.display()));
+    assert_eq!(
+        yaml,
+        expected,
+        "{name}: generated config differs from {}",
+        path.display()
+    );
+    yaml
+}
+
+/// Praxis's own parse and validation (`Config::from_yaml`).
+fn praxis_loads(yaml: &str) -> Result<praxis_core::config::Config, String> {
+    praxis_core::config::Config::from_yaml(yaml).map_err(|e| e.to_string())
+}
+
+fn options() -> GenerateOptions {
+    GenerateOptions::default()
+}
+
+// ----- features ------------------------------------------------------------
+
+#[test]
+fn http_listener_with_one_route() {
+    let model = gateway(vec![http(
+        "web",
+        80,
+        None,
+        vec![route("web", &[], vec![rule(vec![prefix("/")], web())])],
+    )]);
+    let yaml = golden("http_basic", &model, &options());
+    let config = praxis_loads(&yaml).unwrap();
+    assert!(
+        config.insecure_options.allow_private_endpoints,
+        "pod addresses need allow_private_endpoints"
+    );
+    assert!(
+        !config.insecure_options.allow_root,
+        "allow_root only when asked for"
+    );
+    let chain = &config.filter_chains[0];
+    let types: Vec<&str> = chain
+        .filters
+        .iter()
+        .map(|f| f.filter_type.as_str())
+        .collect();
+    assert_eq!(types, ["request_id", "router", "load_balancer"]);
+}
+
+#[test]
+fn options_for_tests_and_health_probes() {
+    let model = gateway(vec![http(
+        "web",
+        8080,
+        None,
+        vec![route("web", &[], vec![rule(vec![], web())])],
+    )]);
+    let options = GenerateOptions {
+        listen_ip: "127.0.0.1".parse().unwrap(),
+        health_address: Some("0.0.0.0:9901".parse().unwrap()),
+        allow_root: true,
+    };
+    let yaml = golden("options", &model, &options);
+    let config = praxis_loads(&yaml).unwrap();
+    assert!(config.insecure_options.allow_root);
+    assert_eq!(
+        config.admin.metrics_address.as_deref(),
+        Some("0.0.0.0:9901")
+    );
+    assert_eq!(config.listeners[0].address, "127.0.0.1:8080");
+}
+
+#[test]
+fn https_listeners_and_shared_ports() {
+    let model = gateway(vec![
+        http(
+            "plain",
+            80,
+            None,
+            vec![route("web", &[], vec![rule(vec![prefix("/")], web())])],
+        ),
+        https(
+            "secure",
+            443,
+            None,
+            "web-tls",
+            vec![route("web", &[], vec![rule(vec![prefix("/")], web())])],
+        ),
+        // Two listeners on one port: certificates chosen by SNI.
+        https(
+            "a",
+            8443,
+            Some("a.example.com"),
+            "a-tls",
+            vec![route("a", &[], vec![rule(vec![], web())])],
+        ),
+        https(
+            "any",
+            8443,
+            None,
+            "default-tls",
+            vec![route("b", &[], vec![rule(vec![], web())])],
+        ),
+    ]);
+    let yaml = golden("https", &model, &options());
+    let config = praxis_loads(&yaml).unwrap();
+    let names: Vec<&str> = config.listeners.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["http-80", "https-443", "https-8443"]);
+    let shared = config.listeners[2].tls.as_ref().unwrap();
+    assert_eq!(shared.certificates.len(), 2);
+    assert_eq!(shared.certificates[0].server_names, ["a.example.com"]);
+    assert!(
+        shared.certificates[1].default,
+        "the listener without hostname has the default certificate"
+    );
+}
+
+#[test]
+fn paths_in_gateway_api_precedence() {
+    let model = gateway(vec![http(
+        "web",
+        80,
+        None,
+        vec![
+            route(
+                "older",
+                &[],
+                vec![
+                    rule(vec![prefix("/")], web()),
+                    rule(vec![prefix("/api/")], web()),
+                ],
+            ),
+            route(
+                "newer",
+                &[],
+                vec![
+                    rule(vec![exact("/api/v1")], web()),
+                    rule(vec![prefix("/api")], web()),
+                    rule(vec![prefix("/api/v1")], web()),
+                ],
+            ),
+        ],
+    )]);
+    let yaml = golden("paths", &model, &options());
+    let routes = router_routes(&yaml);
+    // Exact first, then longest prefix; `/api/` and `/api` are the same
+    // prefix (trailing slash ignored), the older route's first.
+    assert_eq!(
+        routes,
+        [
+            "path /api/v1 -> r3-m0_shop_newer_0",
+            "path_prefix /api/v1 -> r5-m0_shop_newer_2",
+            "path_prefix /api/ -> r2-m0_shop_older_1",
+            "path_prefix /api -> r4-m0_shop_newer_1",
+            "path_prefix / -> r1-m0_shop_older_0",
+        ]
+    );
+}
+
+#[test]
+fn hostnames_and_their_precedence() {
+    let model = gateway(vec![
+        http(
+            "wild",
+            80,
+            Some("*.example.com"),
+            vec![
+                // Its hostnames, already intersected with the listener's.
+                route(
+                    "shop",
+                    &["shop.example.com"],
+                    vec![rule(vec![prefix("/")], web())],
+                ),
+                route("wild", &[], vec![rule(vec![prefix("/long/path")], web())]),
+            ],
+        ),
+        http(
+            "exact",
+            80,
+            Some("foo.example.com"),
+            vec![route("foo", &[], vec![rule(vec![prefix("/")], web())])],
+        ),
+        http(
+            "any",
+            80,
+            None,
+            vec![route("rest", &[], vec![rule(vec![prefix("/")], web())])],
+        ),
+    ]);
+    let yaml = golden("hostnames", &model, &options());
+    let config = praxis_loads(&yaml).unwrap();
+    let types: Vec<&str> = config.filter_chains[0]
+        .filters
+        .iter()
+        .map(|f| f.filter_type.as_str())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "request_id",
+            "headers",
+            "guardrails",
+            "guardrails",
+            "router",
+            "load_balancer"
+        ],
+        "pads, then one Host classifier per exclusion set"
+    );
+}
+
+#[test]
+fn method_and_header_matches() {
+    let model = gateway(vec![http(
+        "web",
+        80,
+        None,
+        vec![route(
+            "api",
+            &[],
+            vec![
+                rule(
+                    vec![Match {
+                        method: Some("POST".into()),
+                        ..prefix("/api")
+                    }],
+                    web(),
+                ),
+                rule(
+                    vec![Match {
+                        headers: vec![
+                            header("X-Version", "2", MatchKind::Exact),
+                            header("x-user", "(alice|bob)-[0-9]+", MatchKind::RegularExpression),
+                        ],
+                        ..prefix("/api")
+                    }],
+                    web(),
+                ),
+                rule(vec![prefix("/api")], web()),
+            ],
+        )],
+    )]);
+    let yaml = golden("matches", &model, &options());
+    assert_eq!(
+        router_routes(&yaml),
+        [
+            "path_prefix /api [x-praxis-pontoon-method=POST, x-praxis-pontoon-pad-1=1] -> r1-m0_shop_api_0",
+            "path_prefix /api [x-praxis-pontoon-header-0=1, x-version=2] -> r2-m0_shop_api_1",
+            "path_prefix /api [x-praxis-pontoon-pad-1=1, x-praxis-pontoon-pad-2=1] -> r3-m0_shop_api_2",
+        ],
+        "method before headers before none, all with two constraints"
+    );
+}
+
+#[test]
+fn weighted_and_missing_backends() {
+    let model = gateway(vec![http(
+        "web",
+        80,
+        None,
+        vec![route(
+            "split",
+            &[],
+            vec![
+                rule(
+                    vec![prefix("/split")],
+                    vec![
+                        backend(
+                            "v1",
+                            90,
+                            &["10.244.1.10:8080", "10.244.1.11:8080", "10.244.1.12:8080"],
+                        ),
+                        backend("v2", 10, &["10.244.2.10:8080"]),
+                    ],
+                ),
+                rule(vec![prefix("/none")], Vec::new()),
+                rule(vec![prefix("/down")], vec![backend("down", 1, &[])]),
+            ],
+        )],
+    )]);
+    golden("backends", &model, &options());
+}
+
+#[test]
+fn rule_filters_apply_to_their_rule_only() {
+    let set_header = |value: &str| {
+        translated(
+            "RequestHeaderModifier",
+            vec![
+                json!({"filter": "headers", "request_set": [{"name": "x-route", "value": value}]}),
+            ],
+        )
+    };
+    let model = gateway(vec![http(
+        "web",
+        8080,
+        None,
+        vec![
+            // Same path, different routes and hostnames: each keeps its filter.
+            route(
+                "a",
+                &["a.example.com"],
+                vec![with_filters(
+                    rule(vec![prefix("/app")], web()),
+                    vec![set_header("a")],
+                )],
+            ),
+            route(
+                "b",
+                &["b.example.com"],
+                vec![with_filters(
+                    rule(vec![prefix("/app")], web()),
+                    vec![set_header("b")],
+                )],
+            ),
+            route(
+                "moved",
+                &[],
+                vec![
+                    with_filters(
+                        rule(vec![prefix("/old")], Vec::new()),
+                        vec![translated(
+                            "RequestRedirect",
+                            vec![json!({
+                                "filter": "redirect",
+                                "status": 302,
+                                "location": "${pontoon_listener_scheme}://${host}${pontoon_port_suffix}/new${query}"
+                            })],
+                        )],
+                    ),
+                    with_filters(
+                        rule(vec![prefix("/v1"), prefix("/legacy/v1")], web()),
+                        vec![translated(
+                            "URLRewrite",
+                            vec![json!({
+                                "filter": "url_rewrite",
+                                "operations": [{"regex_replace": {
+                                    "pattern": "^${pontoon_match_prefix}(/.*)?$",
+                                    "replacement": "/v2${1}"
+                                }}]
+                            })],
+                        )],
+                    ),
+                ],
+            ),
+        ],
+    )]);
+    let yaml = golden("filters", &model, &options());
+    assert!(
+        yaml.contains("location: http://${host}:8080/new${query}"),
+        "{yaml}"
+    );
+    assert!(yaml.contains(r"pattern: ^/legacy/v1(/.*)?$"), "{yaml}");
+}
+
+#[test]
+fn a_listener_without_routes_answers_404() {
+    let model = gateway(vec![http("web", 80, None, Vec::new())]);
+    golden("empty", &model, &options());
+}
+
+#[test]
+fn security_filters_from_modules_may_be_gated_on_their_rule() {
+    let model = gateway(vec![http(
+        "web",
+        80,
+        None,
+        vec![route(
+            "cors",
+            &[],
+            vec![with_filters(
+                rule(vec![], web()),
+                vec![translated(
+                    "ExtensionRef:example.com/Cors",
+                    vec![json!({"filter": "cors", "allow_origins": ["https://example.com"]})],
+                )],
+            )],
+        )],
+    )]);
+    let yaml = generate(&model, &options()).unwrap();
+    let config = praxis_loads(&yaml).unwrap();
+    assert!(
+        config
+            .insecure_options
+            .skip_pipeline_checks
+            .conditional_security
+    );
+}
+
+// ----- behaviour -----------------------------------------------------------
+
+#[test]
+fn same_model_same_bytes() {
+    let model = gateway(vec![http(
+        "web",
+        80,
+        None,
+        vec![route(
+            "r",
+            &["a.example.com", "*.example.com"],
+            vec![rule(
+                vec![Match {
+                    headers: vec![
+                        header("b", "1", MatchKind::Exact),
+                        header("a", "x.*", MatchKind::RegularExpression),
+                        header("c", "2", MatchKind::Exact),
+                    ],
+                    method: Some("GET".into()),
+                    ..prefix("/")
+                }],
+                web(),
+            )],
+        )],
+    )]);
+    let first = generate(&model, &options()).unwrap();
+    for _ in 0..10 {
+        assert_eq!(generate(&model, &options()).unwrap(), first);
+    }
+}
+
+#[test]
+fn unsupported_rules_are_refused_by_name_and_can_be_left_out() {
+    let model = gateway(vec![
+        http(
+            "web",
+            80,
+            None,
+            vec![route(
+                "mixed",
+                &[],
+                vec![
+                    rule(vec![prefix("/ok")], web()),
+                    rule(
+                        vec![Match {
+                            path: Some(PathMatch::RegularExpression("/re/.*".into())),
+                            ..Match::default()
+                        }],
+                        web(),
+                    ),
+                    rule(
+                        vec![Match {
+                            query_params: vec![header("page", "1", MatchKind::Exact)],
+                            ..prefix("/q")
+                        }],
+                        web(),
+                    ),
+                ],
+            )],
+        ),
+        // The same route on a second listener is refused once.
+        http(
+            "alt",
+            8080,
+            None,
+            vec![route(
+                "mixed",
+                &[],
+                vec![
+                    rule(vec![prefix("/ok")], web()),
+                    rule(
+                        vec![Match {
+                            path: Some(PathMatch::RegularExpression("/re/.*".into())),
+                            ..Match::default()
+                        }],
+                        web(),
+                    ),
+                ],
+            )],
+        ),
+    ]);
+    let Err(ConfigError::UnsupportedRules(refused)) = generate(&model, &options()) else {
+        panic!("expected the unsupported rules to be refused");
+    };
+    let summary: Vec<(usize, &str)> = refused.iter().map(|r| (r.rule_index, r.reason())).collect();
+    assert_eq!(summary, [(1, "UnsupportedValue"), (2, "UnsupportedValue")]);
+    assert!(
+        refused[0]
+            .message
+            .starts_with("rule 1: match 0: path type RegularExpression"),
+        "{}",
+        refused[0]
+    );
+    assert!(
+        refused[1].message.contains("queryParams (page)"),
+        "{}",
+        refused[1]
+    );
+    assert_eq!(
+        refused[0].to_string(),
+        format!("HTTPRoute shop/mixed {}", refused[0].message)
+    );
+
+    let (kept, split) = split_refused(&model);
+    assert_eq!(split, refused);
+    assert_eq!(kept.listeners[0].routes[0].rules.len(), 1);
+    let yaml = generate(&kept, &options()).unwrap();
+    praxis_loads(&yaml).unwrap();
+    assert!(!yaml.contains("/re/"), "refused rules are left out");
+}
+
+#[test]
+fn listener_errors() {
+    let conflict = gateway(vec![
+        http("a", 8443, None, Vec::new()),
+        https("b", 8443, None, "tls", Vec::new()),
+    ]);
+    assert_eq!(
+        generate(&conflict, &options()),
+        Err(ConfigError::PortConflict {
+            port: 8443,
+            first: "a".into(),
+            second: "b".into()
+        })
+    );
+    let mut no_cert = https("b", 443, None, "tls", Vec::new());
+    no_cert.certificates.clear();
+    assert_eq!(
+        generate(&gateway(vec![no_cert]), &options()),
+        Err(ConfigError::MissingCertificate {
+            listener: "b".into()
+        })
+    );
+}
+
+#[test]
+fn a_large_gateway_loads() {
+    // 200 routes with two hostnames, headers and filters each.
+    let routes = (0..200)
+        .map(|i| {
+            let host = format!("h{}.example.com", i % 20);
+            route(
+                &format!("r{i}"),
+                &[host.as_str(), "*.example.com"],
+                vec![with_filters(
+                    rule(
+                        vec![Match {
+                            headers: vec![header("x-tenant", &format!("t{i}"), MatchKind::Exact)],
+                            ..prefix(&format!("/svc{}", i % 7))
+                        }],
+                        web(),
+                    ),
+                    vec![translated(
+                        "RequestHeaderModifier",
+                        vec![json!({"filter": "headers", "request_set": [{"name": "x-r", "value": i.to_string()}]})],
+                    )],
+                )],
+            )
+        })
+        .collect();
+    let yaml = generate(&gateway(vec![http("web", 80, None, routes)]), &options()).unwrap();
+    let config = praxis_loads(&yaml).unwrap();
+    // request_id, pads, Host classifier, router, load balancer, 200 filters,
+    // in chains of at most 100 (Praxis's limit).
+    let sizes: Vec<usize> = config
+        .filter_chains
+        .iter()
+        .map(|c| c.filters.len())
+        .collect();
+    assert_eq!(sizes, [100, 100, 5]);
+    assert_eq!(
+        config.listeners[0].filter_chains,
+        ["http-80", "http-80-2", "http-80-3"]
+    );
+}
+
+/// The router's entries as `path[_prefix] P [headers] -> cluster`, in order.
+fn router_routes(yaml: &str) -> Vec<String> {
+    let config = praxis_loads(yaml).unwrap();
+    let router = config.filter_chains[0]
+        .filters
+        .iter()
+        .find(|f| f.filter_type == "router")
+        .unwrap();
+    router.config["routes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let (kind, path) = match r.get("path") {
+                Some(p) => ("path", p.as_str().unwrap()),
+                None => ("path_prefix", r["path_prefix"].as_str().unwrap()),
+            };
+            let headers = r.get("headers").map(|h| {
+                let pairs: Vec<String> = h
+                    .as_mapping()
+                    .unwrap()
+                    .iter()
+                    .map(|(k, v)| format!("{}={}", k.as_str().unwrap(), v.as_str().unwrap()))
+                    .collect();
+                format!(" [{}]", pairs.join(", "))
+            });
+            format!(
+                "{kind} {path}{} -> {}",
+                headers.unwrap_or_default(),
+                r["cluster"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
