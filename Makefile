@@ -38,7 +38,7 @@ providers: deps ## build the bundled provider modules into dist/providers/
 	@scripts/providers.sh dist/providers
 
 crds: ## write the CRDs (`pontoon crds`) into the chart
-	cargo run --quiet --locked -p pontoon -- crds --out-dir charts/pontoon/crds
+	cargo run --quiet --locked -p pontoon -- crds --set gefyra --out-dir charts/pontoon/crds
 
 bench-runtime: deps ## figures for the plugin runtime: compile, instantiate, host call
 	cargo run --release --locked -p pontoon --example bench_runtime

@@ -4,7 +4,9 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use pontoon::{
     bridge_mount::{self, controller::Scope},
-    conformance, crds, operator,
+    conformance, crds,
+    gateway::{config::GenerateOptions, context::GatewaySettings},
+    operator,
     plugins::Limits,
     telemetry::{self, LogFormat},
 };
@@ -27,6 +29,9 @@ enum Command {
     Run(RunArgs),
     /// Print every CRD Pontoon ships, as YAML (`pontoon crds | kubectl apply -f -`).
     Crds {
+        /// Which CRDs: Pontoon's own (`gefyra`), the Gateway API's standard channel, or all.
+        #[arg(long, value_enum, default_value = "all")]
+        set: crds::CrdSet,
         /// Write one file per CRD into this directory instead (the chart's `crds/`).
         #[arg(long, value_name = "DIR")]
         out_dir: Option<PathBuf>,
@@ -52,6 +57,7 @@ enum Command {
 }
 
 const DEFAULT_CARRIER_IMAGE: &str = "quay.io/gefyra/carrier2:latest";
+const DEFAULT_PRAXIS_IMAGE: &str = "ghcr.io/praxis-proxy/praxis:0.7.5";
 
 #[derive(Args, Debug)]
 struct RunArgs {
@@ -91,6 +97,25 @@ struct RunArgs {
     /// Wall-clock seconds one provider call may take before it is stopped.
     #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..), env = "PONTOON_PROVIDER_DEADLINE")]
     provider_deadline: u64,
+    /// Which controllers run; `all` runs every one whose CRDs the cluster has.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "all",
+        env = "PONTOON_CONTROLLERS"
+    )]
+    controllers: Vec<operator::ControllerSet>,
+    /// The `controllerName` of the GatewayClasses this operator serves.
+    #[arg(
+        long,
+        default_value = "pontoon.dev/gateway-controller",
+        env = "PONTOON_GATEWAY_CONTROLLER_NAME"
+    )]
+    gateway_controller_name: String,
+    /// The image of the Praxis data plane each Gateway gets.
+    #[arg(long, default_value = DEFAULT_PRAXIS_IMAGE, env = "PRAXIS_IMAGE")]
+    praxis_image: String,
     /// Memory (MiB) one provider instance may use before it is stopped.
     #[arg(long, value_name = "MIB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096), env = "PONTOON_PROVIDER_MEMORY")]
     provider_memory: u64,
@@ -116,6 +141,18 @@ async fn main() -> anyhow::Result<ExitCode> {
                     memory_bytes: usize::try_from(args.provider_memory)? * 1024 * 1024,
                 },
                 cache_dir: args.cache_dir,
+                controllers: args.controllers,
+                gateway: GatewaySettings {
+                    controller_name: args.gateway_controller_name,
+                    praxis_image: args.praxis_image,
+                    config: GenerateOptions {
+                        health_address: Some(std::net::SocketAddr::from((
+                            [0, 0, 0, 0],
+                            u16::try_from(pontoon::gateway::children::ADMIN_PORT)?,
+                        ))),
+                        ..GenerateOptions::default()
+                    },
+                },
                 scope: Scope {
                     watch_namespace: args.watch_namespace,
                 },
@@ -123,12 +160,15 @@ async fn main() -> anyhow::Result<ExitCode> {
             operator::run(client, options).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Crds { out_dir: None } => {
-            print!("{}", crds::yaml()?);
+        Command::Crds { set, out_dir: None } => {
+            print!("{}", crds::yaml(set)?);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Crds { out_dir: Some(dir) } => {
-            for path in crds::write_dir(&dir)? {
+        Command::Crds {
+            set,
+            out_dir: Some(dir),
+        } => {
+            for path in crds::write_dir(set, &dir)? {
                 eprintln!("wrote {}", path.display());
             }
             Ok(ExitCode::SUCCESS)

@@ -4,6 +4,7 @@
 use std::{path::PathBuf, sync::Arc};
 
 use anyhow::Context as _;
+use futures::FutureExt;
 use kube::{
     Client,
     runtime::events::{Recorder, Reporter},
@@ -11,8 +12,20 @@ use kube::{
 
 use crate::{
     bridge_mount::{self, controller::Scope},
+    gateway::{self, context::GatewaySettings},
     plugins::{Limits, PluginRuntime},
 };
+
+/// The controllers `pontoon run` can run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ControllerSet {
+    /// Every controller whose CRDs the cluster has (the others are skipped with a warning).
+    All,
+    /// GefyraBridgeMounts.
+    BridgeMounts,
+    /// GatewayClass, Gateway and HTTPRoute.
+    GatewayApi,
+}
 
 /// Where the operator image keeps its bundled provider modules.
 pub const IMAGE_PROVIDER_DIR: &str = "/usr/lib/pontoon/providers";
@@ -27,6 +40,8 @@ pub struct Options {
     /// Where compiled modules are kept across restarts; `None` compiles at every start.
     pub cache_dir: Option<PathBuf>,
     pub scope: Scope,
+    pub gateway: GatewaySettings,
+    pub controllers: Vec<ControllerSet>,
 }
 
 /// The provider directory to use: the one given, else `dist/providers` when it
@@ -71,20 +86,61 @@ pub async fn run(client: Client, options: Options) -> anyhow::Result<()> {
         instance: std::env::var("POD_NAME").ok(),
     };
     let recorder = Recorder::new(client.clone(), reporter);
+    let all = options.controllers.is_empty() || options.controllers.contains(&ControllerSet::All);
+    let wanted = |set| all || options.controllers.contains(&set);
     tracing::info!(
         namespace = options.settings.operator_namespace,
         watch_namespace = options.scope.watch_namespace.as_deref().unwrap_or("(all)"),
         "pontoon operator starting"
     );
-    bridge_mount::controller::run(
-        client,
-        Arc::new(registry),
-        recorder,
-        options.settings,
-        options.scope,
-        shutdown_signal(),
-    )
-    .await
+    let registry = Arc::new(registry);
+    let shutdown = shutdown_signal().shared();
+    let mounts = async {
+        if !wanted(ControllerSet::BridgeMounts) {
+            return Ok(());
+        }
+        let run = bridge_mount::controller::run(
+            client.clone(),
+            registry.clone(),
+            recorder.clone(),
+            options.settings.clone(),
+            options.scope.clone(),
+            shutdown.clone(),
+        );
+        skippable(all, "bridge-mount", run.await)
+    };
+    let gateways = async {
+        if !wanted(ControllerSet::GatewayApi) {
+            return Ok(());
+        }
+        let run = gateway::controller::run(
+            client.clone(),
+            registry.clone(),
+            recorder.clone(),
+            options.gateway.clone(),
+            shutdown.clone(),
+        );
+        skippable(all, "Gateway API", run.await)
+    };
+    let (mounts, gateways) = tokio::join!(mounts, gateways);
+    mounts.and(gateways)
+}
+
+/// A controller's CRDs are not installed; the message says how to install them.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct MissingCrds(pub String);
+
+/// With every controller asked for, one whose CRDs are missing is skipped
+/// (with a warning saying how to install them); named explicitly, it fails.
+fn skippable(all: bool, what: &str, outcome: anyhow::Result<()>) -> anyhow::Result<()> {
+    match outcome {
+        Err(err) if all && err.downcast_ref::<MissingCrds>().is_some() => {
+            tracing::warn!("{what} controllers not started: {err:#}");
+            Ok(())
+        }
+        other => other,
+    }
 }
 
 /// Completes on SIGTERM (Kubernetes stopping the pod) or Ctrl-C.

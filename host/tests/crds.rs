@@ -7,7 +7,7 @@ use pontoon_tests::repo_root;
 
 fn printed() -> anyhow::Result<String> {
     let output = Command::new(env!("CARGO_BIN_EXE_pontoon"))
-        .arg("crds")
+        .args(["crds", "--set", "gefyra"])
         .output()?;
     anyhow::ensure!(output.status.success(), "pontoon crds failed: {output:?}");
     Ok(String::from_utf8(output.stdout)?)

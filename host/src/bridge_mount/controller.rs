@@ -100,9 +100,10 @@ pub async fn run(
 async fn ensure_crd(mounts: &Api<GefyraBridgeMount>) -> anyhow::Result<()> {
     match mounts.list_metadata(&ListParams::default().limit(1)).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.is_not_found() => anyhow::bail!(
-            "the cluster has no CRD gefyrabridgemounts.gefyra.dev; install it with `pontoon crds | kubectl apply -f -` (or the Helm chart)"
-        ),
+        Err(kube::Error::Api(status)) if status.is_not_found() => Err(crate::operator::MissingCrds(
+            "the cluster has no CRD gefyrabridgemounts.gefyra.dev; install it with `pontoon crds | kubectl apply -f -` (or the Helm chart)".into(),
+        )
+        .into()),
         Err(err) => Err(anyhow::Error::new(err).context("cannot list GefyraBridgeMounts")),
     }
 }

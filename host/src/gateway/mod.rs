@@ -2,8 +2,23 @@
 //! and the Praxis configuration generated from them.
 
 pub mod children;
+pub mod class_reconcile;
 pub mod config;
+pub mod context;
+pub mod controller;
+pub mod gateway_reconcile;
 pub mod model;
 pub mod resolve;
+pub mod route_reconcile;
 pub mod routes;
+pub mod status;
 pub mod translate;
+
+/// Why a Gateway API reconcile did not complete (it is retried).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("cannot encode an object: {0}")]
+    Encode(#[from] serde_json::Error),
+}

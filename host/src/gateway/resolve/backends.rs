@@ -36,7 +36,7 @@ pub fn resolve(
         let kind = r.kind.as_deref().unwrap_or("Service");
         let namespace = r.namespace.as_deref().unwrap_or(route_namespace);
         let label = format!("{namespace}/{}", r.name);
-        if group != "" || kind != "Service" {
+        if !group.is_empty() || kind != "Service" {
             out.issues.push(Issue::new(
                 "InvalidKind",
                 format!(

@@ -255,7 +255,7 @@ fn certificate_issue(
     let group = group.as_deref().unwrap_or("");
     let kind = kind.as_deref().unwrap_or("Secret");
     let label = format!("Secret {}/{}", secret.namespace, secret.name);
-    if group != "" || kind != "Secret" {
+    if !group.is_empty() || kind != "Secret" {
         return Some(Issue::new(
             "InvalidCertificateRef",
             format!(

@@ -12,7 +12,7 @@ use k8s_openapi::api::{
     discovery::v1::EndpointSlice,
 };
 
-pub trait ClusterView {
+pub trait ClusterView: Send + Sync {
     /// Labels of a namespace; `None` when it does not exist.
     fn namespace_labels(&self, namespace: &str) -> Option<BTreeMap<String, String>>;
     fn gateway_class(&self, name: &str) -> Option<Arc<GatewayClass>>;

@@ -1,0 +1,235 @@
+//! What the Gateway API controllers share: the client, their settings, the
+//! reflector stores every reconcile reads, the filter translator and the
+//! event recorder; and which Services and Secrets each Gateway used, so a
+//! change of one wakes exactly the Gateways it concerns.
+
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    sync::{Arc, Mutex},
+};
+
+use gateway_api::{
+    gatewayclasses::GatewayClass, gateways::Gateway, httproutes::HttpRoute,
+    referencegrants::ReferenceGrant,
+};
+use k8s_openapi::api::{
+    core::v1::{Namespace, Secret, Service},
+    discovery::v1::EndpointSlice,
+};
+use kube::{
+    Client,
+    core::PartialObjectMeta,
+    runtime::{
+        events::Recorder,
+        reflector::{ObjectRef, Store},
+    },
+};
+
+use super::{
+    config::GenerateOptions,
+    resolve::view::{ClusterView, SERVICE_NAME_LABEL},
+    translate::Translator,
+};
+
+/// The operator's settings for the Gateway API.
+#[derive(Clone, Debug)]
+pub struct GatewaySettings {
+    /// The `controllerName` of the GatewayClasses Pontoon serves.
+    pub controller_name: String,
+    /// The image of the Praxis data plane.
+    pub praxis_image: String,
+    /// How configs are generated (listen address, admin address).
+    pub config: GenerateOptions,
+}
+
+/// Every store the reconciles read; all filled before any reconcile runs.
+#[derive(Clone)]
+pub struct Stores {
+    pub classes: Store<GatewayClass>,
+    pub gateways: Store<Gateway>,
+    pub routes: Store<HttpRoute>,
+    pub grants: Store<ReferenceGrant>,
+    pub services: Store<Service>,
+    pub slices: Store<EndpointSlice>,
+    pub namespaces: Store<PartialObjectMeta<Namespace>>,
+}
+
+/// What one Gateway's config was built from, besides its routes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct References {
+    /// (namespace, name) of every Service its routes refer to.
+    pub services: HashSet<(String, String)>,
+    /// (namespace, name) of every Secret its listeners refer to.
+    pub secrets: HashSet<(String, String)>,
+    /// (namespace, name) of every HTTPRoute that named it.
+    pub routes: HashSet<(String, String)>,
+}
+
+pub struct GatewayContext {
+    pub client: Client,
+    pub settings: GatewaySettings,
+    pub stores: Stores,
+    pub translator: Translator,
+    pub recorder: Recorder,
+    references: Mutex<HashMap<ObjectRef<Gateway>, References>>,
+}
+
+impl GatewayContext {
+    pub fn new(
+        client: Client,
+        settings: GatewaySettings,
+        stores: Stores,
+        translator: Translator,
+        recorder: Recorder,
+    ) -> Self {
+        Self {
+            client,
+            settings,
+            stores,
+            translator,
+            recorder,
+            references: Mutex::default(),
+        }
+    }
+
+    fn references(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectRef<Gateway>, References>> {
+        self.references.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn remember(&self, gateway: ObjectRef<Gateway>, references: References) {
+        self.references().insert(gateway, references);
+    }
+
+    pub fn forget(&self, gateway: &ObjectRef<Gateway>) {
+        self.references().remove(gateway);
+    }
+
+    /// The Gateways whose config used the Service `namespace/name`.
+    pub fn gateways_using_service(&self, namespace: &str, name: &str) -> Vec<ObjectRef<Gateway>> {
+        let key = (namespace.to_string(), name.to_string());
+        self.references()
+            .iter()
+            .filter(|(_, r)| r.services.contains(&key))
+            .map(|(g, _)| g.clone())
+            .collect()
+    }
+
+    /// The Gateways whose listeners refer to the Secret `namespace/name`.
+    pub fn gateways_using_secret(&self, namespace: &str, name: &str) -> Vec<ObjectRef<Gateway>> {
+        let key = (namespace.to_string(), name.to_string());
+        self.references()
+            .iter()
+            .filter(|(_, r)| r.secrets.contains(&key))
+            .map(|(g, _)| g.clone())
+            .collect()
+    }
+
+    /// The Gateways the route `namespace/name` was judged for last time.
+    pub fn gateways_serving_route(&self, namespace: &str, name: &str) -> Vec<ObjectRef<Gateway>> {
+        let key = (namespace.to_string(), name.to_string());
+        self.references()
+            .iter()
+            .filter(|(_, r)| r.routes.contains(&key))
+            .map(|(g, _)| g.clone())
+            .collect()
+    }
+
+    /// Whether a GatewayClass is one of ours.
+    pub fn serves_class(&self, class: &str) -> bool {
+        self.stores
+            .classes
+            .get(&ObjectRef::new(class))
+            .is_some_and(|c| c.spec.controller_name == self.settings.controller_name)
+    }
+
+    /// Whether a Gateway belongs to one of our classes.
+    pub fn serves(&self, gateway: &Gateway) -> bool {
+        self.serves_class(&gateway.spec.gateway_class_name)
+    }
+}
+
+/// EndpointSlices by the (namespace, name) of their Service.
+type SlicesByService = HashMap<(String, String), Vec<Arc<EndpointSlice>>>;
+
+/// The cluster as the stores (and the Secrets fetched for one reconcile) show it.
+pub struct StoreView<'a> {
+    stores: &'a Stores,
+    secrets: BTreeMap<(String, String), Arc<Secret>>,
+    /// EndpointSlices by (namespace, service), built on first use.
+    slices: std::sync::OnceLock<SlicesByService>,
+}
+
+impl<'a> StoreView<'a> {
+    pub fn new(stores: &'a Stores, secrets: BTreeMap<(String, String), Arc<Secret>>) -> Self {
+        Self {
+            stores,
+            secrets,
+            slices: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn slices(&self) -> &SlicesByService {
+        self.slices.get_or_init(|| {
+            let mut index = SlicesByService::new();
+            for slice in self.stores.slices.state() {
+                let service = slice
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(SERVICE_NAME_LABEL))
+                    .cloned();
+                if let (Some(ns), Some(service)) = (slice.metadata.namespace.clone(), service) {
+                    index.entry((ns, service)).or_default().push(slice);
+                }
+            }
+            index
+        })
+    }
+}
+
+impl ClusterView for StoreView<'_> {
+    fn namespace_labels(&self, namespace: &str) -> Option<BTreeMap<String, String>> {
+        self.stores
+            .namespaces
+            .get(&ObjectRef::new(namespace))
+            .map(|n| n.metadata.labels.clone().unwrap_or_default())
+    }
+
+    fn gateway_class(&self, name: &str) -> Option<Arc<GatewayClass>> {
+        self.stores.classes.get(&ObjectRef::new(name))
+    }
+
+    fn gateway(&self, namespace: &str, name: &str) -> Option<Arc<Gateway>> {
+        self.stores
+            .gateways
+            .get(&ObjectRef::new(name).within(namespace))
+    }
+
+    fn service(&self, namespace: &str, name: &str) -> Option<Arc<Service>> {
+        self.stores
+            .services
+            .get(&ObjectRef::new(name).within(namespace))
+    }
+
+    fn endpoint_slices(&self, namespace: &str, service: &str) -> Vec<Arc<EndpointSlice>> {
+        self.slices()
+            .get(&(namespace.to_string(), service.to_string()))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn reference_grants(&self, namespace: &str) -> Vec<Arc<ReferenceGrant>> {
+        self.stores
+            .grants
+            .state()
+            .into_iter()
+            .filter(|g| g.metadata.namespace.as_deref() == Some(namespace))
+            .collect()
+    }
+
+    fn secret(&self, namespace: &str, name: &str) -> Option<Arc<Secret>> {
+        self.secrets
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+}

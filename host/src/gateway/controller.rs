@@ -1,0 +1,391 @@
+//! The Gateway API controllers in one place: shared reflectors (one watch per
+//! kind, whichever controllers read it), then the GatewayClass, Gateway and
+//! HTTPRoute controllers, each woken by exactly the changes that concern it.
+
+use std::{future::Future, sync::Arc, time::Duration};
+
+use futures::{FutureExt, StreamExt};
+use gateway_api::{
+    gatewayclasses::GatewayClass, gateways::Gateway, httproutes::HttpRoute,
+    referencegrants::ReferenceGrant,
+};
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{ConfigMap, Namespace, Secret, Service},
+    discovery::v1::EndpointSlice,
+};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    core::PartialObjectMeta,
+    runtime::{
+        Controller, WatchStreamExt,
+        controller::Action,
+        events::Recorder,
+        finalizer,
+        reflector::{self, ObjectRef, ReflectHandle, Store},
+        watcher,
+    },
+};
+use serde::de::DeserializeOwned;
+
+use super::{
+    Error, children, class_reconcile,
+    context::{GatewayContext, GatewaySettings, Stores},
+    gateway_reconcile,
+    resolve::view::SERVICE_NAME_LABEL,
+    route_reconcile,
+    translate::Translator,
+};
+use crate::plugins::Registry;
+
+/// Events a subscriber may lag behind before the watch waits for it.
+const BUFFER: usize = 1024;
+
+/// A watch shared by several controllers: its store and one stream per subscriber.
+struct Shared<K: Resource + Clone + 'static>
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+{
+    store: Store<K>,
+    writer: Option<reflector::store::Writer<K>>,
+}
+
+impl<K> Shared<K>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+{
+    fn new() -> Self {
+        let (store, writer) = reflector::store_shared(BUFFER);
+        Self {
+            store,
+            writer: Some(writer),
+        }
+    }
+
+    fn subscribe(&self) -> ReflectHandle<K> {
+        #[allow(clippy::expect_used)]
+        self.writer
+            .as_ref()
+            .and_then(|w| w.subscribe())
+            .expect("a shared store has a dispatcher until its watch starts")
+    }
+
+    /// Starts the watch (after every subscription was taken).
+    fn start(&mut self, api: Api<K>, config: watcher::Config) {
+        if let Some(writer) = self.writer.take() {
+            let stream = reflector::reflector(writer, watcher(api, config))
+                .default_backoff()
+                .for_each(|_| std::future::ready(()));
+            tokio::spawn(stream);
+        }
+    }
+}
+
+/// Runs the Gateway API controllers until `shutdown` completes.
+pub async fn run(
+    client: Client,
+    registry: Arc<Registry>,
+    recorder: Recorder,
+    settings: GatewaySettings,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) -> anyhow::Result<()> {
+    ensure_crds(&client).await?;
+    let mut classes = Shared::<GatewayClass>::new();
+    let mut gateways = Shared::<Gateway>::new();
+    let mut routes = Shared::<HttpRoute>::new();
+    let mut grants = Shared::<ReferenceGrant>::new();
+    let mut services = Shared::<Service>::new();
+    let mut slices = Shared::<EndpointSlice>::new();
+    let mut namespaces = Shared::<PartialObjectMeta<Namespace>>::new();
+
+    let stores = Stores {
+        classes: classes.store.clone(),
+        gateways: gateways.store.clone(),
+        routes: routes.store.clone(),
+        grants: grants.store.clone(),
+        services: services.store.clone(),
+        slices: slices.store.clone(),
+        namespaces: namespaces.store.clone(),
+    };
+    let ctx = Arc::new(GatewayContext::new(
+        client.clone(),
+        settings,
+        stores.clone(),
+        Translator::new(registry),
+        recorder,
+    ));
+
+    // Subscriptions first: a watch starts dispatching as soon as it runs.
+    let class_controller =
+        Controller::for_shared_stream(classes.subscribe(), stores.classes.clone());
+
+    let gateway_controller = {
+        let c = ctx.clone();
+        let by_class = move |class: Arc<GatewayClass>| gateways_of_class(&c, &class.name_any());
+        let c = ctx.clone();
+        let by_route = move |route: Arc<HttpRoute>| gateways_of_route(&c, &route);
+        let c = ctx.clone();
+        let all = move |_: Arc<ReferenceGrant>| our_gateways(&c);
+        let c = ctx.clone();
+        let by_service = move |s: Arc<Service>| {
+            c.gateways_using_service(&s.namespace().unwrap_or_default(), &s.name_any())
+        };
+        let c = ctx.clone();
+        let by_slice = move |s: Arc<EndpointSlice>| {
+            let service = s
+                .labels()
+                .get(SERVICE_NAME_LABEL)
+                .cloned()
+                .unwrap_or_default();
+            c.gateways_using_service(&s.namespace().unwrap_or_default(), &service)
+        };
+        let c = ctx.clone();
+        let by_namespace = move |_: Arc<PartialObjectMeta<Namespace>>| our_gateways(&c);
+        let c = ctx.clone();
+        let by_secret = move |s: PartialObjectMeta<Secret>| {
+            c.gateways_using_secret(&s.namespace().unwrap_or_default(), &s.name_any())
+        };
+        let children = watcher::Config::default().labels(&format!(
+            "app.kubernetes.io/name=praxis,app.kubernetes.io/managed-by={}",
+            children::MANAGED_BY
+        ));
+        Controller::for_shared_stream(gateways.subscribe(), stores.gateways.clone())
+            .owns(Api::<ConfigMap>::all(client.clone()), children.clone())
+            .owns(Api::<Deployment>::all(client.clone()), children.clone())
+            .owns(Api::<Service>::all(client.clone()), children)
+            .watches_shared_stream(classes.subscribe(), by_class)
+            .watches_shared_stream(routes.subscribe(), by_route)
+            .watches_shared_stream(grants.subscribe(), all)
+            .watches_shared_stream(services.subscribe(), by_service)
+            .watches_shared_stream(slices.subscribe(), by_slice)
+            .watches_shared_stream(namespaces.subscribe(), by_namespace)
+            .watches_stream(
+                watcher(
+                    Api::<PartialObjectMeta<Secret>>::all(client.clone()),
+                    watcher::Config::default(),
+                )
+                .default_backoff()
+                .touched_objects(),
+                by_secret,
+            )
+    };
+
+    let route_controller = {
+        let c = ctx.clone();
+        let by_gateway = move |g: Arc<Gateway>| routes_naming(&c, &g);
+        let c = ctx.clone();
+        let all_by_class = move |_: Arc<GatewayClass>| all_routes(&c);
+        let c = ctx.clone();
+        let all_by_grant = move |_: Arc<ReferenceGrant>| all_routes(&c);
+        let c = ctx.clone();
+        let by_service = move |s: Arc<Service>| routes_using_service(&c, &s);
+        let c = ctx.clone();
+        let all_by_namespace = move |_: Arc<PartialObjectMeta<Namespace>>| all_routes(&c);
+        Controller::for_shared_stream(routes.subscribe(), stores.routes.clone())
+            .watches_shared_stream(gateways.subscribe(), by_gateway)
+            .watches_shared_stream(classes.subscribe(), all_by_class)
+            .watches_shared_stream(grants.subscribe(), all_by_grant)
+            .watches_shared_stream(services.subscribe(), by_service)
+            .watches_shared_stream(namespaces.subscribe(), all_by_namespace)
+    };
+
+    let any = watcher::Config::default().any_semantic();
+    classes.start(Api::all(client.clone()), any.clone());
+    gateways.start(Api::all(client.clone()), any.clone());
+    routes.start(Api::all(client.clone()), any.clone());
+    grants.start(Api::all(client.clone()), any.clone());
+    services.start(Api::all(client.clone()), any.clone());
+    slices.start(Api::all(client.clone()), any.clone());
+    namespaces.start(Api::all(client.clone()), any);
+    // No reconcile may judge a route against half-filled stores.
+    futures::try_join!(
+        stores.classes.wait_until_ready(),
+        stores.gateways.wait_until_ready(),
+        stores.routes.wait_until_ready(),
+        stores.grants.wait_until_ready(),
+        stores.services.wait_until_ready(),
+        stores.slices.wait_until_ready(),
+        stores.namespaces.wait_until_ready(),
+    )?;
+    tracing::info!(
+        controller_name = ctx.settings.controller_name,
+        "Gateway API controllers starting"
+    );
+
+    let shutdown = shutdown.shared();
+    let classes_done = class_controller
+        .graceful_shutdown_on(shutdown.clone())
+        .run(
+            class_reconcile::reconcile,
+            error_policy::<GatewayClass>,
+            ctx.clone(),
+        )
+        .for_each(|r| async move { log("GatewayClass", r.err()) });
+    let gateways_done = gateway_controller
+        .graceful_shutdown_on(shutdown.clone())
+        .run(
+            gateway_reconcile::reconcile,
+            gateway_error_policy,
+            ctx.clone(),
+        )
+        .for_each(|r| async move { log("Gateway", r.err()) });
+    let routes_done = route_controller
+        .graceful_shutdown_on(shutdown)
+        .run(route_reconcile::reconcile, error_policy::<HttpRoute>, ctx)
+        .for_each(|r| async move { log("HTTPRoute", r.err()) });
+    tokio::join!(classes_done, gateways_done, routes_done);
+    tracing::info!("Gateway API controllers stopped");
+    Ok(())
+}
+
+/// Fails early, with what to do, when the Gateway API CRDs are not installed.
+async fn ensure_crds(client: &Client) -> anyhow::Result<()> {
+    let probe = Api::<GatewayClass>::all(client.clone())
+        .list_metadata(&kube::api::ListParams::default().limit(1))
+        .await;
+    match probe {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.is_not_found() => Err(crate::operator::MissingCrds(
+            "the cluster has no Gateway API CRDs (gateway.networking.k8s.io/v1); install them with `pontoon crds --set gateway-api | kubectl apply --server-side -f -`, or run with `--controllers bridge-mounts`".into(),
+        )
+        .into()),
+        Err(err) => Err(anyhow::Error::new(err).context("cannot list GatewayClasses")),
+    }
+}
+
+fn log<E: std::fmt::Display>(kind: &str, err: Option<E>) {
+    if let Some(err) = err {
+        tracing::debug!(kind, error = %err, "reconcile did not complete");
+    }
+}
+
+fn retry_for(err: &Error) -> Duration {
+    match err {
+        // A lost race (409), or a JSON patch whose `test` failed because the
+        // object changed meanwhile (422): the newer version is on its way.
+        Error::Kube(kube::Error::Api(status)) if status.is_conflict() || status.code == 422 => {
+            Duration::from_millis(200)
+        }
+        _ => Duration::from_secs(5),
+    }
+}
+
+fn error_policy<K: Resource>(object: Arc<K>, err: &Error, _: Arc<GatewayContext>) -> Action {
+    if let Error::Kube(kube::Error::Api(status)) = err
+        && status.is_not_found()
+    {
+        return Action::await_change();
+    }
+    tracing::warn!(object = %object.meta().name.clone().unwrap_or_default(), error = %err, "reconcile failed; retrying");
+    Action::requeue(retry_for(err))
+}
+
+fn gateway_error_policy(
+    gateway: Arc<Gateway>,
+    err: &finalizer::Error<Error>,
+    ctx: Arc<GatewayContext>,
+) -> Action {
+    match err {
+        finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => {
+            error_policy(gateway, e, ctx)
+        }
+        finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => {
+            error_policy(gateway, &Error::Kube(clone_kube_error(e)), ctx)
+        }
+        other => {
+            tracing::warn!(gateway = %gateway.name_any(), error = %other, "reconcile failed; retrying");
+            Action::requeue(Duration::from_secs(5))
+        }
+    }
+}
+
+fn clone_kube_error(e: &kube::Error) -> kube::Error {
+    match e {
+        kube::Error::Api(status) => kube::Error::Api(status.clone()),
+        other => kube::Error::Service(other.to_string().into()),
+    }
+}
+
+fn our_gateways(ctx: &GatewayContext) -> Vec<ObjectRef<Gateway>> {
+    ctx.stores
+        .gateways
+        .state()
+        .iter()
+        .filter(|g| ctx.serves(g))
+        .map(|g| ObjectRef::from_obj(&**g))
+        .collect()
+}
+
+fn gateways_of_class(ctx: &GatewayContext, class: &str) -> Vec<ObjectRef<Gateway>> {
+    ctx.stores
+        .gateways
+        .state()
+        .iter()
+        .filter(|g| g.spec.gateway_class_name == class)
+        .map(|g| ObjectRef::from_obj(&**g))
+        .collect()
+}
+
+/// The Gateways a route names, and the ones that served it before (a
+/// parent reference that was removed must reach its old Gateway too).
+fn gateways_of_route(ctx: &GatewayContext, route: &HttpRoute) -> Vec<ObjectRef<Gateway>> {
+    let namespace = route.namespace().unwrap_or_default();
+    let mut out: Vec<ObjectRef<Gateway>> = route
+        .spec
+        .parent_refs
+        .iter()
+        .flatten()
+        .filter(|p| p.kind.as_deref().unwrap_or("Gateway") == "Gateway")
+        .map(|p| ObjectRef::new(&p.name).within(p.namespace.as_deref().unwrap_or(&namespace)))
+        .collect();
+    out.extend(ctx.gateways_serving_route(&namespace, &route.name_any()));
+    out.sort_by_key(|r| (r.namespace.clone(), r.name.clone()));
+    out.dedup();
+    out
+}
+
+fn routes_naming(ctx: &GatewayContext, gateway: &Gateway) -> Vec<ObjectRef<HttpRoute>> {
+    ctx.stores
+        .routes
+        .state()
+        .iter()
+        .filter(|r| {
+            let ns = r.namespace().unwrap_or_default();
+            r.spec
+                .parent_refs
+                .iter()
+                .flatten()
+                .any(|p| super::resolve::attach::names_gateway(p, &ns, gateway))
+        })
+        .map(|r| ObjectRef::from_obj(&**r))
+        .collect()
+}
+
+fn all_routes(ctx: &GatewayContext) -> Vec<ObjectRef<HttpRoute>> {
+    ctx.stores
+        .routes
+        .state()
+        .iter()
+        .map(|r| ObjectRef::from_obj(&**r))
+        .collect()
+}
+
+fn routes_using_service(ctx: &GatewayContext, service: &Service) -> Vec<ObjectRef<HttpRoute>> {
+    let (svc_ns, svc_name) = (service.namespace().unwrap_or_default(), service.name_any());
+    ctx.stores
+        .routes
+        .state()
+        .iter()
+        .filter(|r| {
+            let ns = r.namespace().unwrap_or_default();
+            r.spec.rules.iter().flatten().any(|rule| {
+                rule.backend_refs
+                    .iter()
+                    .flatten()
+                    .any(|b| b.name == svc_name && b.namespace.as_deref().unwrap_or(&ns) == svc_ns)
+            })
+        })
+        .map(|r| ObjectRef::from_obj(&**r))
+        .collect()
+}

@@ -1,0 +1,587 @@
+//! Gateway: for a Gateway of one of our classes, judge its listeners, gather
+//! the routes that attach to it, generate the Praxis config, apply the data
+//! plane (ConfigMap, Deployment, Service) and report status. Another
+//! controller's Gateway is never touched, not even with a finalizer.
+
+use std::{
+    collections::{BTreeMap, HashSet},
+    sync::Arc,
+    time::Duration,
+};
+
+use gateway_api::{
+    gateways::{Gateway, GatewayStatusAddresses},
+    httproutes::HttpRoute,
+};
+use k8s_openapi::{
+    api::{
+        apps::v1::Deployment,
+        core::v1::{ConfigMap, Secret, Service},
+    },
+    jiff::Timestamp,
+};
+use kube::{
+    Api, Resource, ResourceExt,
+    api::{Patch, PatchParams},
+    runtime::{
+        controller::Action,
+        events::{Event, EventType},
+        finalizer::{self, finalizer},
+        reflector::ObjectRef,
+    },
+};
+use serde_json::json;
+
+use super::{
+    Error, children,
+    config::{self, ConfigError},
+    context::{GatewayContext, References, StoreView},
+    model::{self, GatewayModel},
+    resolve::listeners::{self, ListenerState},
+    route_reconcile, routes,
+    status::{self, DataPlane},
+};
+
+/// Our finalizer, only ever on Gateways of our classes.
+pub const FINALIZER: &str = "gateway.pontoon.dev/finalizer";
+/// Which Pontoon (by controllerName) put the finalizer on a Gateway.
+pub const CONTROLLER_ANNOTATION: &str = "gateway.pontoon.dev/controller";
+/// Field manager of everything the Gateway controller applies.
+pub const FIELD_MANAGER: &str = "pontoon-gateway";
+/// The safety net: a Gateway is looked at this often even when nothing changes.
+const RESYNC: Duration = Duration::from_secs(300);
+
+pub async fn reconcile(
+    gateway: Arc<Gateway>,
+    ctx: Arc<GatewayContext>,
+) -> Result<Action, finalizer::Error<Error>> {
+    let api: Api<Gateway> =
+        Api::namespaced(ctx.client.clone(), &gateway.namespace().unwrap_or_default());
+    if !ctx.serves(&gateway) {
+        // Not ours (or no longer): leave it as it is, but take back a
+        // finalizer this controller put on it (every Pontoon uses the same
+        // finalizer name; the annotation says which one added it).
+        let mine =
+            gateway.annotations().get(CONTROLLER_ANNOTATION) == Some(&ctx.settings.controller_name);
+        if mine && gateway.finalizers().iter().any(|f| f == FINALIZER) {
+            cleanup(&gateway, &ctx)
+                .await
+                .map_err(finalizer::Error::CleanupFailed)?;
+            release(&api, &gateway)
+                .await
+                .map_err(finalizer::Error::CleanupFailed)?;
+        }
+        return Ok(Action::await_change());
+    }
+    if gateway.annotations().get(CONTROLLER_ANNOTATION) != Some(&ctx.settings.controller_name) {
+        claim(&api, &gateway, &ctx.settings.controller_name)
+            .await
+            .map_err(finalizer::Error::ApplyFailed)?;
+    }
+    finalizer(&api, FINALIZER, gateway, |event| async {
+        match event {
+            finalizer::Event::Apply(gateway) => apply(&gateway, &ctx).await,
+            finalizer::Event::Cleanup(gateway) => {
+                cleanup(&gateway, &ctx).await?;
+                Ok(Action::await_change())
+            }
+        }
+    })
+    .await
+}
+
+/// Marks a Gateway as served by this controller (before the finalizer goes on).
+async fn claim(api: &Api<Gateway>, gateway: &Gateway, controller: &str) -> Result<(), Error> {
+    let body = json!({ "metadata": { "annotations": { CONTROLLER_ANNOTATION: controller } } });
+    api.patch(
+        &gateway.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&body),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Removes our finalizer (and mark) from a Gateway that is no longer ours.
+async fn release(api: &Api<Gateway>, gateway: &Gateway) -> Result<(), Error> {
+    let kept: Vec<&String> = gateway
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .collect();
+    let body = json!({ "metadata": {
+        "finalizers": kept,
+        "annotations": { CONTROLLER_ANNOTATION: null },
+        "resourceVersion": gateway.resource_version(),
+    } });
+    api.patch(
+        &gateway.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&body),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The Gateway is going away (or is no longer ours): its entries leave every
+/// route's `status.parents`; its children go with it by owner reference.
+async fn cleanup(gateway: &Gateway, ctx: &GatewayContext) -> Result<(), Error> {
+    ctx.forget(&ObjectRef::from_obj(gateway));
+    for route in ctx.stores.routes.state() {
+        route_reconcile::forget_gateway(&route, gateway, ctx).await?;
+    }
+    Ok(())
+}
+
+/// The Secrets the listeners refer to, fetched for this reconcile (only
+/// these are read: the operator does not keep every Secret of the cluster).
+async fn fetch_secrets(
+    gateway: &Gateway,
+    ctx: &GatewayContext,
+) -> Result<BTreeMap<(String, String), Arc<Secret>>, Error> {
+    let namespace = gateway.namespace().unwrap_or_default();
+    let mut secrets = BTreeMap::new();
+    for listener in &gateway.spec.listeners {
+        let refs = listener
+            .tls
+            .as_ref()
+            .and_then(|t| t.certificate_refs.clone())
+            .unwrap_or_default();
+        for r in refs {
+            if !r.group.as_deref().unwrap_or("").is_empty()
+                || r.kind.as_deref().unwrap_or("Secret") != "Secret"
+            {
+                continue;
+            }
+            let ns = r.namespace.clone().unwrap_or_else(|| namespace.clone());
+            let key = (ns.clone(), r.name.clone());
+            if secrets.contains_key(&key) {
+                continue;
+            }
+            let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+            match api.get_opt(&r.name).await {
+                Ok(Some(secret)) => {
+                    secrets.insert(key, Arc::new(secret));
+                }
+                Ok(None) => {}
+                Err(kube::Error::Api(status)) if status.code == 403 => {
+                    tracing::warn!(secret = %format!("{ns}/{}", r.name), "not allowed to read a certificate Secret");
+                }
+                Err(err) => return Err(err.into()),
+            }
+        }
+    }
+    Ok(secrets)
+}
+
+/// Whether a rule can be expressed in Praxis (`Err` with why not).
+pub fn check_rule(rule: &model::Rule) -> Result<(), String> {
+    let probe = GatewayModel {
+        listeners: vec![model::Listener {
+            name: "probe".into(),
+            port: 80,
+            protocol: model::Protocol::Http,
+            hostname: None,
+            certificates: Vec::new(),
+            routes: vec![model::Route {
+                namespace: String::new(),
+                name: String::new(),
+                hostnames: Vec::new(),
+                rules: vec![rule.clone()],
+            }],
+        }],
+        ..Default::default()
+    };
+    match config::refusals(&probe).into_iter().next() {
+        None => Ok(()),
+        Some(refusal) => Err(refusal
+            .message
+            .trim_start_matches(&format!("rule {}: ", rule.index))
+            .to_string()),
+    }
+}
+
+/// Why the Gateway is not accepted, if it is not.
+fn acceptance(
+    gateway: &Gateway,
+    ctx: &GatewayContext,
+    states: &[ListenerState],
+) -> Result<(), (&'static str, String)> {
+    let class = ctx
+        .stores
+        .classes
+        .get(&ObjectRef::new(&gateway.spec.gateway_class_name));
+    if let Some(p) = class.as_ref().and_then(|c| c.spec.parameters_ref.as_ref()) {
+        return Err((
+            "InvalidParameters",
+            format!(
+                "GatewayClass {} has parametersRef {}/{} {}, which Pontoon does not support",
+                gateway.spec.gateway_class_name, p.group, p.kind, p.name
+            ),
+        ));
+    }
+    if let Some(p) = gateway
+        .spec
+        .infrastructure
+        .as_ref()
+        .and_then(|i| i.parameters_ref.as_ref())
+    {
+        return Err((
+            "InvalidParameters",
+            format!(
+                "infrastructure.parametersRef ({}/{} {}) is not supported",
+                p.group, p.kind, p.name
+            ),
+        ));
+    }
+    if gateway
+        .spec
+        .addresses
+        .as_ref()
+        .is_some_and(|a| !a.is_empty())
+    {
+        return Err((
+            "UnsupportedAddress",
+            "spec.addresses is not supported: the address comes from the data plane's LoadBalancer Service".into(),
+        ));
+    }
+    if !states.iter().any(ListenerState::usable) {
+        return Err((
+            "ListenersNotValid",
+            "no listener is valid; see the listeners' conditions".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The routes that name this Gateway, oldest first (the spec's tie-break).
+fn candidate_routes(gateway: &Gateway, ctx: &GatewayContext) -> Vec<Arc<HttpRoute>> {
+    let mut routes: Vec<Arc<HttpRoute>> = ctx
+        .stores
+        .routes
+        .state()
+        .into_iter()
+        .filter(|r| {
+            let ns = r.namespace().unwrap_or_default();
+            r.spec
+                .parent_refs
+                .iter()
+                .flatten()
+                .any(|p| super::resolve::attach::names_gateway(p, &ns, gateway))
+        })
+        .collect();
+    routes.sort_by_key(|r| {
+        (
+            r.metadata.creation_timestamp.clone().map(|t| t.0),
+            r.namespace(),
+            r.name_any(),
+        )
+    });
+    routes
+}
+
+async fn apply(gateway: &Gateway, ctx: &GatewayContext) -> Result<Action, Error> {
+    let now = Timestamp::now();
+    let generation = gateway.metadata.generation;
+    let secrets = fetch_secrets(gateway, ctx).await?;
+    let secret_keys: HashSet<(String, String)> = secrets.keys().cloned().collect();
+    let view = StoreView::new(&ctx.stores, secrets);
+    let states = listeners::evaluate(gateway, &view);
+    let accepted = acceptance(gateway, ctx, &states);
+
+    let mut references = References {
+        secrets: secret_keys,
+        ..Default::default()
+    };
+    // Secrets named but missing count too: their creation must wake the Gateway.
+    for s in states.iter() {
+        for listener in &gateway.spec.listeners {
+            if listener.name != s.name {
+                continue;
+            }
+            for r in listener
+                .tls
+                .iter()
+                .flat_map(|t| t.certificate_refs.iter().flatten())
+            {
+                let ns = r
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| gateway.namespace().unwrap_or_default());
+                references.secrets.insert((ns, r.name.clone()));
+            }
+        }
+    }
+    let mut attached = vec![0_i32; states.len()];
+    let mut data_plane = DataPlane::Absent;
+
+    if accepted.is_ok() {
+        let mut model = GatewayModel {
+            namespace: gateway.namespace().unwrap_or_default(),
+            name: gateway.name_any(),
+            listeners: states
+                .iter()
+                .map(|s| model::Listener {
+                    name: s.name.clone(),
+                    port: s.port,
+                    protocol: s.protocol.unwrap_or(model::Protocol::Http),
+                    hostname: s.hostname.clone(),
+                    certificates: s.certificates.iter().map(|c| c.files()).collect(),
+                    routes: Vec::new(),
+                })
+                .collect(),
+        };
+        for route in candidate_routes(gateway, ctx) {
+            let verdict = routes::evaluate(
+                &route,
+                gateway,
+                &states,
+                &view,
+                &ctx.translator,
+                &check_rule,
+            )
+            .await;
+            references.services.extend(verdict.services.iter().cloned());
+            references
+                .routes
+                .insert((verdict.namespace.clone(), verdict.name.clone()));
+            if !verdict.attached() {
+                continue;
+            }
+            let mut on: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+            for parent in &verdict.parents {
+                for a in parent.accepted.iter().flatten() {
+                    let hosts = on.entry(a.listener).or_default();
+                    for h in &a.hostnames {
+                        if !hosts.contains(h) {
+                            hosts.push(h.clone());
+                        }
+                    }
+                }
+            }
+            for (listener, hostnames) in on {
+                attached[listener] += 1;
+                model.listeners[listener].routes.push(model::Route {
+                    namespace: verdict.namespace.clone(),
+                    name: verdict.name.clone(),
+                    hostnames,
+                    rules: verdict.rules.clone(),
+                });
+            }
+        }
+        // Only what can be served goes into the config.
+        let programmable: Vec<bool> = states.iter().map(ListenerState::programmable).collect();
+        let mut index = 0;
+        model.listeners.retain(|_| {
+            let keep = programmable[index];
+            index += 1;
+            keep
+        });
+        let (model, refused) = config::split_refused(&model);
+        for r in &refused {
+            tracing::warn!(gateway = %gateway.name_any(), "{r}");
+        }
+        data_plane = match config::generate(&model, &ctx.settings.config) {
+            Ok(yaml) => apply_children(gateway, ctx, &yaml, &states).await?,
+            Err(err) => {
+                publish(
+                    ctx,
+                    gateway,
+                    EventType::Warning,
+                    "ConfigInvalid",
+                    config_message(&err),
+                )
+                .await;
+                DataPlane::Pending(format!("the Praxis config cannot be generated: {err}"))
+            }
+        };
+    }
+    ctx.remember(ObjectRef::from_obj(gateway), references);
+    write_status(
+        gateway,
+        ctx,
+        &states,
+        &attached,
+        accepted,
+        &data_plane,
+        generation,
+        now,
+    )
+    .await?;
+    Ok(match data_plane {
+        DataPlane::Pending(_) => Action::requeue(Duration::from_secs(10)),
+        _ => Action::requeue(RESYNC),
+    })
+}
+
+fn config_message(err: &ConfigError) -> String {
+    format!("cannot generate the Praxis config: {err}")
+}
+
+async fn publish(
+    ctx: &GatewayContext,
+    gateway: &Gateway,
+    type_: EventType,
+    reason: &str,
+    note: String,
+) {
+    let event = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(err) = ctx.recorder.publish(&event, &gateway.object_ref(&())).await {
+        tracing::debug!(error = %err, "cannot post an event");
+    }
+}
+
+/// Applies the data plane; returns whether it is ready.
+async fn apply_children(
+    gateway: &Gateway,
+    ctx: &GatewayContext,
+    config: &str,
+    states: &[ListenerState],
+) -> Result<DataPlane, Error> {
+    let namespace = gateway.namespace().unwrap_or_default();
+    let name = children::name(gateway);
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let hash = children::config_hash(config);
+    let mut certificates: Vec<_> = states
+        .iter()
+        .filter(|s| s.programmable())
+        .flat_map(|s| s.certificates.iter().cloned())
+        .collect();
+    certificates.sort();
+    certificates.dedup();
+
+    let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
+    config_maps
+        .patch(
+            &name,
+            &params,
+            &Patch::Apply(&children::config_map(gateway, config)),
+        )
+        .await?;
+    let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
+    let deployment = children::deployment(
+        gateway,
+        &ctx.settings.praxis_image,
+        &hash,
+        states,
+        &certificates,
+    );
+    let deployment = deployments
+        .patch(&name, &params, &Patch::Apply(&deployment))
+        .await?;
+    let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
+    let service = services
+        .patch(
+            &name,
+            &params,
+            &Patch::Apply(&children::service(gateway, states)),
+        )
+        .await?;
+
+    let available = deployment.status.as_ref().is_some_and(|s| {
+        s.observed_generation >= deployment.metadata.generation
+            && s.updated_replicas.unwrap_or(0) >= 1
+            && s.available_replicas.unwrap_or(0) >= 1
+            && s.replicas.unwrap_or(0) == s.updated_replicas.unwrap_or(0)
+    });
+    if !available {
+        return Ok(DataPlane::Pending(format!(
+            "waiting for Deployment {name} to be available with the current config"
+        )));
+    }
+    if addresses(&service).is_empty() {
+        return Ok(DataPlane::Pending(format!(
+            "waiting for Service {name} to get a load-balancer address"
+        )));
+    }
+    Ok(DataPlane::Ready)
+}
+
+/// The Service's load-balancer addresses, as Gateway status lists them.
+fn addresses(service: &Service) -> Vec<GatewayStatusAddresses> {
+    service
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|i| match (&i.ip, &i.hostname) {
+            (Some(ip), _) => Some(GatewayStatusAddresses {
+                r#type: Some("IPAddress".into()),
+                value: ip.clone(),
+            }),
+            (None, Some(host)) => Some(GatewayStatusAddresses {
+                r#type: Some("Hostname".into()),
+                value: host.clone(),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn write_status(
+    gateway: &Gateway,
+    ctx: &GatewayContext,
+    states: &[ListenerState],
+    attached: &[i32],
+    accepted: Result<(), (&'static str, String)>,
+    data_plane: &DataPlane,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let current = gateway.status.clone().unwrap_or_default();
+    let address_list = if *data_plane == DataPlane::Ready {
+        let services: Api<Service> =
+            Api::namespaced(ctx.client.clone(), &gateway.namespace().unwrap_or_default());
+        services
+            .get_opt(&children::name(gateway))
+            .await?
+            .map(|s| addresses(&s))
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let conditions = status::gateway_conditions(
+        current.conditions.as_deref().unwrap_or_default(),
+        accepted,
+        data_plane,
+        generation,
+        now,
+    );
+    let listeners = status::listeners(
+        current.listeners.as_deref().unwrap_or_default(),
+        states,
+        attached,
+        data_plane,
+        generation,
+        now,
+    );
+    let unchanged = current.conditions.as_ref() == Some(&conditions)
+        && current.listeners.as_ref() == Some(&listeners)
+        && current.addresses.clone().unwrap_or_default() == address_list;
+    if unchanged {
+        return Ok(());
+    }
+    let api: Api<Gateway> =
+        Api::namespaced(ctx.client.clone(), &gateway.namespace().unwrap_or_default());
+    let body = json!({ "status": {
+        "conditions": conditions,
+        "listeners": listeners,
+        "addresses": if address_list.is_empty() { serde_json::Value::Null } else { json!(address_list) },
+    } });
+    api.patch_status(
+        &gateway.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&body),
+    )
+    .await?;
+    Ok(())
+}

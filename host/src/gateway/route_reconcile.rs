@@ -1,0 +1,160 @@
+//! HTTPRoute: an entry in `status.parents` for each parent reference to a
+//! Gateway of ours, judged exactly as the Gateway controller judges it;
+//! entries of other controllers are kept, ours for Gateways that are gone
+//! (or no longer ours, or no longer referenced) are removed.
+
+use std::sync::Arc;
+
+use gateway_api::{
+    gateways::Gateway,
+    httproutes::{HttpRoute, HttpRouteStatusParents},
+};
+use k8s_openapi::jiff::Timestamp;
+use kube::{
+    Api, ResourceExt,
+    api::{Patch, PatchParams},
+    runtime::controller::Action,
+};
+use serde_json::json;
+
+use super::{
+    Error,
+    context::{GatewayContext, StoreView},
+    gateway_reconcile::check_rule,
+    resolve::{attach, listeners},
+    routes,
+    status::{route_parent, same_parent},
+};
+
+pub async fn reconcile(route: Arc<HttpRoute>, ctx: Arc<GatewayContext>) -> Result<Action, Error> {
+    let namespace = route.namespace().unwrap_or_default();
+    let view = StoreView::new(&ctx.stores, Default::default());
+    let now = Timestamp::now();
+    let previous = route
+        .status
+        .as_ref()
+        .map(|s| s.parents.clone())
+        .unwrap_or_default();
+    let controller = ctx.settings.controller_name.clone();
+
+    // The Gateways of ours this route names, each once.
+    let mut gateways: Vec<Arc<Gateway>> = Vec::new();
+    for parent in route.spec.parent_refs.iter().flatten() {
+        if parent.group.as_deref().unwrap_or(listeners::GATEWAY_GROUP) != listeners::GATEWAY_GROUP
+            || parent.kind.as_deref().unwrap_or("Gateway") != "Gateway"
+        {
+            continue;
+        }
+        let ns = parent
+            .namespace
+            .clone()
+            .unwrap_or_else(|| namespace.clone());
+        let Some(gateway) = ctx
+            .stores
+            .gateways
+            .get(&kube::runtime::reflector::ObjectRef::new(&parent.name).within(&ns))
+        else {
+            continue;
+        };
+        if !ctx.serves(&gateway) || gateway.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        if !gateways
+            .iter()
+            .any(|g| g.metadata.uid == gateway.metadata.uid)
+        {
+            gateways.push(gateway);
+        }
+    }
+
+    let mut ours: Vec<HttpRouteStatusParents> = Vec::new();
+    for gateway in &gateways {
+        let states = listeners::evaluate(gateway, &view);
+        let verdict = routes::evaluate(
+            &route,
+            gateway,
+            &states,
+            &view,
+            &ctx.translator,
+            &check_rule,
+        )
+        .await;
+        for parent in &verdict.parents {
+            let before = previous.iter().find(|p| {
+                p.controller_name == controller
+                    && same_parent(&p.parent_ref, &parent.parent, &namespace)
+            });
+            ours.push(route_parent(
+                before,
+                parent,
+                &controller,
+                verdict.rules.len(),
+                &verdict.refused_rules,
+                &verdict.unresolved,
+                route.metadata.generation,
+                now,
+            ));
+        }
+    }
+    let mut parents: Vec<HttpRouteStatusParents> = previous
+        .iter()
+        .filter(|p| p.controller_name != controller)
+        .cloned()
+        .collect();
+    parents.extend(ours);
+    write(&route, &ctx, parents, &previous).await?;
+    Ok(Action::await_change())
+}
+
+/// Removes this route's entries for `gateway` (the Gateway is going away).
+pub async fn forget_gateway(
+    route: &HttpRoute,
+    gateway: &Gateway,
+    ctx: &GatewayContext,
+) -> Result<(), Error> {
+    let namespace = route.namespace().unwrap_or_default();
+    let previous = route
+        .status
+        .as_ref()
+        .map(|s| s.parents.clone())
+        .unwrap_or_default();
+    let controller = &ctx.settings.controller_name;
+    let kept: Vec<HttpRouteStatusParents> = previous
+        .iter()
+        .filter(|p| {
+            p.controller_name != *controller
+                || !route.spec.parent_refs.iter().flatten().any(|r| {
+                    attach::names_gateway(r, &namespace, gateway)
+                        && same_parent(&p.parent_ref, r, &namespace)
+                })
+        })
+        .cloned()
+        .collect();
+    write(route, ctx, kept, &previous).await
+}
+
+async fn write(
+    route: &HttpRoute,
+    ctx: &GatewayContext,
+    parents: Vec<HttpRouteStatusParents>,
+    previous: &[HttpRouteStatusParents],
+) -> Result<(), Error> {
+    if parents == previous {
+        return Ok(());
+    }
+    let api: Api<HttpRoute> =
+        Api::namespaced(ctx.client.clone(), &route.namespace().unwrap_or_default());
+    // The whole list is replaced: the precondition keeps other controllers'
+    // entries written meanwhile from being lost (a conflict retries).
+    let body = json!({
+        "metadata": { "resourceVersion": route.resource_version() },
+        "status": { "parents": parents },
+    });
+    api.patch_status(
+        &route.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&body),
+    )
+    .await?;
+    Ok(())
+}

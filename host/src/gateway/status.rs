@@ -1,0 +1,363 @@
+//! Status as the Gateway API defines it, built from what resolution found:
+//! the GatewayClass's `Accepted`, a Gateway's `Accepted`/`Programmed`,
+//! addresses and per-listener conditions, and a route's entry per parent.
+//! Pure; every condition carries `observedGeneration`, and
+//! `lastTransitionTime` moves exactly when a condition's status changes.
+
+use gateway_api::{
+    gateways::{GatewayStatusListeners, GatewayStatusListenersSupportedKinds},
+    httproutes::{HttpRouteParentRefs, HttpRouteStatusParents, HttpRouteStatusParentsParentRef},
+};
+use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Condition, jiff::Timestamp};
+
+use super::{
+    resolve::listeners::{GATEWAY_GROUP, ListenerState},
+    routes::ParentVerdict,
+};
+use crate::conditions::{Observed, merged};
+
+/// What made the data plane (not) ready.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DataPlane {
+    /// Deployment available and the Service has an address.
+    Ready,
+    /// Still coming up; the message says what is missing.
+    Pending(String),
+    /// Not deployed (the Gateway is not accepted).
+    Absent,
+}
+
+/// Listener conditions and attached route counts, in the Gateway's order.
+pub fn listeners(
+    previous: &[GatewayStatusListeners],
+    states: &[ListenerState],
+    attached: &[i32],
+    data_plane: &DataPlane,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Vec<GatewayStatusListeners> {
+    states
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let mut observed = Vec::new();
+            observed.push(match &s.accepted {
+                Ok(()) => Observed::new("Accepted", true, "Accepted", "listener is valid"),
+                Err(issue) => Observed::new("Accepted", false, issue.reason, issue.message.clone()),
+            });
+            observed.push(match &s.conflicted {
+                None => Observed::new(
+                    "Conflicted",
+                    false,
+                    "NoConflicts",
+                    "no conflict with another listener",
+                ),
+                Some(issue) => {
+                    Observed::new("Conflicted", true, issue.reason, issue.message.clone())
+                }
+            });
+            observed.push(match &s.resolved_refs {
+                Ok(()) => Observed::new(
+                    "ResolvedRefs",
+                    true,
+                    "ResolvedRefs",
+                    "all references resolved",
+                ),
+                Err(issue) => {
+                    Observed::new("ResolvedRefs", false, issue.reason, issue.message.clone())
+                }
+            });
+            observed.push(if !s.programmable() {
+                Observed::new(
+                    "Programmed",
+                    false,
+                    "Invalid",
+                    "the listener is not valid; see its other conditions",
+                )
+            } else {
+                match data_plane {
+                    DataPlane::Ready => Observed::new(
+                        "Programmed",
+                        true,
+                        "Programmed",
+                        "served by the Praxis data plane",
+                    ),
+                    DataPlane::Pending(why) => {
+                        Observed::new("Programmed", false, "Pending", why.clone())
+                    }
+                    DataPlane::Absent => Observed::new(
+                        "Programmed",
+                        false,
+                        "Invalid",
+                        "the Gateway is not accepted",
+                    ),
+                }
+            });
+            let before = previous
+                .iter()
+                .find(|p| p.name == s.name)
+                .map(|p| p.conditions.as_slice())
+                .unwrap_or_default();
+            GatewayStatusListeners {
+                name: s.name.clone(),
+                attached_routes: attached.get(i).copied().unwrap_or(0),
+                conditions: merged(before, &observed, generation, now),
+                supported_kinds: Some(
+                    s.supported_kinds
+                        .iter()
+                        .map(|k| GatewayStatusListenersSupportedKinds {
+                            group: Some(GATEWAY_GROUP.into()),
+                            kind: k.clone(),
+                        })
+                        .collect(),
+                ),
+            }
+        })
+        .collect()
+}
+
+/// A route's status entry for one parent reference of ours.
+#[allow(clippy::too_many_arguments)]
+pub fn route_parent(
+    previous: Option<&HttpRouteStatusParents>,
+    verdict: &ParentVerdict,
+    controller_name: &str,
+    programmed_rules: usize,
+    refused_rules: &[super::resolve::listeners::Issue],
+    unresolved: &[super::resolve::listeners::Issue],
+    generation: Option<i64>,
+    now: Timestamp,
+) -> HttpRouteStatusParents {
+    let mut observed = Vec::new();
+    let accepted = match &verdict.accepted {
+        Err(issue) => Observed::new("Accepted", false, issue.reason, issue.message.clone()),
+        Ok(_) if programmed_rules == 0 && !refused_rules.is_empty() => {
+            Observed::new("Accepted", false, "UnsupportedValue", join(refused_rules))
+        }
+        Ok(attachments) => Observed::new(
+            "Accepted",
+            true,
+            "Accepted",
+            format!("attached to {} listener(s)", attachments.len()),
+        ),
+    };
+    observed.push(accepted);
+    observed.push(match unresolved.first() {
+        None => Observed::new(
+            "ResolvedRefs",
+            true,
+            "ResolvedRefs",
+            "all backend references resolved",
+        ),
+        Some(first) => Observed::new("ResolvedRefs", false, first.reason, join(unresolved)),
+    });
+    if programmed_rules > 0 && !refused_rules.is_empty() && verdict.accepted.is_ok() {
+        observed.push(Observed::new(
+            "PartiallyInvalid",
+            true,
+            "UnsupportedValue",
+            format!("{}; the other rules are served", join(refused_rules)),
+        ));
+    }
+    let before = previous
+        .map(|p| p.conditions.as_slice())
+        .unwrap_or_default();
+    HttpRouteStatusParents {
+        conditions: merged(before, &observed, generation, now),
+        controller_name: controller_name.into(),
+        parent_ref: parent_ref(&verdict.parent),
+    }
+}
+
+fn join(issues: &[super::resolve::listeners::Issue]) -> String {
+    issues
+        .iter()
+        .map(|i| i.message.as_str())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// A parent reference as status repeats it.
+pub fn parent_ref(p: &HttpRouteParentRefs) -> HttpRouteStatusParentsParentRef {
+    HttpRouteStatusParentsParentRef {
+        group: p.group.clone(),
+        kind: p.kind.clone(),
+        name: p.name.clone(),
+        namespace: p.namespace.clone(),
+        port: p.port,
+        section_name: p.section_name.clone(),
+    }
+}
+
+/// Whether a status entry is for `p` (the same reference, defaults applied).
+pub fn same_parent(
+    entry: &HttpRouteStatusParentsParentRef,
+    p: &HttpRouteParentRefs,
+    route_namespace: &str,
+) -> bool {
+    let group = |g: &Option<String>| g.clone().unwrap_or_else(|| GATEWAY_GROUP.into());
+    let kind = |k: &Option<String>| k.clone().unwrap_or_else(|| "Gateway".into());
+    let ns = |n: &Option<String>| n.clone().unwrap_or_else(|| route_namespace.into());
+    group(&entry.group) == group(&p.group)
+        && kind(&entry.kind) == kind(&p.kind)
+        && ns(&entry.namespace) == ns(&p.namespace)
+        && entry.name == p.name
+        && entry.section_name == p.section_name
+        && entry.port == p.port
+}
+
+/// The Gateway's own conditions.
+pub fn gateway_conditions(
+    previous: &[Condition],
+    accepted: Result<(), (&str, String)>,
+    data_plane: &DataPlane,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Vec<Condition> {
+    let accepted_ok = accepted.is_ok();
+    let observed = vec![
+        match accepted {
+            Ok(()) => Observed::new(
+                "Accepted",
+                true,
+                "Accepted",
+                "the Gateway is valid and served by Pontoon",
+            ),
+            Err((reason, message)) => Observed::new("Accepted", false, reason, message),
+        },
+        match (accepted_ok, data_plane) {
+            (true, DataPlane::Ready) => Observed::new(
+                "Programmed",
+                true,
+                "Programmed",
+                "the Praxis data plane is available at its address",
+            ),
+            (true, DataPlane::Pending(why)) => {
+                let reason = if why.contains("address") {
+                    "AddressNotAssigned"
+                } else {
+                    "Pending"
+                };
+                Observed::new("Programmed", false, reason, why.clone())
+            }
+            _ => Observed::new(
+                "Programmed",
+                false,
+                "Invalid",
+                "the Gateway is not accepted",
+            ),
+        },
+    ];
+    merged(previous, &observed, generation, now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::resolve::{
+        listeners::{self, Issue},
+        view::ListView,
+    };
+
+    fn at(text: &str) -> Timestamp {
+        text.parse().unwrap()
+    }
+
+    fn states() -> Vec<ListenerState> {
+        let gw: gateway_api::gateways::Gateway = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "gw", "namespace": "infra" },
+            "spec": { "gatewayClassName": "pontoon", "listeners": [
+                { "name": "http", "port": 80, "protocol": "HTTP" },
+                { "name": "udp", "port": 53, "protocol": "UDP" }
+            ] }
+        }))
+        .unwrap();
+        listeners::evaluate(&gw, &ListView::default())
+    }
+
+    fn condition<'a>(conditions: &'a [Condition], type_: &str) -> &'a Condition {
+        conditions.iter().find(|c| c.type_ == type_).unwrap()
+    }
+
+    #[test]
+    fn listener_conditions_say_what_is_wrong() {
+        let now = at("2026-01-01T00:00:00Z");
+        let status = listeners(&[], &states(), &[2, 0], &DataPlane::Ready, Some(3), now);
+        let http = &status[0].conditions;
+        assert_eq!(condition(http, "Programmed").status, "True");
+        assert_eq!(condition(http, "Conflicted").reason, "NoConflicts");
+        assert_eq!(condition(http, "Accepted").observed_generation, Some(3));
+        assert_eq!(status[0].attached_routes, 2);
+        let udp = &status[1].conditions;
+        assert_eq!(condition(udp, "Accepted").reason, "UnsupportedProtocol");
+        assert_eq!(condition(udp, "Programmed").reason, "Invalid");
+        assert!(status[1].supported_kinds.as_ref().unwrap().is_empty());
+    }
+
+    #[test]
+    fn programmed_flips_with_its_transition_time() {
+        let t0 = at("2026-01-01T00:00:00Z");
+        let t1 = at("2026-01-01T00:00:05Z");
+        let pending = listeners(
+            &[],
+            &states(),
+            &[0, 0],
+            &DataPlane::Pending("waiting".into()),
+            Some(1),
+            t0,
+        );
+        let ready = listeners(&pending, &states(), &[0, 0], &DataPlane::Ready, Some(1), t1);
+        let before = condition(&pending[0].conditions, "Programmed");
+        let after = condition(&ready[0].conditions, "Programmed");
+        assert_eq!(before.last_transition_time.0, t0);
+        assert_eq!(after.last_transition_time.0, t1);
+        let accepted = condition(&ready[0].conditions, "Accepted");
+        assert_eq!(
+            accepted.last_transition_time.0, t0,
+            "unchanged status keeps its time"
+        );
+    }
+
+    #[test]
+    fn a_route_with_some_rules_refused_is_partially_invalid() {
+        let now = at("2026-01-01T00:00:00Z");
+        let verdict = ParentVerdict {
+            parent: serde_json::from_value(serde_json::json!({ "name": "gw" })).unwrap(),
+            accepted: Ok(vec![]),
+        };
+        let refused = [Issue::new(
+            "UnsupportedValue",
+            "rule 1: regex paths are not supported",
+        )];
+        let entry = route_parent(
+            None,
+            &verdict,
+            "pontoon.dev/gateway-controller",
+            1,
+            &refused,
+            &[],
+            Some(1),
+            now,
+        );
+        assert_eq!(condition(&entry.conditions, "Accepted").status, "True");
+        assert_eq!(
+            condition(&entry.conditions, "PartiallyInvalid").status,
+            "True"
+        );
+        let none_left = route_parent(None, &verdict, "c", 0, &refused, &[], Some(1), now);
+        let accepted = condition(&none_left.conditions, "Accepted");
+        assert_eq!(
+            (accepted.status.as_str(), accepted.reason.as_str()),
+            ("False", "UnsupportedValue")
+        );
+        let unresolved = [Issue::new(
+            "BackendNotFound",
+            "Service shop/web does not exist",
+        )];
+        let entry = route_parent(None, &verdict, "c", 1, &[], &unresolved, Some(1), now);
+        assert_eq!(
+            condition(&entry.conditions, "ResolvedRefs").reason,
+            "BackendNotFound"
+        );
+    }
+}

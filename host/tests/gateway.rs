@@ -1,0 +1,900 @@
+//! The Gateway API controllers on the test bed, as a user sees them through
+//! status: an operator per test (its own GatewayClass and controllerName, so
+//! tests never share a Gateway), and what kubectl would show for classes,
+//! Gateways, listeners, routes and the data plane's objects.
+
+use std::{collections::BTreeMap, path::Path, time::Duration};
+
+use anyhow::Context;
+use gateway_api::{
+    gatewayclasses::GatewayClass,
+    gateways::Gateway,
+    httproutes::{HttpRoute, HttpRouteStatusParents},
+    referencegrants::ReferenceGrant,
+};
+use k8s_openapi::{
+    ByteString,
+    api::{
+        apps::v1::Deployment,
+        core::v1::{ConfigMap, Namespace, Secret, Service},
+    },
+    apimachinery::pkg::apis::meta::v1::Condition,
+};
+use kube::{
+    Api, ResourceExt,
+    api::{DeleteParams, Patch, PatchParams, PostParams},
+};
+use pontoon_tests::{TestNamespace, gateway_api as crds, operator::Operator, wait_for};
+use serde_json::json;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// An operator serving one GatewayClass of its own.
+struct Bed {
+    ns: TestNamespace,
+    class: String,
+    controller_name: String,
+    operator: Operator,
+}
+
+impl Bed {
+    async fn new(prefix: &str) -> anyhow::Result<Self> {
+        crds::install_crds().await?;
+        let ns = TestNamespace::new(prefix).await?;
+        let class = ns.name().to_string();
+        let controller_name = format!("pontoon.dev/{class}");
+        let operator = Operator::start(
+            Path::new(env!("CARGO_BIN_EXE_pontoon")),
+            ns.name(),
+            &[
+                "--controllers",
+                "gateway-api",
+                "--gateway-controller-name",
+                &controller_name,
+            ],
+        )?;
+        let bed = Self {
+            ns,
+            class,
+            controller_name,
+            operator,
+        };
+        bed.create_class(&bed.class, &bed.controller_name, None)
+            .await?;
+        Ok(bed)
+    }
+
+    async fn create_class(
+        &self,
+        name: &str,
+        controller: &str,
+        parameters: Option<serde_json::Value>,
+    ) -> anyhow::Result<()> {
+        let classes: Api<GatewayClass> = Api::all(self.ns.client.clone());
+        let class: GatewayClass = serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "spec": { "controllerName": controller, "parametersRef": parameters }
+        }))?;
+        classes.create(&PostParams::default(), &class).await?;
+        Ok(())
+    }
+
+    fn gateways(&self) -> Api<Gateway> {
+        self.ns.api()
+    }
+
+    fn routes(&self) -> Api<HttpRoute> {
+        self.ns.api()
+    }
+
+    async fn gateway(&self, name: &str, listeners: serde_json::Value) -> anyhow::Result<Gateway> {
+        let gw: Gateway = serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "spec": { "gatewayClassName": self.class, "listeners": listeners }
+        }))?;
+        Ok(self.gateways().create(&PostParams::default(), &gw).await?)
+    }
+
+    /// Waits until the Gateway's condition `type_` has `status`; on timeout
+    /// shows the status and the operator's log.
+    async fn wait_gateway(&self, name: &str, type_: &str, status: &str) -> anyhow::Result<Gateway> {
+        let ok = |g: Option<&Gateway>| {
+            g.and_then(|g| g.status.as_ref())
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.type_ == type_))
+                .is_some_and(|c| c.status == status)
+        };
+        match wait_for(&self.gateways(), name, ok, TIMEOUT).await {
+            Ok(Some(g)) => Ok(g),
+            other => {
+                let now = self.gateways().get_opt(name).await?;
+                anyhow::bail!(
+                    "Gateway {name} never had {type_}={status} ({:?}); status: {:#?}\n--- operator ---\n{}",
+                    other.err(),
+                    now.and_then(|g| g.status),
+                    self.operator.log_tail(30)
+                )
+            }
+        }
+    }
+
+    async fn route(
+        &self,
+        ns: &str,
+        name: &str,
+        spec: serde_json::Value,
+    ) -> anyhow::Result<HttpRoute> {
+        let route: HttpRoute = serde_json::from_value(json!({
+            "metadata": { "name": name, "namespace": ns },
+            "spec": spec
+        }))?;
+        let api: Api<HttpRoute> = Api::namespaced(self.ns.client.clone(), ns);
+        Ok(api.create(&PostParams::default(), &route).await?)
+    }
+
+    /// Waits until the route's entry of ours for Gateway `gateway` satisfies `ok`.
+    async fn wait_route(
+        &self,
+        ns: &str,
+        name: &str,
+        what: &str,
+        ok: impl Fn(&[Condition]) -> bool,
+    ) -> anyhow::Result<HttpRouteStatusParents> {
+        let api: Api<HttpRoute> = Api::namespaced(self.ns.client.clone(), ns);
+        let controller = self.controller_name.clone();
+        let ours = move |r: &HttpRoute| {
+            r.status
+                .as_ref()
+                .and_then(|s| s.parents.iter().find(|p| p.controller_name == controller))
+                .cloned()
+        };
+        let found = {
+            let ours = ours.clone();
+            let cond =
+                move |r: Option<&HttpRoute>| r.and_then(&ours).is_some_and(|p| ok(&p.conditions));
+            wait_for(&api, name, cond, TIMEOUT).await
+        };
+        match found {
+            Ok(Some(route)) => ours(&route).context("no entry of ours"),
+            other => {
+                let now = api.get_opt(name).await?;
+                anyhow::bail!(
+                    "route {ns}/{name} never showed {what} ({:?}); status: {:#?}\n--- operator ---\n{}",
+                    other.err(),
+                    now.and_then(|r| r.status),
+                    self.operator.log_tail(30)
+                )
+            }
+        }
+    }
+}
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        // The class is cluster-scoped; the namespace goes with TestNamespace.
+        let name = self.class.clone();
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(async move {
+                let client = pontoon_tests::client().await?;
+                Api::<GatewayClass>::all(client)
+                    .delete(&name, &DeleteParams::background())
+                    .await?;
+                anyhow::Ok(())
+            })
+        })
+        .join();
+    }
+}
+
+fn condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+fn is(conditions: &[Condition], type_: &str, status: &str, reason: &str) -> bool {
+    condition(conditions, type_).is_some_and(|c| c.status == status && c.reason == reason)
+}
+
+fn listener_conditions(gw: &Gateway, name: &str) -> Vec<Condition> {
+    gw.status
+        .as_ref()
+        .and_then(|s| s.listeners.as_ref())
+        .and_then(|ls| ls.iter().find(|l| l.name == name))
+        .map(|l| l.conditions.clone())
+        .unwrap_or_default()
+}
+
+fn tls_secret(name: &str, cert: &str, key: &str, type_: &str) -> Secret {
+    Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        type_: Some(type_.into()),
+        data: Some(BTreeMap::from([
+            ("tls.crt".to_string(), ByteString(cert.as_bytes().to_vec())),
+            ("tls.key".to_string(), ByteString(key.as_bytes().to_vec())),
+        ])),
+        ..Default::default()
+    }
+}
+
+const CERT: &str = include_str!("../src/gateway/resolve/testdata/tls.crt");
+const KEY: &str = include_str!("../src/gateway/resolve/testdata/tls.key");
+
+/// A Service with no pods behind it: enough for a backendRef to resolve.
+async fn service(ns: &TestNamespace, name: &str) -> anyhow::Result<()> {
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": { "selector": { "app": name }, "ports": [{ "name": "http", "port": 80, "targetPort": 8080 }] }
+    }))?;
+    ns.api::<Service>()
+        .create(&PostParams::default(), &svc)
+        .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_class_is_accepted_with_the_features_pontoon_supports() -> anyhow::Result<()> {
+    let bed = Bed::new("gw-class").await?;
+    let classes: Api<GatewayClass> = Api::all(bed.ns.client.clone());
+    let accepted = |c: Option<&GatewayClass>| {
+        c.and_then(|c| c.status.as_ref())
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| is(cs, "Accepted", "True", "Accepted"))
+    };
+    let class = wait_for(&classes, &bed.class, accepted, TIMEOUT)
+        .await?
+        .context("class vanished")?;
+    let status = class.status.context("no status")?;
+    let accepted = condition(status.conditions.as_deref().unwrap_or_default(), "Accepted")
+        .cloned()
+        .context("no Accepted")?;
+    assert_eq!(accepted.observed_generation, class.metadata.generation);
+    let features: Vec<String> = status
+        .supported_features
+        .unwrap_or_default()
+        .into_iter()
+        .map(|f| f.name)
+        .collect();
+    assert!(features.contains(&"Gateway".to_string()), "{features:?}");
+    assert!(features.contains(&"HTTPRoute".to_string()), "{features:?}");
+    let mut sorted = features.clone();
+    sorted.sort();
+    assert_eq!(features, sorted, "supportedFeatures are sorted");
+
+    // A class with parameters is refused; another controller's class is left alone.
+    let with_params = format!("{}-params", bed.class);
+    bed.create_class(
+        &with_params,
+        &bed.controller_name,
+        Some(json!({ "group": "example.com", "kind": "Config", "name": "x" })),
+    )
+    .await?;
+    let other = format!("{}-other", bed.class);
+    bed.create_class(&other, "example.com/someone-else", None)
+        .await?;
+    let refused = |c: Option<&GatewayClass>| {
+        c.and_then(|c| c.status.as_ref())
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| is(cs, "Accepted", "False", "InvalidParameters"))
+    };
+    wait_for(&classes, &with_params, refused, TIMEOUT).await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let untouched = classes.get(&other).await?;
+    let touched = untouched
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .iter()
+        .any(|c| c.reason == "Accepted");
+    assert!(
+        !touched,
+        "another controller's class gets no status from Pontoon"
+    );
+    for name in [with_params, other] {
+        classes.delete(&name, &DeleteParams::default()).await?;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_gateway_with_http_and_https_listeners_is_programmed_with_an_address()
+-> anyhow::Result<()> {
+    let bed = Bed::new("gw-prog").await?;
+    bed.ns
+        .api::<Secret>()
+        .create(
+            &PostParams::default(),
+            &tls_secret("site", CERT, KEY, "kubernetes.io/tls"),
+        )
+        .await?;
+    bed.gateway(
+        "web",
+        json!([
+            { "name": "http", "port": 80, "protocol": "HTTP" },
+            { "name": "https", "port": 443, "protocol": "HTTPS", "hostname": "*.example.com",
+              "tls": { "certificateRefs": [{ "name": "site" }] } }
+        ]),
+    )
+    .await?;
+    let gw = bed.wait_gateway("web", "Programmed", "True").await?;
+    let status = gw.status.clone().context("no status")?;
+    let conditions = status.conditions.clone().unwrap_or_default();
+    assert!(
+        is(&conditions, "Accepted", "True", "Accepted"),
+        "{conditions:#?}"
+    );
+    for c in &conditions {
+        assert_eq!(c.observed_generation, gw.metadata.generation, "{c:?}");
+    }
+    let addresses = status.addresses.unwrap_or_default();
+    assert!(!addresses.is_empty(), "the Gateway reports its address");
+    for name in ["http", "https"] {
+        let cs = listener_conditions(&gw, name);
+        assert!(
+            is(&cs, "Programmed", "True", "Programmed"),
+            "{name}: {cs:#?}"
+        );
+        assert!(
+            is(&cs, "ResolvedRefs", "True", "ResolvedRefs"),
+            "{name}: {cs:#?}"
+        );
+        assert!(
+            is(&cs, "Conflicted", "False", "NoConflicts"),
+            "{name}: {cs:#?}"
+        );
+    }
+    let gw = bed.gateways().get("web").await?;
+    assert!(
+        gw.finalizers()
+            .contains(&"gateway.pontoon.dev/finalizer".to_string()),
+        "our Gateway carries our finalizer: {:?} {:?}",
+        gw.finalizers(),
+        gw.annotations()
+    );
+
+    // The data plane: config, hardened Deployment, LoadBalancer Service.
+    let cm = bed.ns.api::<ConfigMap>().get("praxis-web").await?;
+    let config = cm
+        .data
+        .unwrap_or_default()
+        .remove("config.yaml")
+        .context("no config.yaml")?;
+    let parsed: serde_json::Value = yaml_serde::from_str(&config)?;
+    assert!(parsed.is_object(), "config.yaml is YAML: {config}");
+    assert!(
+        config.contains("/etc/praxis/tls/"),
+        "the HTTPS listener uses the mounted certificate:\n{config}"
+    );
+    let d = bed.ns.api::<Deployment>().get("praxis-web").await?;
+    let pod = d
+        .spec
+        .context("no spec")?
+        .template
+        .spec
+        .context("no pod spec")?;
+    let container = &pod.containers[0];
+    let sc = container
+        .security_context
+        .clone()
+        .context("no securityContext")?;
+    assert_eq!(sc.run_as_user, Some(100));
+    assert_eq!(sc.read_only_root_filesystem, Some(true));
+    let volumes: Vec<String> = pod
+        .volumes
+        .unwrap_or_default()
+        .iter()
+        .map(|v| v.name.clone())
+        .collect();
+    assert!(volumes.iter().any(|v| v.contains("site")), "{volumes:?}");
+    let svc = bed.ns.api::<Service>().get("praxis-web").await?;
+    let spec = svc.spec.context("no spec")?;
+    assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
+    let mut ports: Vec<i32> = spec
+        .ports
+        .unwrap_or_default()
+        .iter()
+        .map(|p| p.port)
+        .collect();
+    ports.sort();
+    assert_eq!(ports, [80, 443]);
+    for object in [cm.metadata.labels.clone(), svc.metadata.labels.clone()] {
+        let labels = object.unwrap_or_default();
+        assert_eq!(
+            labels.get("app.kubernetes.io/instance").map(String::as_str),
+            Some("web")
+        );
+        assert_eq!(
+            labels
+                .get("app.kubernetes.io/managed-by")
+                .map(String::as_str),
+            Some("pontoon")
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn listener_problems_are_reported_on_the_listener() -> anyhow::Result<()> {
+    let bed = Bed::new("gw-listen").await?;
+    let secrets = bed.ns.api::<Secret>();
+    secrets
+        .create(
+            &PostParams::default(),
+            &tls_secret("opaque", CERT, KEY, "Opaque"),
+        )
+        .await?;
+    secrets
+        .create(
+            &PostParams::default(),
+            &tls_secret("garbage", "not a certificate", KEY, "kubernetes.io/tls"),
+        )
+        .await?;
+    bed.gateway(
+        "mixed",
+        json!([
+            { "name": "ok", "port": 80, "protocol": "HTTP", "hostname": "ok.example.com" },
+            { "name": "proto-a", "port": 9000, "protocol": "HTTP" },
+            { "name": "proto-b", "port": 9000, "protocol": "HTTPS", "tls": { "certificateRefs": [{ "name": "opaque" }] } },
+            { "name": "udp", "port": 53, "protocol": "UDP" },
+            { "name": "missing", "port": 8443, "protocol": "HTTPS", "tls": { "certificateRefs": [{ "name": "nope" }] } },
+            { "name": "wrong-type", "port": 8444, "protocol": "HTTPS", "tls": { "certificateRefs": [{ "name": "opaque" }] } },
+            { "name": "bad-pem", "port": 8445, "protocol": "HTTPS", "tls": { "certificateRefs": [{ "name": "garbage" }] } }
+        ]),
+    )
+    .await?;
+    // Two listeners with the same port, protocol and hostname never get this
+    // far: the API server refuses them (a HostnameConflict is unit-tested).
+    let duplicate = bed
+        .gateway(
+            "duplicate",
+            json!([
+                { "name": "a", "port": 80, "protocol": "HTTP", "hostname": "same.example.com" },
+                { "name": "b", "port": 80, "protocol": "HTTP", "hostname": "same.example.com" }
+            ]),
+        )
+        .await;
+    assert!(
+        duplicate.is_err(),
+        "the API server refuses duplicate listeners"
+    );
+    let gw = bed.wait_gateway("mixed", "Accepted", "True").await?;
+    let listener = |name: &str| listener_conditions(&gw, name);
+    assert!(is(&listener("ok"), "Conflicted", "False", "NoConflicts"));
+    assert!(is(
+        &listener("proto-a"),
+        "Conflicted",
+        "True",
+        "ProtocolConflict"
+    ));
+    assert!(is(
+        &listener("proto-b"),
+        "Conflicted",
+        "True",
+        "ProtocolConflict"
+    ));
+    assert!(is(
+        &listener("udp"),
+        "Accepted",
+        "False",
+        "UnsupportedProtocol"
+    ));
+    for name in ["missing", "wrong-type", "bad-pem"] {
+        assert!(
+            is(
+                &listener(name),
+                "ResolvedRefs",
+                "False",
+                "InvalidCertificateRef"
+            ),
+            "{name}: {:#?}",
+            listener(name)
+        );
+        assert!(
+            is(&listener(name), "Programmed", "False", "Invalid"),
+            "{name}"
+        );
+    }
+    let message = |name: &str, type_: &str| {
+        condition(&listener(name), type_)
+            .map(|c| c.message.clone())
+            .unwrap_or_default()
+    };
+    assert!(message("missing", "ResolvedRefs").contains("does not exist"));
+    assert!(message("wrong-type", "ResolvedRefs").contains("Opaque"));
+    assert!(message("bad-pem", "ResolvedRefs").contains("PEM"));
+
+    // Creating the missing Secret fixes its listener without touching the Gateway.
+    secrets
+        .create(
+            &PostParams::default(),
+            &tls_secret("nope", CERT, KEY, "kubernetes.io/tls"),
+        )
+        .await?;
+    let resolved = |g: Option<&Gateway>| {
+        g.is_some_and(|g| {
+            is(
+                &listener_conditions(g, "missing"),
+                "ResolvedRefs",
+                "True",
+                "ResolvedRefs",
+            )
+        })
+    };
+    wait_for(&bed.gateways(), "mixed", resolved, TIMEOUT)
+        .await
+        .with_context(|| bed.operator.log_tail(20))?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn routes_attach_or_are_refused_with_the_specs_reasons() -> anyhow::Result<()> {
+    let bed = Bed::new("gw-routes").await?;
+    let own = bed.ns.name().to_string();
+    let other = TestNamespace::new("gw-routes-other").await?;
+    let labelled = TestNamespace::new("gw-routes-team").await?;
+    Api::<Namespace>::all(bed.ns.client.clone())
+        .patch(
+            labelled.name(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "labels": { "team": "web" } } })),
+        )
+        .await?;
+    service(&bed.ns, "web").await?;
+    service(&other, "web").await?;
+    service(&labelled, "web").await?;
+    bed.gateway(
+        "gw",
+        json!([
+            { "name": "same", "port": 80, "protocol": "HTTP", "hostname": "same.example.com" },
+            { "name": "team", "port": 81, "protocol": "HTTP",
+              "allowedRoutes": { "namespaces": { "from": "Selector", "selector": { "matchLabels": { "team": "web" } } } } },
+            { "name": "all", "port": 82, "protocol": "HTTP", "hostname": "*.all.com",
+              "allowedRoutes": { "namespaces": { "from": "All" } } }
+        ]),
+    )
+    .await?;
+    bed.wait_gateway("gw", "Programmed", "True").await?;
+    let parent =
+        |section: Option<&str>| json!({ "name": "gw", "namespace": own, "sectionName": section });
+    let backend = json!([{ "backendRefs": [{ "name": "web", "port": 80 }] }]);
+
+    bed.route(
+        &own,
+        "mine",
+        json!({ "parentRefs": [parent(Some("same"))], "rules": backend }),
+    )
+    .await?;
+    bed.route(
+        other.name(),
+        "stranger",
+        json!({ "parentRefs": [parent(Some("same"))], "rules": backend }),
+    )
+    .await?;
+    bed.route(
+        labelled.name(),
+        "teammate",
+        json!({ "parentRefs": [parent(Some("team"))], "rules": backend }),
+    )
+    .await?;
+    bed.route(
+        other.name(),
+        "anyone",
+        json!({ "parentRefs": [parent(Some("all"))],
+        "hostnames": ["shop.all.com"], "rules": backend }),
+    )
+    .await?;
+    bed.route(
+        &own,
+        "wrong-host",
+        json!({ "parentRefs": [parent(Some("same"))],
+        "hostnames": ["elsewhere.com"], "rules": backend }),
+    )
+    .await?;
+    bed.route(
+        &own,
+        "no-section",
+        json!({ "parentRefs": [parent(Some("nope"))], "rules": backend }),
+    )
+    .await?;
+    bed.route(
+        &own,
+        "missing-backend",
+        json!({ "parentRefs": [parent(Some("same"))],
+        "rules": [{ "backendRefs": [{ "name": "ghost", "port": 80 }] }] }),
+    )
+    .await?;
+    bed.route(&own, "bucket", json!({ "parentRefs": [parent(Some("same"))],
+        "rules": [{ "backendRefs": [{ "group": "storage.example.com", "kind": "Bucket", "name": "b" }] }] })).await?;
+    bed.route(
+        &own,
+        "cross",
+        json!({ "parentRefs": [parent(Some("same"))],
+        "rules": [{ "backendRefs": [{ "name": "web", "namespace": other.name(), "port": 80 }] }] }),
+    )
+    .await?;
+
+    let accepted = |cs: &[Condition]| is(cs, "Accepted", "True", "Accepted");
+    bed.wait_route(&own, "mine", "Accepted", accepted).await?;
+    bed.wait_route(labelled.name(), "teammate", "Accepted", accepted)
+        .await?;
+    bed.wait_route(other.name(), "anyone", "Accepted", accepted)
+        .await?;
+    let refused =
+        |reason: &'static str| move |cs: &[Condition]| is(cs, "Accepted", "False", reason);
+    bed.wait_route(
+        other.name(),
+        "stranger",
+        "NotAllowedByListeners",
+        refused("NotAllowedByListeners"),
+    )
+    .await?;
+    bed.wait_route(
+        &own,
+        "wrong-host",
+        "NoMatchingListenerHostname",
+        refused("NoMatchingListenerHostname"),
+    )
+    .await?;
+    bed.wait_route(
+        &own,
+        "no-section",
+        "NoMatchingParent",
+        refused("NoMatchingParent"),
+    )
+    .await?;
+    let unresolved =
+        |reason: &'static str| move |cs: &[Condition]| is(cs, "ResolvedRefs", "False", reason);
+    bed.wait_route(
+        &own,
+        "missing-backend",
+        "BackendNotFound",
+        unresolved("BackendNotFound"),
+    )
+    .await?;
+    bed.wait_route(&own, "bucket", "InvalidKind", unresolved("InvalidKind"))
+        .await?;
+    let before = bed
+        .wait_route(
+            &own,
+            "cross",
+            "RefNotPermitted",
+            unresolved("RefNotPermitted"),
+        )
+        .await?;
+
+    // A new ReferenceGrant admits the route at once; lastTransitionTime moves.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let grant: ReferenceGrant = serde_json::from_value(json!({
+        "metadata": { "name": "from-gw-routes", "namespace": other.name() },
+        "spec": {
+            "from": [{ "group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": own }],
+            "to": [{ "group": "", "kind": "Service" }]
+        }
+    }))?;
+    other
+        .api::<ReferenceGrant>()
+        .create(&PostParams::default(), &grant)
+        .await?;
+    let after = bed
+        .wait_route(&own, "cross", "ResolvedRefs after the grant", |cs| {
+            is(cs, "ResolvedRefs", "True", "ResolvedRefs")
+        })
+        .await?;
+    let time = |p: &HttpRouteStatusParents| {
+        condition(&p.conditions, "ResolvedRefs").map(|c| c.last_transition_time.clone())
+    };
+    assert!(
+        time(&after) > time(&before),
+        "lastTransitionTime moved when the status flipped"
+    );
+    let accepted_time = |p: &HttpRouteStatusParents| {
+        condition(&p.conditions, "Accepted").map(|c| c.last_transition_time.clone())
+    };
+    assert_eq!(
+        accepted_time(&after),
+        accepted_time(&before),
+        "an unchanged condition keeps its time"
+    );
+
+    // attachedRoutes counts what attached.
+    let attached = |g: Option<&Gateway>| {
+        g.and_then(|g| g.status.as_ref())
+            .and_then(|s| s.listeners.as_ref())
+            .is_some_and(|ls| {
+                let count = |n: &str| ls.iter().find(|l| l.name == n).map(|l| l.attached_routes);
+                // same: mine, missing-backend, bucket, cross (backend problems still attach).
+                count("same") == Some(4) && count("team") == Some(1) && count("all") == Some(1)
+            })
+    };
+    wait_for(&bed.gateways(), "gw", attached, TIMEOUT)
+        .await
+        .with_context(|| format!("{:#?}", bed.operator.log_tail(20)))?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_route_change_changes_the_config_and_rolls_the_pods() -> anyhow::Result<()> {
+    let bed = Bed::new("gw-change").await?;
+    let own = bed.ns.name().to_string();
+    service(&bed.ns, "web").await?;
+    bed.gateway(
+        "gw",
+        json!([{ "name": "http", "port": 80, "protocol": "HTTP" }]),
+    )
+    .await?;
+    bed.wait_gateway("gw", "Programmed", "True").await?;
+    bed.route(
+        &own,
+        "r",
+        json!({ "parentRefs": [{ "name": "gw" }],
+        "rules": [{ "matches": [{ "path": { "type": "PathPrefix", "value": "/v1" } }],
+                    "backendRefs": [{ "name": "web", "port": 80 }] }] }),
+    )
+    .await?;
+    let configmaps = bed.ns.api::<ConfigMap>();
+    let deployments = bed.ns.api::<Deployment>();
+    let config_with = |needle: &'static str| {
+        move |c: Option<&ConfigMap>| {
+            c.and_then(|c| c.data.as_ref())
+                .and_then(|d| d.get("config.yaml"))
+                .is_some_and(|y| y.contains(needle))
+        }
+    };
+    wait_for(&configmaps, "praxis-gw", config_with("/v1"), TIMEOUT).await?;
+    let hash = |d: &Deployment| {
+        d.spec
+            .as_ref()
+            .and_then(|s| s.template.metadata.as_ref())
+            .and_then(|m| m.annotations.as_ref())
+            .and_then(|a| a.get("gateway.pontoon.dev/config-hash"))
+            .cloned()
+    };
+    let first = hash(&deployments.get("praxis-gw").await?);
+    assert!(first.is_some(), "the pods carry the config's hash");
+
+    bed.routes()
+        .patch(
+            "r",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "rules": [{
+                "matches": [{ "path": { "type": "PathPrefix", "value": "/v2" } }],
+                "backendRefs": [{ "name": "web", "port": 80 }] }] } })),
+        )
+        .await?;
+    wait_for(&configmaps, "praxis-gw", config_with("/v2"), TIMEOUT).await?;
+    let rolled = |d: Option<&Deployment>| d.is_some_and(|d| hash(d).is_some() && hash(d) != first);
+    wait_for(&deployments, "praxis-gw", rolled, TIMEOUT).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn deleting_a_gateway_removes_its_children_and_its_route_entries() -> anyhow::Result<()> {
+    let bed = Bed::new("gw-delete").await?;
+    let own = bed.ns.name().to_string();
+    service(&bed.ns, "web").await?;
+    bed.gateway(
+        "gw",
+        json!([{ "name": "http", "port": 80, "protocol": "HTTP" }]),
+    )
+    .await?;
+    bed.wait_gateway("gw", "Programmed", "True").await?;
+    bed.route(
+        &own,
+        "r",
+        json!({ "parentRefs": [{ "name": "gw" }],
+        "rules": [{ "backendRefs": [{ "name": "web", "port": 80 }] }] }),
+    )
+    .await?;
+    bed.wait_route(&own, "r", "Accepted", |cs| {
+        is(cs, "Accepted", "True", "Accepted")
+    })
+    .await?;
+
+    bed.gateways()
+        .delete("gw", &DeleteParams::foreground())
+        .await?;
+    let gone = |g: Option<&Gateway>| g.is_none();
+    wait_for(&bed.gateways(), "gw", gone, TIMEOUT)
+        .await
+        .with_context(|| bed.operator.log_tail(20))?;
+    for kind in ["ConfigMap", "Deployment", "Service"] {
+        let present = match kind {
+            "ConfigMap" => bed
+                .ns
+                .api::<ConfigMap>()
+                .get_opt("praxis-gw")
+                .await?
+                .is_some(),
+            "Deployment" => bed
+                .ns
+                .api::<Deployment>()
+                .get_opt("praxis-gw")
+                .await?
+                .is_some(),
+            _ => bed
+                .ns
+                .api::<Service>()
+                .get_opt("praxis-gw")
+                .await?
+                .is_some(),
+        };
+        assert!(!present, "{kind} praxis-gw is gone with the Gateway");
+    }
+    let entry_gone = |r: Option<&HttpRoute>| {
+        r.is_some_and(|r| {
+            r.status.as_ref().is_none_or(|s| {
+                s.parents
+                    .iter()
+                    .all(|p| p.controller_name != bed.controller_name)
+            })
+        })
+    };
+    wait_for(&bed.routes(), "r", entry_gone, TIMEOUT).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn other_controllers_gateways_and_refused_parameters() -> anyhow::Result<()> {
+    let bed = Bed::new("gw-others").await?;
+    let foreign_class = format!("{}-foreign", bed.class);
+    bed.create_class(&foreign_class, "example.com/someone-else", None)
+        .await?;
+    let foreign: Gateway = serde_json::from_value(json!({
+        "metadata": { "name": "foreign" },
+        "spec": { "gatewayClassName": foreign_class, "listeners": [{ "name": "http", "port": 80, "protocol": "HTTP" }] }
+    }))?;
+    bed.gateways()
+        .create(&PostParams::default(), &foreign)
+        .await?;
+    let with_params: Gateway = serde_json::from_value(json!({
+        "metadata": { "name": "params" },
+        "spec": { "gatewayClassName": bed.class,
+                  "infrastructure": { "parametersRef": { "group": "example.com", "kind": "Config", "name": "x" } },
+                  "listeners": [{ "name": "http", "port": 80, "protocol": "HTTP" }] }
+    }))?;
+    bed.gateways()
+        .create(&PostParams::default(), &with_params)
+        .await?;
+    let gw = bed.wait_gateway("params", "Accepted", "False").await?;
+    let conditions = gw.status.and_then(|s| s.conditions).unwrap_or_default();
+    assert!(
+        is(&conditions, "Accepted", "False", "InvalidParameters"),
+        "{conditions:#?}"
+    );
+    assert!(
+        bed.ns
+            .api::<Deployment>()
+            .get_opt("praxis-params")
+            .await?
+            .is_none(),
+        "a refused Gateway gets no data plane"
+    );
+    let foreign = bed.gateways().get("foreign").await?;
+    assert!(
+        foreign.finalizers().is_empty(),
+        "another controller's Gateway gets no finalizer"
+    );
+    assert!(
+        foreign
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .all(|c| c.reason != "Accepted" || c.status != "True")
+    );
+    assert!(
+        bed.ns
+            .api::<Deployment>()
+            .get_opt("praxis-foreign")
+            .await?
+            .is_none()
+    );
+    Api::<GatewayClass>::all(bed.ns.client.clone())
+        .delete(&foreign_class, &DeleteParams::default())
+        .await?;
+    Ok(())
+}
