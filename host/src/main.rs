@@ -116,6 +116,10 @@ struct RunArgs {
     /// The image of the Praxis data plane each Gateway gets.
     #[arg(long, default_value = DEFAULT_PRAXIS_IMAGE, env = "PRAXIS_IMAGE")]
     praxis_image: String,
+    /// Generated Praxis configs allow running as root (`insecure_options.allow_root`).
+    /// Only for tests that run praxis as root; never in a cluster.
+    #[arg(long, hide = true)]
+    praxis_allow_root: bool,
     /// Memory (MiB) one provider instance may use before it is stopped.
     #[arg(long, value_name = "MIB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096), env = "PONTOON_PROVIDER_MEMORY")]
     provider_memory: u64,
@@ -150,6 +154,7 @@ async fn main() -> anyhow::Result<ExitCode> {
                             [0, 0, 0, 0],
                             u16::try_from(pontoon::gateway::children::ADMIN_PORT)?,
                         ))),
+                        allow_root: args.praxis_allow_root,
                         ..GenerateOptions::default()
                     },
                 },
