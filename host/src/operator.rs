@@ -131,6 +131,13 @@ pub async fn run(client: Client, options: Options) -> anyhow::Result<()> {
 #[error("{0}")]
 pub struct MissingCrds(pub String);
 
+/// Whether an API error says the resource does not exist. When a whole API
+/// group is missing the server answers a plain-text 404, which kube turns
+/// into a `Status` with the code but without the `NotFound` reason.
+pub fn not_found(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if status.is_not_found() || status.code == 404)
+}
+
 /// With every controller asked for, one whose CRDs are missing is skipped
 /// (with a warning saying how to install them); named explicitly, it fails.
 fn skippable(all: bool, what: &str, outcome: anyhow::Result<()>) -> anyhow::Result<()> {

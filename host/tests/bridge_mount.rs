@@ -1012,7 +1012,8 @@ async fn a_mount_naming_an_unknown_provider_says_so() -> anyhow::Result<()> {
     let status = operator.terminate(Duration::from_secs(20))?;
     assert!(
         status.success(),
-        "SIGTERM stops the operator cleanly: {status}"
+        "SIGTERM stops the operator cleanly: {status}\n{}",
+        operator.log_tail(30)
     );
     assert!(
         operator.log().contains("bridge-mount controller stopped"),

@@ -100,7 +100,7 @@ pub async fn run(
 async fn ensure_crd(mounts: &Api<GefyraBridgeMount>) -> anyhow::Result<()> {
     match mounts.list_metadata(&ListParams::default().limit(1)).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.is_not_found() => Err(crate::operator::MissingCrds(
+        Err(err) if crate::operator::not_found(&err) => Err(crate::operator::MissingCrds(
             "the cluster has no CRD gefyrabridgemounts.gefyra.dev; install it with `pontoon crds | kubectl apply -f -` (or the Helm chart)".into(),
         )
         .into()),

@@ -246,7 +246,7 @@ async fn ensure_crds(client: &Client) -> anyhow::Result<()> {
         .await;
     match probe {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.is_not_found() => Err(crate::operator::MissingCrds(
+        Err(err) if crate::operator::not_found(&err) => Err(crate::operator::MissingCrds(
             "the cluster has no Gateway API CRDs (gateway.networking.k8s.io/v1); install them with `pontoon crds --set gateway-api | kubectl apply --server-side -f -`, or run with `--controllers bridge-mounts`".into(),
         )
         .into()),
