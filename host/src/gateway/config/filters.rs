@@ -111,6 +111,7 @@ pub fn rule_entries(
     status: Option<u16>,
 ) -> Vec<Filter> {
     let rule_condition = gate(Some(rule_tag.to_string()), None);
+    let rule_gate = serde_json::to_value(&rule_condition).unwrap_or(Value::Null);
     let mut out = Vec::new();
     for entry in filters.iter().flat_map(|f| &f.entries) {
         let mut uses_prefix = false;
@@ -120,11 +121,12 @@ pub fn rule_entries(
                 let prefix = regex::escape(m.path.prefix().unwrap_or_default());
                 let filled = fill(entry, listener, Some(&prefix));
                 let gate = gate(Some(rule_tag.to_string()), Some(match_tag(k)));
+                let gate = serde_json::to_value(&gate).unwrap_or(Value::Null);
                 out.push(Filter::Module(scoped(filled, &gate)));
             }
         } else {
             let filled = fill(entry, listener, None);
-            out.push(Filter::Module(scoped(filled, &rule_condition)));
+            out.push(Filter::Module(scoped(filled, &rule_gate)));
         }
     }
     if let Some(status) = status {
@@ -158,14 +160,14 @@ fn gate(protocol: Option<String>, provider: Option<String>) -> Condition {
     }
 }
 
-/// The entry with `condition` before its own conditions. Rewrite filters
+/// The entry with the `gate` condition before its own conditions. Rewrite filters
 /// also get `allow_rewrite_override`: Praxis refuses a second path rewriter
 /// in a pipeline without it, but gated rules never both run.
-fn scoped(mut entry: Value, condition: &Condition) -> Value {
+fn scoped(mut entry: Value, gate: &Value) -> Value {
     let Some(object) = entry.as_object_mut() else {
         return entry;
     };
-    let gate = serde_json::to_value(condition).unwrap_or(Value::Null);
+    let gate = gate.clone();
     match object.get_mut("conditions") {
         Some(Value::Array(list)) => list.insert(0, gate),
         _ => {

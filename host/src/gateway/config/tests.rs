@@ -1,4 +1,4 @@
-//! Golden tests: one model per feature, its YAML in `testdata/NAME.yaml`
+//! Golden tests: one model per feature, its config in `testdata/NAME.yaml`
 //! (`UPDATE_GOLDEN=1 cargo test -p pontoon gateway::config` rewrites them),
 //! and every generated config parsed and validated by praxis-proxy-core.
 
@@ -485,11 +485,8 @@ fn rule_filters_apply_to_their_rule_only() {
         ],
     )]);
     let yaml = golden("filters", &model, &options());
-    assert!(
-        yaml.contains("location: http://${host}:8080/new${query}"),
-        "{yaml}"
-    );
-    assert!(yaml.contains(r"pattern: ^/legacy/v1(/.*)?$"), "{yaml}");
+    assert!(yaml.contains(r#""location": "http://${host}:8080/new${query}""#), "{yaml}");
+    assert!(yaml.contains(r#""pattern": "^/legacy/v1(/.*)?$""#), "{yaml}");
 }
 
 #[test]
@@ -662,6 +659,23 @@ fn listener_errors() {
 }
 
 #[test]
+fn too_many_classifiers_is_an_error_not_a_broken_config() {
+    let rules = (0..300)
+        .map(|i| {
+            rule(
+                vec![Match {
+                    headers: vec![header("x-id", &format!("{i}-[0-9]+"), MatchKind::RegularExpression)],
+                    ..prefix("/")
+                }],
+                web(),
+            )
+        })
+        .collect();
+    let model = gateway(vec![http("web", 80, None, vec![route("many", &[], rules)])]);
+    assert_eq!(generate(&model, &options()), Err(ConfigError::TooManyBranches { count: 300 }));
+}
+
+#[test]
 fn a_large_gateway_loads() {
     // 200 routes with two hostnames, headers and filters each.
     let routes = (0..200)
@@ -735,4 +749,47 @@ fn router_routes(yaml: &str) -> Vec<String> {
             )
         })
         .collect()
+}
+
+#[test]
+fn the_bundled_filters_leave_the_placeholders_generation_fills() {
+    use standard_filters::placeholders;
+    assert_eq!(placeholders::LISTENER_SCHEME, LISTENER_SCHEME);
+    assert_eq!(placeholders::PORT_SUFFIX, PORT_SUFFIX);
+    assert_eq!(placeholders::MATCH_PREFIX, MATCH_PREFIX);
+    assert_eq!(placeholders::port_suffix_of(8443), format!("{PORT_SUFFIX_OF}8443}}"));
+}
+
+/// The bundled module's real output, through generation, loads in Praxis.
+#[test]
+fn standard_filters_entries_load_in_praxis() {
+    let translate = |filter: serde_json::Value| {
+        let kind = filter["type"].as_str().unwrap().to_string();
+        let entries = standard_filters::translate_values(&filter.to_string()).unwrap();
+        translated(&kind, entries)
+    };
+    let redirect = translate(json!({"type": "RequestRedirect", "requestRedirect": {"port": 8443}}));
+    let rewrite = translate(json!({"type": "URLRewrite", "urlRewrite": {
+        "hostname": "internal.example.com",
+        "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v2"}}}));
+    let headers = translate(json!({"type": "ResponseHeaderModifier", "responseHeaderModifier": {
+        "set": [{"name": "x-a", "value": "1"}], "add": [{"name": "x-b", "value": "2"}], "remove": ["server"]}}));
+    let model = gateway(vec![https(
+        "web",
+        8443,
+        None,
+        "tls",
+        vec![route(
+            "r",
+            &[],
+            vec![
+                with_filters(rule(vec![prefix("/old")], Vec::new()), vec![redirect]),
+                with_filters(rule(vec![prefix("/v1"), prefix("/api/v1/")], web()), vec![rewrite, headers]),
+            ],
+        )],
+    )]);
+    let yaml = golden("standard_filters", &model, &options());
+    // Port 8443 is the HTTPS listener's own, not HTTPS's default: kept.
+    assert!(yaml.contains(r#""location": "https://${host}:8443${path}${query}""#), "{yaml}");
+    assert!(yaml.contains(r#""pattern": "^/api/v1(/.*)?$""#), "{yaml}");
 }

@@ -1,0 +1,256 @@
+//! `cargo run --release -p pontoon --example bench_config`: what generating a
+//! Gateway's Praxis config costs, in figures. Prints; asserts nothing.
+//!
+//! 1000 HTTPRoutes, each one rule with two filters (RequestHeaderModifier,
+//! ResponseHeaderModifier), 2000 filter translations, then `generate`:
+//!
+//! - native: the filters translated by `standard-filters` compiled into the
+//!   host (the baseline);
+//! - wasm, instance per call: `FilterModule::translate`, a fresh instance
+//!   for each of the 2000 filters;
+//! - wasm, batch: `gateway::translate::Translator` on a cold cache (one
+//!   instance per module for all misses), as a first reconcile does;
+//! - wasm, cached: the same `Translator` again, every filter a cache hit,
+//!   as every later reconcile does.
+//!
+//! Each figure is the best of several rounds, on the current thread.
+
+use std::{
+    net::SocketAddr,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use pontoon::{
+    gateway::{
+        config::{GenerateOptions, generate},
+        model::{
+            Backend, GatewayModel, Listener, Match, PathMatch, Protocol, Route, Rule,
+            TranslatedFilter,
+        },
+        translate::Translator,
+    },
+    plugins::{Limits, LoadedModule, PluginRuntime, Registry, bindings::RouteContext},
+};
+use pontoon_tests::providers::bundled_provider;
+use serde_json::{Value, json};
+
+const ROUTES: usize = 1000;
+const ROUNDS: usize = 7;
+
+/// One route's filters as the controller hands them over.
+fn filters(i: usize) -> [Value; 2] {
+    [
+        json!({"type": "RequestHeaderModifier", "requestHeaderModifier": {
+            "set": [{"name": "x-route", "value": format!("route-{i}")}],
+            "remove": ["x-debug"]}}),
+        json!({"type": "ResponseHeaderModifier", "responseHeaderModifier": {
+            "add": [{"name": "x-served-by", "value": "praxis"}]}}),
+    ]
+}
+
+fn context(i: usize, filter: u32) -> RouteContext {
+    RouteContext {
+        route_namespace: "bench".into(),
+        route_name: format!("route-{i}"),
+        rule_index: 0,
+        filter_index: filter,
+        gateway_namespace: "bench".into(),
+        gateway_name: "edge".into(),
+    }
+}
+
+fn requests() -> Vec<(Value, RouteContext)> {
+    (0..ROUTES)
+        .flat_map(|i| {
+            let [a, b] = filters(i);
+            [(a, context(i, 0)), (b, context(i, 1))]
+        })
+        .collect()
+}
+
+/// The model, given each route's two translated filters.
+fn model(translated: Vec<TranslatedFilter>) -> GatewayModel {
+    let endpoints: Vec<SocketAddr> = ["10.244.1.10:8080", "10.244.1.11:8080"]
+        .iter()
+        .filter_map(|e| e.parse().ok())
+        .collect();
+    let mut translated = translated.into_iter();
+    let routes = (0..ROUTES)
+        .map(|i| Route {
+            namespace: "bench".into(),
+            name: format!("route-{i}"),
+            hostnames: vec![format!("h{}.example.com", i % 50)],
+            rules: vec![Rule {
+                index: 0,
+                matches: vec![Match {
+                    path: Some(PathMatch::Prefix(format!("/svc-{i}"))),
+                    ..Match::default()
+                }],
+                backends: vec![Backend {
+                    cluster: format!("bench/svc-{i}:80"),
+                    weight: 1,
+                    endpoints: endpoints.clone(),
+                }],
+                filters: translated.by_ref().take(2).collect(),
+            }],
+        })
+        .collect();
+    GatewayModel {
+        namespace: "bench".into(),
+        name: "edge".into(),
+        listeners: vec![Listener {
+            name: "web".into(),
+            port: 80,
+            protocol: Protocol::Http,
+            hostname: None,
+            certificates: Vec::new(),
+            routes,
+        }],
+    }
+}
+
+fn entries(module: &str, kind: &str, texts: &[String]) -> anyhow::Result<TranslatedFilter> {
+    Ok(TranslatedFilter {
+        kind: kind.to_string(),
+        module: module.to_string(),
+        entries: texts
+            .iter()
+            .map(|t| serde_json::from_str(t))
+            .collect::<Result<_, _>>()?,
+    })
+}
+
+fn kind(filter: &Value) -> String {
+    filter["type"].as_str().unwrap_or_default().to_string()
+}
+
+fn best<F: FnMut() -> anyhow::Result<usize>>(mut f: F) -> anyhow::Result<(Duration, usize)> {
+    let mut best = Duration::MAX;
+    let mut size = 0;
+    for _ in 0..ROUNDS {
+        let started = Instant::now();
+        size = f()?;
+        best = best.min(started.elapsed());
+    }
+    Ok((best, size))
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    let options = GenerateOptions::default();
+    let requests = requests();
+    let texts: Vec<String> = requests.iter().map(|(f, _)| f.to_string()).collect();
+
+    // Native: the same crate, compiled into the host.
+    let (native, yaml_len) = best(|| {
+        let mut translated = Vec::with_capacity(requests.len());
+        for ((filter, c), text) in requests.iter().zip(&texts) {
+            let location = format!(
+                "HTTPRoute {}/{} rule {} filter {}",
+                c.route_namespace, c.route_name, c.rule_index, c.filter_index
+            );
+            let out = standard_filters::translate(text, &location)
+                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            translated.push(entries("standard-filters", &kind(filter), &out)?);
+        }
+        Ok(generate(&model(translated), &options)?.len())
+    })?;
+    // The generation alone, with the translations at hand.
+    let translated_once: Vec<TranslatedFilter> = requests
+        .iter()
+        .zip(&texts)
+        .map(|((filter, _), text)| {
+            let out =
+                standard_filters::translate(text, "bench").map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            entries("standard-filters", &kind(filter), &out)
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let (generation, _) = best(|| Ok(generate(&model(translated_once.clone()), &options)?.len()))?;
+    let the_model = model(translated_once.clone());
+    let (generation_only, _) = best(|| Ok(generate(&the_model, &options)?.len()))?;
+    let (model_only, _) = best(|| Ok(model(translated_once.clone()).listeners.len()))?;
+    let yaml = generate(&the_model, &options)?;
+    let value: serde_json::Value = yaml_serde::from_str(&yaml)?;
+    let (yaml_emit, _) = best(|| Ok(yaml_serde::to_string(&value)?.len()))?;
+    let (json_emit, _) = best(|| Ok(serde_json::to_string_pretty(&value)?.len()))?;
+    println!("DEBUG generate only {} model only {} yaml emit {} json emit {}", ms(generation_only), ms(model_only), ms(yaml_emit), ms(json_emit));
+
+    // The component.
+    let runtime = PluginRuntime::new(Limits::default())?;
+    let path = bundled_provider("standard_filters")?;
+    let size = std::fs::metadata(&path)?.len();
+    let LoadedModule::Filter(module) = runtime.load_file(&path).await? else {
+        anyhow::bail!("standard_filters.wasm is not a config filter");
+    };
+    let module = Arc::new(module);
+    for _ in 0..100 {
+        module.translate(&texts[0], &requests[0].1).await?;
+    }
+
+    let mut per_call = Duration::MAX;
+    for _ in 0..3 {
+        let started = Instant::now();
+        let mut translated = Vec::with_capacity(requests.len());
+        for ((filter, c), text) in requests.iter().zip(&texts) {
+            let out = module.translate(text, c).await?;
+            translated.push(entries("standard-filters", &kind(filter), &out)?);
+        }
+        generate(&model(translated), &options)?;
+        per_call = per_call.min(started.elapsed());
+    }
+
+    let mut registry = Registry::default();
+    registry.insert(runtime.load_file(&path).await?);
+    let registry = Arc::new(registry);
+    let mut batch = Duration::MAX;
+    let mut cached = Duration::MAX;
+    for _ in 0..ROUNDS {
+        let translator = Translator::new(registry.clone());
+        for round in 0..2 {
+            let started = Instant::now();
+            let translated = translator
+                .translate(&requests)
+                .await
+                .into_iter()
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|issue| anyhow::anyhow!("{}", issue.message))?;
+            generate(&model(translated), &options)?;
+            let elapsed = started.elapsed();
+            if round == 0 {
+                batch = batch.min(elapsed);
+            } else {
+                cached = cached.min(elapsed);
+            }
+        }
+    }
+
+    let ratio = |d: Duration| d.as_secs_f64() / native.as_secs_f64();
+    println!(
+        "{ROUTES} HTTPRoutes x 2 filters, config {} KiB, standard_filters.wasm {} KiB",
+        yaml_len / 1024,
+        size / 1024
+    );
+    println!("generate alone                  {:>10}", ms(generation));
+    println!("native filters + generate       {:>10}   1.00x", ms(native));
+    println!(
+        "wasm, instance per call         {:>10}  {:5.2}x",
+        ms(per_call),
+        ratio(per_call)
+    );
+    println!(
+        "wasm, batch (cold cache)        {:>10}  {:5.2}x",
+        ms(batch),
+        ratio(batch)
+    );
+    println!(
+        "wasm, cached (later reconciles) {:>10}  {:5.2}x",
+        ms(cached),
+        ratio(cached)
+    );
+    Ok(())
+}

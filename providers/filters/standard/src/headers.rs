@@ -1,0 +1,168 @@
+//! RequestHeaderModifier and ResponseHeaderModifier as Praxis `headers`.
+//! Praxis applies remove, then set, then add, which gives the spec's
+//! results for distinct names (the spec forbids a name twice in one list).
+
+use serde_json::{Value, json};
+
+use crate::{Error, input::HeaderModifier, text};
+
+/// Headers Praxis refuses to add to responses (hop-by-hop, RFC 9110).
+const RESPONSE_HOP_BY_HOP: [&str; 7] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+pub fn request(m: &HeaderModifier) -> Result<Vec<Value>, Error> {
+    translate(m, "requestHeaderModifier", "request")
+}
+
+pub fn response(m: &HeaderModifier) -> Result<Vec<Value>, Error> {
+    translate(m, "responseHeaderModifier", "response")
+}
+
+fn translate(m: &HeaderModifier, field: &str, side: &str) -> Result<Vec<Value>, Error> {
+    let pairs = |list: &[crate::input::Header], op: &str| -> Result<Vec<Value>, Error> {
+        list.iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let at = format!("{field}.{op}[{i}]");
+                let name = text::header_name(&h.name, &format!("{at}.name"))?;
+                if side == "response" && RESPONSE_HOP_BY_HOP.contains(&name.as_str()) {
+                    return Err(Error::unsupported(format!(
+                        "{at}.name: Praxis does not add the hop-by-hop header `{name}` to responses"
+                    )));
+                }
+                let value = text::header_value(&h.value, &format!("{at}.value"))?;
+                Ok(json!({"name": name, "value": value}))
+            })
+            .collect()
+    };
+    let set = pairs(&m.set, "set")?;
+    let add = pairs(&m.add, "add")?;
+    let remove = m
+        .remove
+        .iter()
+        .enumerate()
+        .map(|(i, n)| text::header_name(n, &format!("{field}.remove[{i}]")))
+        .collect::<Result<Vec<_>, _>>()?;
+    if set.is_empty() && add.is_empty() && remove.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut entry = serde_json::Map::new();
+    entry.insert("filter".into(), "headers".into());
+    for (op, list) in [("set", set), ("add", add)] {
+        if !list.is_empty() {
+            entry.insert(format!("{side}_{op}"), Value::Array(list));
+        }
+    }
+    if !remove.is_empty() {
+        entry.insert(format!("{side}_remove"), json!(remove));
+    }
+    Ok(vec![Value::Object(entry)])
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::{Error, translate_values};
+
+    fn one(filter: serde_json::Value) -> serde_json::Value {
+        let mut entries = translate_values(&filter.to_string()).unwrap();
+        assert_eq!(entries.len(), 1, "one headers entry");
+        entries.remove(0)
+    }
+
+    fn error(filter: serde_json::Value) -> Error {
+        translate_values(&filter.to_string()).unwrap_err()
+    }
+
+    #[test]
+    fn request_headers_set_add_remove() {
+        let entry = one(json!({
+            "type": "RequestHeaderModifier",
+            "requestHeaderModifier": {
+                "set": [{"name": "X-Env", "value": "prod"}],
+                "add": [{"name": "x-trace", "value": "a, b"}],
+                "remove": ["X-Internal"]
+            }
+        }));
+        assert_eq!(
+            entry,
+            json!({
+                "filter": "headers",
+                "request_set": [{"name": "x-env", "value": "prod"}],
+                "request_add": [{"name": "x-trace", "value": "a, b"}],
+                "request_remove": ["x-internal"]
+            })
+        );
+    }
+
+    #[test]
+    fn response_headers_use_the_response_lists() {
+        let entry = one(json!({
+            "type": "ResponseHeaderModifier",
+            "responseHeaderModifier": {"add": [{"name": "x-served-by", "value": "praxis"}], "remove": ["server"]}
+        }));
+        assert_eq!(
+            entry,
+            json!({
+                "filter": "headers",
+                "response_add": [{"name": "x-served-by", "value": "praxis"}],
+                "response_remove": ["server"]
+            })
+        );
+    }
+
+    #[test]
+    fn an_empty_modifier_adds_nothing() {
+        let entries =
+            translate_values(r#"{"type":"RequestHeaderModifier","requestHeaderModifier":{}}"#)
+                .unwrap();
+        assert!(entries.is_empty());
+    }
+
+    #[test]
+    fn invalid_names_and_values_name_the_field() {
+        let err = error(
+            json!({"type": "RequestHeaderModifier", "requestHeaderModifier": {"add": [{"name": "", "value": "v"}]}}),
+        );
+        assert_eq!(
+            err,
+            Error::InvalidInput(
+                "requestHeaderModifier.add[0].name: the header name is empty".into()
+            )
+        );
+        let err = error(
+            json!({"type": "RequestHeaderModifier", "requestHeaderModifier": {"remove": ["ok", "bad name"]}}),
+        );
+        assert!(
+            matches!(err, Error::InvalidInput(m) if m.starts_with("requestHeaderModifier.remove[1]: `bad name`"))
+        );
+        let err = error(
+            json!({"type": "ResponseHeaderModifier", "responseHeaderModifier": {"set": [{"name": "a", "value": "x\ny"}]}}),
+        );
+        assert!(
+            matches!(err, Error::InvalidInput(m) if m.starts_with("responseHeaderModifier.set[0].value:"))
+        );
+    }
+
+    #[test]
+    fn hop_by_hop_response_headers_are_unsupported() {
+        let err = error(
+            json!({"type": "ResponseHeaderModifier", "responseHeaderModifier": {"set": [{"name": "Connection", "value": "close"}]}}),
+        );
+        assert!(
+            matches!(err, Error::Unsupported(m) if m.contains("hop-by-hop header `connection`"))
+        );
+        // Requests may carry them: only Praxis's response side refuses.
+        one(
+            json!({"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "te", "value": "trailers"}]}}),
+        );
+    }
+}
