@@ -1,0 +1,547 @@
+//! Gateway API end to end: `pontoon run` on the test bed turns a Gateway and
+//! its HTTPRoutes into a Praxis config; that config, exactly as the ConfigMap
+//! holds it, runs in the real `praxis` with echo backends on the addresses
+//! of the backends' real pods (see `pontoon_tests::netns`), and curl checks
+//! what a client would see. Runs as root (network namespaces); skipped,
+//! saying why, otherwise.
+
+use std::{collections::BTreeMap, net::SocketAddr, path::Path, time::Duration};
+
+use anyhow::Context as _;
+use gateway_api::{
+    apis::standard::{gatewayclasses::GatewayClass, gateways::Gateway},
+    httproutes::HttpRoute,
+};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use pontoon_tests::{
+    TestNamespace, backends, gateway_api as crds,
+    modules::test_module,
+    netns::{HttpResponse, NetNs, ProcessId},
+    operator::Operator,
+    praxis, wait_for,
+};
+use serde_json::json;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+/// The Gateway's HTTP listener; praxis binds it in the network namespace
+/// (not 8080: the backends listen there on the pod addresses).
+const PORT: u16 = 80;
+
+/// One operator with the bundled filters and the `header_stamp` module,
+/// serving a GatewayClass of its own; the backends' pods answer as echo
+/// backends named after their Deployment (`blue-0`, `blue-1`, `green-0`).
+struct Bed {
+    net: NetNs,
+    ns: TestNamespace,
+    class: String,
+    operator: Operator,
+    _providers: tempfile::TempDir,
+}
+
+impl Bed {
+    async fn new(prefix: &str) -> anyhow::Result<Option<Self>> {
+        let Some(mut net) = NetNs::create(prefix)? else {
+            return Ok(None);
+        };
+        crds::install_crds().await?;
+        let ns = TestNamespace::new(prefix).await?;
+        for (name, replicas) in [("blue", 2), ("green", 1)] {
+            let ips = backends::deploy(&ns, name, replicas, 80, 8080).await?;
+            for (i, ip) in ips.iter().enumerate() {
+                net.start_echo_backend(&format!("{name}-{i}"), &[SocketAddr::new(*ip, 8080)])?;
+            }
+        }
+        // The bundled modules plus a user's own, as a user would add it.
+        let providers = tempfile::tempdir()?;
+        for entry in std::fs::read_dir(pontoon_tests::providers::bundled_providers_dir()?)? {
+            let entry = entry?;
+            std::fs::copy(entry.path(), providers.path().join(entry.file_name()))?;
+        }
+        std::fs::copy(
+            test_module("header_stamp")?,
+            providers.path().join("header_stamp.wasm"),
+        )?;
+        let class = ns.name().to_string();
+        let controller_name = format!("pontoon.dev/{class}");
+        let operator = Operator::start_with_providers(
+            Path::new(env!("CARGO_BIN_EXE_pontoon")),
+            ns.name(),
+            providers.path(),
+            &[
+                "--controllers",
+                "gateway-api",
+                "--gateway-controller-name",
+                &controller_name,
+                "--praxis-allow-root",
+            ],
+        )?;
+        let classes: Api<GatewayClass> = Api::all(ns.client.clone());
+        let gateway_class: GatewayClass = serde_json::from_value(json!({
+            "metadata": { "name": class },
+            "spec": { "controllerName": controller_name }
+        }))?;
+        classes
+            .create(&PostParams::default(), &gateway_class)
+            .await?;
+        Ok(Some(Self {
+            net,
+            ns,
+            class,
+            operator,
+            _providers: providers,
+        }))
+    }
+
+    async fn gateway(&self, name: &str) -> anyhow::Result<()> {
+        let gw: Gateway = serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "spec": {
+                "gatewayClassName": self.class,
+                "listeners": [{ "name": "http", "protocol": "HTTP", "port": PORT }]
+            }
+        }))?;
+        self.ns
+            .api::<Gateway>()
+            .create(&PostParams::default(), &gw)
+            .await?;
+        Ok(())
+    }
+
+    async fn route(&self, name: &str, spec: serde_json::Value) -> anyhow::Result<()> {
+        let route: HttpRoute = serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "spec": spec
+        }))?;
+        self.ns
+            .api::<HttpRoute>()
+            .create(&PostParams::default(), &route)
+            .await?;
+        Ok(())
+    }
+
+    /// Waits until the Gateway's ConfigMap holds a config containing every
+    /// one of `markers`, and returns that config.
+    async fn config(&self, gateway: &str, markers: &[&str]) -> anyhow::Result<String> {
+        let maps: Api<ConfigMap> = self.ns.api();
+        let name = format!("praxis-{gateway}");
+        let has_all = |c: Option<&ConfigMap>| {
+            config_of(c).is_some_and(|config| markers.iter().all(|m| config.contains(m)))
+        };
+        match wait_for(&maps, &name, has_all, TIMEOUT).await {
+            Ok(map) => config_of(map.as_ref())
+                .map(str::to_string)
+                .context("ConfigMap vanished"),
+            Err(err) => {
+                let now = maps.get_opt(&name).await?;
+                let config = config_of(now.as_ref()).unwrap_or("(none)").to_string();
+                let missing: Vec<&&str> =
+                    markers.iter().filter(|m| !config.contains(**m)).collect();
+                anyhow::bail!(
+                    "{err:#}: the config of {name} never contained {missing:?}:\n{config}\n--- operator ---\n{}",
+                    self.operator.log_tail(30)
+                )
+            }
+        }
+    }
+
+    /// Checks `config` with `praxis -t`, then runs it.
+    fn run_praxis(&mut self, config: &str, file: &str) -> anyhow::Result<ProcessId> {
+        let path = self.net.logs_dir().join(file);
+        std::fs::write(&path, config)?;
+        praxis::check_config(&path)?;
+        self.net.start_praxis(&path)
+    }
+
+    /// `curl ARGS... http://127.0.0.1:PORT{path}` with `Host: {host}`.
+    fn request(&self, host: &str, path: &str, args: &[&str]) -> anyhow::Result<HttpResponse> {
+        let url = format!("http://127.0.0.1:{PORT}{path}");
+        let host = format!("Host: {host}");
+        let mut all = vec!["-H", &host];
+        all.extend_from_slice(args);
+        all.push(&url);
+        self.net.curl(&all)
+    }
+
+    /// The echo backend that answered (`blue-0`, ...), with what it got.
+    fn backend(&self, host: &str, path: &str, args: &[&str]) -> anyhow::Result<Echo> {
+        let response = self.request(host, path, args)?;
+        anyhow::ensure!(
+            response.status == 200,
+            "{host}{path} {args:?}: {} {}",
+            response.status,
+            response.body
+        );
+        let json = response.json()?;
+        Ok(Echo { response, json })
+    }
+}
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        // Delete the Gateways while the operator runs (they carry its
+        // finalizer), then the cluster-scoped class.
+        let class = self.class.clone();
+        let ns = self.ns.name().to_string();
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(async move {
+                let client = pontoon_tests::client().await?;
+                let gateways = Api::<Gateway>::namespaced(client.clone(), &ns);
+                gateways
+                    .delete_collection(&DeleteParams::background(), &Default::default())
+                    .await?;
+                for _ in 0..100 {
+                    if gateways
+                        .list_metadata(&Default::default())
+                        .await?
+                        .items
+                        .is_empty()
+                    {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Api::<GatewayClass>::all(client)
+                    .delete(&class, &DeleteParams::background())
+                    .await?;
+                anyhow::Ok(())
+            })
+        })
+        .join();
+    }
+}
+
+fn config_of(map: Option<&ConfigMap>) -> Option<&str> {
+    map?.data.as_ref()?.get("config.yaml").map(String::as_str)
+}
+
+struct Echo {
+    response: HttpResponse,
+    json: serde_json::Value,
+}
+
+impl Echo {
+    /// `blue` or `green`: the Deployment whose pod answered.
+    fn app(&self) -> &str {
+        let name = self.json["name"].as_str().unwrap_or_default();
+        name.split('-').next().unwrap_or_default()
+    }
+
+    fn path(&self) -> &str {
+        self.json["path"].as_str().unwrap_or_default()
+    }
+
+    /// A request header as the backend got it (Go's canonical spelling).
+    fn header(&self, name: &str) -> Option<&str> {
+        self.json["headers"][name][0].as_str()
+    }
+}
+
+fn backend(name: &str) -> serde_json::Value {
+    json!({ "name": name, "port": 80 })
+}
+
+fn parent(gateway: &str) -> serde_json::Value {
+    json!([{ "name": gateway }])
+}
+
+#[tokio::test]
+async fn requests_reach_the_backends_their_routes_match() -> anyhow::Result<()> {
+    let Some(mut bed) = Bed::new("gwt-match").await? else {
+        return Ok(());
+    };
+    bed.gateway("edge").await?;
+    bed.route(
+        "shop",
+        json!({
+            "parentRefs": parent("edge"),
+            "hostnames": ["shop.example"],
+            "rules": [
+                { "matches": [{ "path": { "type": "PathPrefix", "value": "/" } }],
+                  "backendRefs": [backend("blue")] },
+                { "matches": [{ "path": { "type": "Exact", "value": "/exact" } }],
+                  "backendRefs": [backend("green")] },
+                { "matches": [{ "path": { "type": "PathPrefix", "value": "/api" },
+                                "headers": [{ "name": "x-env", "value": "canary" }] }],
+                  "backendRefs": [backend("green")] },
+                { "matches": [{ "path": { "type": "PathPrefix", "value": "/api" },
+                                "headers": [{ "type": "RegularExpression", "name": "x-version", "value": "v[0-9]+" }] }],
+                  "backendRefs": [backend("green")] },
+                { "matches": [{ "path": { "type": "PathPrefix", "value": "/submit" }, "method": "POST" }],
+                  "backendRefs": [backend("green")] },
+                // Praxis cannot match on the query: refused on the status,
+                // the other rules served.
+                { "matches": [{ "path": { "type": "PathPrefix", "value": "/q" },
+                                "queryParams": [{ "name": "v", "value": "2" }] }],
+                  "backendRefs": [backend("green")] }
+            ]
+        }),
+    )
+    .await?;
+    bed.route(
+        "wild",
+        json!({
+            "parentRefs": parent("edge"),
+            "hostnames": ["*.wild.example"],
+            "rules": [{ "backendRefs": [backend("green")] }]
+        }),
+    )
+    .await?;
+    let config = bed
+        .config("edge", &["shop.example", "wild.example"])
+        .await?;
+    bed.run_praxis(&config, "match.yaml")?;
+
+    let routes: Api<HttpRoute> = bed.ns.api();
+    let shop = routes.get("shop").await?;
+    let conditions = &shop.status.context("shop has a status")?.parents[0].conditions;
+    let partially = conditions
+        .iter()
+        .find(|c| c.type_ == "PartiallyInvalid")
+        .context("the query rule is reported")?;
+    assert_eq!(partially.reason, "UnsupportedValue");
+    assert!(
+        partially.message.contains("rule 5"),
+        "{}",
+        partially.message
+    );
+
+    // Path: prefix and exact.
+    let echo = bed.backend("shop.example", "/anything/else?x=1", &[])?;
+    assert_eq!(echo.app(), "blue");
+    assert_eq!(echo.path(), "/anything/else");
+    assert_eq!(echo.json["query"], "x=1");
+    assert_eq!(echo.json["host"], "shop.example");
+    assert_eq!(bed.backend("shop.example", "/exact", &[])?.app(), "green");
+    assert_eq!(
+        bed.backend("shop.example", "/exact/more", &[])?.app(),
+        "blue"
+    );
+    // Headers: exact and regular expression (whole value).
+    assert_eq!(bed.backend("shop.example", "/api/x", &[])?.app(), "blue");
+    let canary = ["-H", "x-env: canary"];
+    assert_eq!(
+        bed.backend("shop.example", "/api/x", &canary)?.app(),
+        "green"
+    );
+    let other = ["-H", "x-env: canary-not"];
+    assert_eq!(bed.backend("shop.example", "/api/x", &other)?.app(), "blue");
+    let version = ["-H", "x-version: v12"];
+    assert_eq!(
+        bed.backend("shop.example", "/api", &version)?.app(),
+        "green"
+    );
+    let not_whole = ["-H", "x-version: v12-beta"];
+    assert_eq!(
+        bed.backend("shop.example", "/api", &not_whole)?.app(),
+        "blue"
+    );
+    // Method.
+    assert_eq!(bed.backend("shop.example", "/submit", &[])?.app(), "blue");
+    let post = bed.backend("shop.example", "/submit", &["-X", "POST"])?;
+    assert_eq!(
+        (post.app(), post.json["method"].as_str()),
+        ("green", Some("POST"))
+    );
+    // The refused query rule widens nothing: its requests go where the rest send them.
+    assert_eq!(bed.backend("shop.example", "/q?v=2", &[])?.app(), "blue");
+    // Hostnames: a wildcard covers subdomains; an unknown host gets 404.
+    assert_eq!(bed.backend("a.wild.example", "/", &[])?.app(), "green");
+    assert_eq!(bed.backend("a.b.wild.example", "/x", &[])?.app(), "green");
+    let unknown = bed.request("nobody.example", "/", &[])?;
+    assert_eq!(unknown.status, 404, "{unknown:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn weights_and_filters_shape_the_traffic_of_their_rule_only() -> anyhow::Result<()> {
+    let Some(mut bed) = Bed::new("gwt-filters").await? else {
+        return Ok(());
+    };
+    bed.gateway("edge").await?;
+    bed.route(
+        "shop",
+        json!({
+            "parentRefs": parent("edge"),
+            "hostnames": ["shop.example"],
+            "rules": [
+                { "backendRefs": [backend("blue")] },
+                { "matches": [{ "path": { "type": "PathPrefix", "value": "/split" } }],
+                  "backendRefs": [
+                      { "name": "blue", "port": 80, "weight": 3 },
+                      { "name": "green", "port": 80, "weight": 1 }
+                  ] },
+                { "matches": [{ "path": { "type": "PathPrefix", "value": "/headers" } }],
+                  "filters": [
+                      { "type": "RequestHeaderModifier", "requestHeaderModifier": {
+                          "set": [{ "name": "x-set", "value": "set-by-route" }],
+                          "add": [{ "name": "x-add", "value": "added" }],
+                          "remove": ["x-secret"] } },
+                      { "type": "ResponseHeaderModifier", "responseHeaderModifier": {
+                          "add": [{ "name": "x-served-by", "value": "pontoon" }],
+                          "remove": ["x-echo-name"] } }
+                  ],
+                  "backendRefs": [backend("green")] },
+                { "matches": [{ "path": { "type": "PathPrefix", "value": "/old" } }],
+                  "filters": [{ "type": "RequestRedirect", "requestRedirect": {
+                      "hostname": "new.example", "statusCode": 301 } }] },
+                { "matches": [{ "path": { "type": "PathPrefix", "value": "/v1" } }],
+                  "filters": [{ "type": "URLRewrite", "urlRewrite": {
+                      "hostname": "internal.example",
+                      "path": { "type": "ReplacePrefixMatch", "replacePrefixMatch": "/v2" } } }],
+                  "backendRefs": [backend("green")] },
+                { "matches": [{ "path": { "type": "PathPrefix", "value": "/stamped" } }],
+                  "filters": [{ "type": "ExtensionRef", "extensionRef": {
+                      "group": "stamp.pontoon.dev", "kind": "HeaderStamp", "name": "from-module" } }],
+                  "backendRefs": [backend("blue")] },
+                { "matches": [{ "path": { "type": "PathPrefix", "value": "/mirror" } }],
+                  "filters": [{ "type": "RequestMirror", "requestMirror": {
+                      "backendRef": backend("green") } }],
+                  "backendRefs": [backend("blue")] }
+            ]
+        }),
+    )
+    .await?;
+    let config = bed
+        .config(
+            "edge",
+            &["/split", "x-set", "new.example", "/v2", "from-module"],
+        )
+        .await?;
+    bed.run_praxis(&config, "filters.yaml")?;
+
+    let routes: Api<HttpRoute> = bed.ns.api();
+    let shop = routes.get("shop").await?;
+    let conditions = &shop.status.context("shop has a status")?.parents[0].conditions;
+    let partially = conditions
+        .iter()
+        .find(|c| c.type_ == "PartiallyInvalid")
+        .context("the mirror rule is reported")?;
+    assert!(
+        partially.message.contains("rule 6") && partially.message.contains("RequestMirror"),
+        "{}",
+        partially.message
+    );
+
+    // Weights 3:1 over blue (two pods) and green (one).
+    let mut answered: BTreeMap<String, usize> = BTreeMap::new();
+    for i in 0..200 {
+        let echo = bed.backend("shop.example", &format!("/split/{i}"), &[])?;
+        *answered.entry(echo.app().to_string()).or_default() += 1;
+    }
+    println!("/split, weights blue 3 green 1, 200 requests: {answered:?}");
+    let green = answered.get("green").copied().unwrap_or_default();
+    assert!(
+        (30..=70).contains(&green),
+        "green should get about a quarter of 200: {answered:?}"
+    );
+
+    // Header modifiers, request and response.
+    let echo = bed.backend(
+        "shop.example",
+        "/headers",
+        &[
+            "-H",
+            "x-set: from-client",
+            "-H",
+            "x-secret: s",
+            "-H",
+            "x-add: client",
+        ],
+    )?;
+    assert_eq!(echo.app(), "green");
+    assert_eq!(echo.header("X-Set"), Some("set-by-route"));
+    // `add` appends to the client's value (the spec's `my-header: foo,bar`).
+    let added: Vec<&str> = echo.json["headers"]["X-Add"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert_eq!(added.join(","), "client,added");
+    assert_eq!(echo.header("X-Secret"), None);
+    assert_eq!(echo.response.header("x-served-by"), Some("pontoon"));
+    assert_eq!(echo.response.header("x-echo-name"), None);
+    // ... on their rule only.
+    let plain = bed.backend("shop.example", "/plain", &["-H", "x-secret: s"])?;
+    assert_eq!(plain.header("X-Secret"), Some("s"));
+    assert_eq!(plain.header("X-Set"), None);
+    assert_eq!(plain.response.header("x-served-by"), None);
+    assert!(plain.response.header("x-echo-name").is_some());
+
+    // Redirect: the spec's location, the given status.
+    let redirect = bed.request("shop.example", "/old/page?a=1", &[])?;
+    assert_eq!(redirect.status, 301, "{redirect:?}");
+    assert_eq!(
+        redirect.header("location"),
+        Some("http://new.example/old/page?a=1")
+    );
+
+    // Rewrite: prefix replaced, query kept, Host rewritten.
+    let rewritten = bed.backend("shop.example", "/v1/items/7?full=1", &[])?;
+    assert_eq!(rewritten.app(), "green");
+    assert_eq!(rewritten.path(), "/v2/items/7");
+    assert_eq!(rewritten.json["query"], "full=1");
+    assert_eq!(rewritten.json["host"], "internal.example");
+    assert_eq!(bed.backend("shop.example", "/v1", &[])?.path(), "/v2");
+
+    // A user's module behind ExtensionRef: both directions stamped.
+    let stamped = bed.backend("shop.example", "/stamped", &[])?;
+    assert_eq!(stamped.header("X-Header-Stamp"), Some("from-module"));
+    assert_eq!(
+        stamped.response.header("x-header-stamp"),
+        Some("from-module")
+    );
+    let unstamped = bed.backend("shop.example", "/other", &[])?;
+    assert_eq!(unstamped.header("X-Header-Stamp"), None);
+
+    // The refused mirror rule is left out, not served without its filter.
+    assert_eq!(
+        bed.backend("shop.example", "/mirror", &[])?.path(),
+        "/mirror"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_route_change_reaches_praxis_through_the_config_map() -> anyhow::Result<()> {
+    let Some(mut bed) = Bed::new("gwt-change").await? else {
+        return Ok(());
+    };
+    bed.gateway("edge").await?;
+    bed.route(
+        "shop",
+        json!({
+            "parentRefs": parent("edge"),
+            "hostnames": ["shop.example"],
+            "rules": [{ "backendRefs": [backend("blue")] }]
+        }),
+    )
+    .await?;
+    let before = bed.config("edge", &["shop.example"]).await?;
+    let praxis = bed.run_praxis(&before, "before.yaml")?;
+    assert_eq!(bed.backend("shop.example", "/", &[])?.app(), "blue");
+
+    let routes: Api<HttpRoute> = bed.ns.api();
+    routes
+        .patch(
+            "shop",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "rules": [{ "backendRefs": [backend("green")] }] } })),
+        )
+        .await?;
+    let maps: Api<ConfigMap> = bed.ns.api();
+    let changed = |m: Option<&ConfigMap>| config_of(m).is_some_and(|c| c != before);
+    let after = wait_for(&maps, "praxis-edge", changed, TIMEOUT)
+        .await?
+        .and_then(|m| config_of(Some(&m)).map(str::to_string))
+        .context("ConfigMap vanished")?;
+    // Praxis reloads by restart (the Deployment rolls on the config hash).
+    bed.net.stop(praxis)?;
+    bed.run_praxis(&after, "after.yaml")?;
+    assert_eq!(bed.backend("shop.example", "/", &[])?.app(), "green");
+    Ok(())
+}
