@@ -279,6 +279,20 @@ async fn the_class_is_accepted_with_the_features_pontoon_supports() -> anyhow::R
         .collect();
     assert!(features.contains(&"Gateway".to_string()), "{features:?}");
     assert!(features.contains(&"HTTPRoute".to_string()), "{features:?}");
+    // What gateway_traffic.rs shows, and not what Praxis cannot do.
+    for shown in [
+        "HTTPRouteMethodMatching",
+        "HTTPRoutePathRewrite",
+        "ReferenceGrant",
+    ] {
+        assert!(features.iter().any(|f| f == shown), "{shown}: {features:?}");
+    }
+    for missing in ["HTTPRouteQueryParamMatching", "HTTPRouteRequestMirror"] {
+        assert!(
+            !features.iter().any(|f| f == missing),
+            "{missing}: {features:?}"
+        );
+    }
     let mut sorted = features.clone();
     sorted.sort();
     assert_eq!(features, sorted, "supportedFeatures are sorted");
@@ -914,5 +928,50 @@ async fn other_controllers_gateways_and_refused_parameters() -> anyhow::Result<(
     Api::<GatewayClass>::all(bed.ns.client.clone())
         .delete(&foreign_class, &DeleteParams::default())
         .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_extension_ref_without_its_module_is_refused_naming_the_filter() -> anyhow::Result<()> {
+    let bed = Bed::new("gw-ext").await?;
+    let own = bed.ns.name().to_string();
+    service(&bed.ns, "web").await?;
+    bed.gateway(
+        "gw",
+        json!([{ "name": "http", "port": 80, "protocol": "HTTP" }]),
+    )
+    .await?;
+    // This operator loads only the bundled modules: none handles HeaderStamp.
+    bed.route(
+        &own,
+        "stamped",
+        json!({ "parentRefs": [{ "name": "gw" }],
+        "rules": [{ "filters": [{ "type": "ExtensionRef", "extensionRef": {
+                        "group": "stamp.pontoon.dev", "kind": "HeaderStamp", "name": "x" } }],
+                    "backendRefs": [{ "name": "web", "port": 80 }] }] }),
+    )
+    .await?;
+    let entry = bed
+        .wait_route(&own, "stamped", "Accepted=False", |c| {
+            is(c, "Accepted", "False", "UnsupportedValue")
+        })
+        .await?;
+    let accepted = condition(&entry.conditions, "Accepted").context("Accepted")?;
+    assert!(
+        accepted.message.contains("ExtensionRef")
+            && accepted.message.contains("stamp.pontoon.dev/HeaderStamp"),
+        "names the filter: {}",
+        accepted.message
+    );
+    // Nothing of it reaches the config.
+    let config = bed
+        .ns
+        .api::<ConfigMap>()
+        .get("praxis-gw")
+        .await?
+        .data
+        .and_then(|d| d.get("config.yaml").cloned())
+        .unwrap_or_default();
+    assert!(!config.contains("stamp"), "{config}");
     Ok(())
 }

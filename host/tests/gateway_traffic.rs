@@ -393,6 +393,15 @@ async fn weights_and_filters_shape_the_traffic_of_their_rule_only() -> anyhow::R
                       "hostname": "internal.example",
                       "path": { "type": "ReplacePrefixMatch", "replacePrefixMatch": "/v2" } } }],
                   "backendRefs": [backend("green")] },
+                { "matches": [{ "path": { "type": "PathPrefix", "value": "/full" } }],
+                  "filters": [{ "type": "URLRewrite", "urlRewrite": {
+                      "path": { "type": "ReplaceFullPath", "replaceFullPath": "/replaced" } } }],
+                  "backendRefs": [backend("blue")] },
+                { "matches": [{ "path": { "type": "PathPrefix", "value": "/secure" } }],
+                  "filters": [{ "type": "RequestRedirect", "requestRedirect": { "scheme": "https" } }] },
+                { "matches": [{ "path": { "type": "Exact", "value": "/moved" } }],
+                  "filters": [{ "type": "RequestRedirect", "requestRedirect": {
+                      "port": 8443, "path": { "type": "ReplaceFullPath", "replaceFullPath": "/new-home" } } }] },
                 { "matches": [{ "path": { "type": "PathPrefix", "value": "/stamped" } }],
                   "filters": [{ "type": "ExtensionRef", "extensionRef": {
                       "group": "stamp.pontoon.dev", "kind": "HeaderStamp", "name": "from-module" } }],
@@ -421,7 +430,7 @@ async fn weights_and_filters_shape_the_traffic_of_their_rule_only() -> anyhow::R
         .find(|c| c.type_ == "PartiallyInvalid")
         .context("the mirror rule is reported")?;
     assert!(
-        partially.message.contains("rule 6") && partially.message.contains("RequestMirror"),
+        partially.message.contains("rule 9") && partially.message.contains("RequestMirror"),
         "{}",
         partially.message
     );
@@ -487,6 +496,33 @@ async fn weights_and_filters_shape_the_traffic_of_their_rule_only() -> anyhow::R
     assert_eq!(rewritten.json["query"], "full=1");
     assert_eq!(rewritten.json["host"], "internal.example");
     assert_eq!(bed.backend("shop.example", "/v1", &[])?.path(), "/v2");
+
+    let full = bed.backend("shop.example", "/full/a/b?k=v", &[])?;
+    assert_eq!(
+        (full.path(), full.json["query"].as_str()),
+        ("/replaced", Some("k=v"))
+    );
+    // Scheme redirect: the scheme's own port, hence none; 302 by default.
+    let secure = bed.request("shop.example", "/secure/x", &[])?;
+    assert_eq!(secure.status, 302, "{secure:?}");
+    assert_eq!(
+        secure.header("location"),
+        Some("https://shop.example/secure/x")
+    );
+    // Port and full-path redirect.
+    let moved = bed.request("shop.example", "/moved?a=b", &[])?;
+    assert_eq!(moved.status, 302, "{moved:?}");
+    assert_eq!(
+        moved.header("location"),
+        Some("http://shop.example:8443/new-home?a=b")
+    );
+
+    // Praxis's request_id runs on every request: the backend gets an id.
+    assert!(
+        plain
+            .header("X-Request-Id")
+            .is_some_and(|id| !id.is_empty())
+    );
 
     // A user's module behind ExtensionRef: both directions stamped.
     let stamped = bed.backend("shop.example", "/stamped", &[])?;
