@@ -4,7 +4,7 @@ SHELL := bash
 TESTBED := tests/testbed
 KUBECONFIG_TESTBED := $(CURDIR)/.testbed/kubeconfig
 
-.PHONY: deps testbed testbed-up testbed-down testbed-clean test lint fmt run providers crds bench-runtime bench-mounts
+.PHONY: deps testbed testbed-up testbed-down testbed-clean test lint fmt run providers crds bench-runtime bench-mounts bench-gateway
 
 deps: ## install missing tools (Debian packages, rustup target)
 	@scripts/deps.sh
@@ -47,3 +47,9 @@ bench-mounts: testbed-up ## figures for bridge mounts: create -> ACTIVE, delete 
 	@scripts/providers.sh dist/providers
 	cargo build --release --locked -p pontoon
 	cargo run --release --locked -p pontoon --example bench_mounts
+
+bench-gateway: testbed-up ## figures for Gateway API: 1000 routes' config via WASM vs native, Gateway -> Programmed, route -> ConfigMap, RSS
+	@scripts/providers.sh dist/providers
+	cargo build --release --locked -p pontoon
+	cargo run --release --locked -p pontoon --example bench_config
+	cargo run --release --locked -p pontoon --example bench_gateway

@@ -171,14 +171,6 @@ async fn main() -> anyhow::Result<()> {
         })
         .collect::<anyhow::Result<_>>()?;
     let (generation, _) = best(|| Ok(generate(&model(translated_once.clone()), &options)?.len()))?;
-    let the_model = model(translated_once.clone());
-    let (generation_only, _) = best(|| Ok(generate(&the_model, &options)?.len()))?;
-    let (model_only, _) = best(|| Ok(model(translated_once.clone()).listeners.len()))?;
-    let yaml = generate(&the_model, &options)?;
-    let value: serde_json::Value = yaml_serde::from_str(&yaml)?;
-    let (yaml_emit, _) = best(|| Ok(yaml_serde::to_string(&value)?.len()))?;
-    let (json_emit, _) = best(|| Ok(serde_json::to_string_pretty(&value)?.len()))?;
-    println!("DEBUG generate only {} model only {} yaml emit {} json emit {}", ms(generation_only), ms(model_only), ms(yaml_emit), ms(json_emit));
 
     // The component.
     let runtime = PluginRuntime::new(Limits::default())?;

@@ -27,7 +27,12 @@ use kube::{
     runtime::{WatchStreamExt, watcher},
 };
 use pontoon::bridge_mount::{GefyraBridgeMount, crd::BridgeMountFields};
-use pontoon_tests::{TestNamespace, providers::target_dir, repo_root, wait_for, wait_for_list};
+use pontoon_tests::{
+    TestNamespace,
+    bench::{memory_kib, percentile},
+    providers::target_dir,
+    repo_root, wait_for, wait_for_list,
+};
 use serde_json::json;
 
 const ROUNDS: usize = 10;
@@ -344,17 +349,6 @@ async fn install_crds(client: &Client) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn percentile(samples: &[Duration], p: usize) -> f64 {
-    let mut sorted: Vec<f64> = samples.iter().map(Duration::as_secs_f64).collect();
-    sorted.sort_by(f64::total_cmp);
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    // Nearest rank: with 10 samples, p50 is the 5th and p99 the 10th.
-    let rank = (p * sorted.len()).div_ceil(100).clamp(1, sorted.len());
-    sorted[rank - 1]
-}
-
 /// Peak resident memory and CPU time of a process, from /proc.
 struct Usage {
     peak_rss_kib: u64,
@@ -363,13 +357,7 @@ struct Usage {
 
 impl Usage {
     fn of(pid: u32) -> anyhow::Result<Self> {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-        let peak_rss_kib = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .context("no VmHWM in /proc/PID/status")?;
+        let peak_rss_kib = memory_kib(pid, "VmHWM:")?;
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
         // Fields after the command name (which may contain spaces) start at `)`.
         let fields: Vec<&str> = stat

@@ -16,6 +16,7 @@ use kube::{
 use rand::distr::{Alphanumeric, SampleString};
 
 pub mod backends;
+pub mod bench;
 pub mod gateway_api;
 pub mod modules;
 pub mod netns;

@@ -1,0 +1,290 @@
+//! `make bench-gateway` (second half; `bench_config` is the first): what the
+//! Gateway API controllers cost on the test bed, with the operator (release
+//! build) and the bundled config filters. Prints figures; asserts nothing
+//! about time.
+//!
+//! - Gateway created -> `Programmed: True` (its ConfigMap, Deployment and
+//!   Service applied, the Deployment available, a load-balancer address),
+//!   p50 and p99 over 10 Gateways, one at a time;
+//! - HTTPRoute changed -> the new config in the Gateway's ConfigMap, p50 and
+//!   p99 over 20 changes;
+//! - the operator's RSS idle (class accepted, nothing else), then with 1000
+//!   HTTPRoutes of two filters each on one Gateway (all in its config), and
+//!   its peak RSS over the run.
+
+use std::{
+    path::PathBuf,
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+use futures::{StreamExt, TryStreamExt, stream};
+use gateway_api::{
+    apis::standard::{gatewayclasses::GatewayClass, gateways::Gateway},
+    httproutes::HttpRoute,
+};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use pontoon_tests::{
+    TestNamespace, backends,
+    bench::{memory_kib, percentile},
+    providers::target_dir,
+    repo_root, wait_for,
+};
+use serde_json::json;
+
+const GATEWAYS: usize = 10;
+const CHANGES: usize = 20;
+const ROUTES: usize = 1000;
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let binary = std::env::var_os("PONTOON_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("release/pontoon"));
+    let providers = repo_root().join("dist/providers");
+    if !providers.join("standard_filters.wasm").is_file() {
+        bail!(
+            "{} has no standard_filters.wasm; run `make providers`",
+            providers.display()
+        );
+    }
+    pontoon_tests::gateway_api::install_crds().await?;
+    let ns = TestNamespace::new("bench-gw").await?;
+    let class = ns.name().to_string();
+    let controller_name = format!("pontoon.dev/{class}");
+    let log = target_dir().join("bench-gateway-operator.log");
+    let mut operator = Command::new(&binary)
+        .args([
+            "run",
+            "--namespace",
+            ns.name(),
+            "--controllers",
+            "gateway-api",
+        ])
+        .args(["--gateway-controller-name", &controller_name])
+        .arg("--kubeconfig")
+        .arg(pontoon_tests::kubeconfig_path())
+        .arg("--providers")
+        .arg(&providers)
+        .arg("--cache-dir")
+        .arg(target_dir().join("pontoon-module-cache"))
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log)?)
+        .spawn()
+        .with_context(|| {
+            format!(
+                "cannot start {} (make bench-gateway builds it)",
+                binary.display()
+            )
+        })?;
+    let pid = operator.id();
+    println!(
+        "bench-gateway: operator {} (pid {pid}), log {}",
+        binary.display(),
+        log.display()
+    );
+    let outcome = run(&ns, &class, &controller_name, pid).await;
+    let peak = memory_kib(pid, "VmHWM:");
+    operator.kill()?;
+    operator.wait()?;
+    let _ = Api::<GatewayClass>::all(ns.client.clone())
+        .delete(&class, &DeleteParams::background())
+        .await;
+    let figures = outcome.with_context(|| format!("see the operator's log {}", log.display()))?;
+    let mib = |kib: u64| kib as f64 / 1024.0;
+
+    println!();
+    println!("Gateway created -> Programmed, {GATEWAYS} Gateways one at a time:");
+    println!(
+        "  p50 {:>7.3} s   p99 {:>7.3} s   (goal: <= 0.1 s)",
+        percentile(&figures.programmed, 50),
+        percentile(&figures.programmed, 99)
+    );
+    println!("HTTPRoute changed -> new config in the ConfigMap, {CHANGES} changes:");
+    println!(
+        "  p50 {:>7.3} s   p99 {:>7.3} s   (goal: <= 0.05 s)",
+        percentile(&figures.changed, 50),
+        percentile(&figures.changed, 99)
+    );
+    println!(
+        "{ROUTES} HTTPRoutes x 2 filters on one Gateway: created in {:.2} s, all in the config {:.2} s after the last",
+        figures.created.as_secs_f64(),
+        figures.configured.as_secs_f64()
+    );
+    println!("operator RSS:");
+    println!("  idle                 {:>7.1} MiB", mib(figures.idle_kib));
+    println!(
+        "  with {ROUTES} routes     {:>7.1} MiB (goal: <= 48 MiB)",
+        mib(figures.loaded_kib)
+    );
+    println!("  peak over the run    {:>7.1} MiB", mib(peak?));
+    Ok(())
+}
+
+struct Figures {
+    programmed: Vec<Duration>,
+    changed: Vec<Duration>,
+    created: Duration,
+    configured: Duration,
+    idle_kib: u64,
+    loaded_kib: u64,
+}
+
+async fn run(
+    ns: &TestNamespace,
+    class: &str,
+    controller_name: &str,
+    pid: u32,
+) -> anyhow::Result<Figures> {
+    let classes: Api<GatewayClass> = Api::all(ns.client.clone());
+    let gateway_class: GatewayClass = serde_json::from_value(json!({
+        "metadata": { "name": class },
+        "spec": { "controllerName": controller_name }
+    }))?;
+    classes
+        .create(&PostParams::default(), &gateway_class)
+        .await?;
+    let accepted = |c: Option<&GatewayClass>| {
+        c.and_then(|c| c.status.as_ref()?.conditions.as_ref())
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c.type_ == "Accepted" && c.status == "True")
+            })
+    };
+    wait_for(&classes, class, accepted, TIMEOUT).await?;
+    backends::deploy(ns, "web", 2, 80, 8080).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle_kib = memory_kib(pid, "VmRSS:")?;
+
+    // Gateway -> Programmed, one at a time (and deleted after, but the last).
+    let gateways: Api<Gateway> = ns.api();
+    let mut programmed = Vec::with_capacity(GATEWAYS);
+    for i in 0..GATEWAYS {
+        let name = format!("gw-{i}");
+        let gateway: Gateway = serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "spec": {
+                "gatewayClassName": class,
+                "listeners": [{ "name": "http", "protocol": "HTTP", "port": 80 }]
+            }
+        }))?;
+        let is_programmed = |g: Option<&Gateway>| {
+            g.and_then(|g| g.status.as_ref()?.conditions.as_ref())
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c.type_ == "Programmed" && c.status == "True")
+                })
+        };
+        let post = PostParams::default();
+        let started = Instant::now();
+        let (created, done) = tokio::join!(
+            gateways.create(&post, &gateway),
+            wait_for(&gateways, &name, is_programmed, TIMEOUT)
+        );
+        created?;
+        done?;
+        programmed.push(started.elapsed());
+        if i + 1 < GATEWAYS {
+            gateways.delete(&name, &DeleteParams::default()).await?;
+        }
+    }
+    let edge = format!("gw-{}", GATEWAYS - 1);
+    let config_map = format!("praxis-{edge}");
+
+    // HTTPRoute change -> ConfigMap.
+    let routes: Api<HttpRoute> = ns.api();
+    let maps: Api<ConfigMap> = ns.api();
+    routes
+        .create(&PostParams::default(), &route("changing", &edge, "/v0")?)
+        .await?;
+    wait_for(&maps, &config_map, holds("\"/v0\""), TIMEOUT).await?;
+    let mut changed = Vec::with_capacity(CHANGES);
+    for i in 1..=CHANGES {
+        let path = format!("/v{i}");
+        let patch = json!({ "spec": { "rules": [{
+            "matches": [{ "path": { "type": "PathPrefix", "value": path } }],
+            "backendRefs": [{ "name": "web", "port": 80 }] }] } });
+        let (params, patch) = (PatchParams::default(), Patch::Merge(patch));
+        let started = Instant::now();
+        let marker = format!("\"{path}\"");
+        let (patched, done) = tokio::join!(
+            routes.patch("changing", &params, &patch),
+            wait_for(&maps, &config_map, holds(&marker), TIMEOUT)
+        );
+        patched?;
+        done?;
+        changed.push(started.elapsed());
+    }
+
+    // 1000 routes with two filters each.
+    let started = Instant::now();
+    stream::iter(0..ROUTES)
+        .map(|i| {
+            let routes = routes.clone();
+            let edge = edge.clone();
+            async move {
+                let mut route = route(&format!("route-{i}"), &edge, &format!("/svc-{i}"))?;
+                route.spec.rules.as_mut().context("rules")?[0].filters =
+                    Some(serde_json::from_value(json!([
+                        { "type": "RequestHeaderModifier", "requestHeaderModifier": {
+                            "set": [{ "name": "x-route", "value": format!("route-{i}") }],
+                            "remove": ["x-debug"] } },
+                        { "type": "ResponseHeaderModifier", "responseHeaderModifier": {
+                            "add": [{ "name": "x-served-by", "value": "praxis" }] } }
+                    ]))?);
+                routes.create(&PostParams::default(), &route).await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(8)
+        .try_collect::<()>()
+        .await?;
+    let created = started.elapsed();
+    let last = Instant::now();
+    let all_in = |m: Option<&ConfigMap>| {
+        m.and_then(|m| m.data.as_ref()?.get("config.yaml"))
+            .is_some_and(|c| (0..ROUTES).all(|i| c.contains(&format!("\"/svc-{i}\""))))
+    };
+    wait_for(&maps, &config_map, all_in, TIMEOUT).await?;
+    let configured = last.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let loaded_kib = memory_kib(pid, "VmRSS:")?;
+    gateways.delete(&edge, &DeleteParams::default()).await?;
+    let gone = |g: Option<&Gateway>| g.is_none();
+    wait_for(&gateways, &edge, gone, TIMEOUT).await?;
+    Ok(Figures {
+        programmed,
+        changed,
+        created,
+        configured,
+        idle_kib,
+        loaded_kib,
+    })
+}
+
+fn route(name: &str, gateway: &str, path: &str) -> anyhow::Result<HttpRoute> {
+    Ok(serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": {
+            "parentRefs": [{ "name": gateway }],
+            "rules": [{
+                "matches": [{ "path": { "type": "PathPrefix", "value": path } }],
+                "backendRefs": [{ "name": "web", "port": 80 }]
+            }]
+        }
+    }))?)
+}
+
+/// The ConfigMap's config contains `needle`.
+fn holds(needle: &str) -> impl Fn(Option<&ConfigMap>) -> bool + use<> {
+    let needle = needle.to_string();
+    move |m: Option<&ConfigMap>| {
+        m.and_then(|m| m.data.as_ref()?.get("config.yaml"))
+            .is_some_and(|c| c.contains(&needle))
+    }
+}
