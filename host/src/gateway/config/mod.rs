@@ -222,7 +222,8 @@ pub fn generate(model: &GatewayModel, options: &GenerateOptions) -> Result<Strin
         model.namespace, model.name
     )
     .into_bytes();
-    serde_json::to_writer_pretty(&mut out, &config).map_err(|e| ConfigError::Json(e.to_string()))?;
+    serde_json::to_writer_pretty(&mut out, &config)
+        .map_err(|e| ConfigError::Json(e.to_string()))?;
     out.push(b'\n');
     String::from_utf8(out).map_err(|e| ConfigError::Json(e.to_string()))
 }

@@ -485,8 +485,14 @@ fn rule_filters_apply_to_their_rule_only() {
         ],
     )]);
     let yaml = golden("filters", &model, &options());
-    assert!(yaml.contains(r#""location": "http://${host}:8080/new${query}""#), "{yaml}");
-    assert!(yaml.contains(r#""pattern": "^/legacy/v1(/.*)?$""#), "{yaml}");
+    assert!(
+        yaml.contains(r#""location": "http://${host}:8080/new${query}""#),
+        "{yaml}"
+    );
+    assert!(
+        yaml.contains(r#""pattern": "^/legacy/v1(/.*)?$""#),
+        "{yaml}"
+    );
 }
 
 #[test]
@@ -664,7 +670,11 @@ fn too_many_classifiers_is_an_error_not_a_broken_config() {
         .map(|i| {
             rule(
                 vec![Match {
-                    headers: vec![header("x-id", &format!("{i}-[0-9]+"), MatchKind::RegularExpression)],
+                    headers: vec![header(
+                        "x-id",
+                        &format!("{i}-[0-9]+"),
+                        MatchKind::RegularExpression,
+                    )],
                     ..prefix("/")
                 }],
                 web(),
@@ -672,7 +682,10 @@ fn too_many_classifiers_is_an_error_not_a_broken_config() {
         })
         .collect();
     let model = gateway(vec![http("web", 80, None, vec![route("many", &[], rules)])]);
-    assert_eq!(generate(&model, &options()), Err(ConfigError::TooManyBranches { count: 300 }));
+    assert_eq!(
+        generate(&model, &options()),
+        Err(ConfigError::TooManyBranches { count: 300 })
+    );
 }
 
 #[test]
@@ -757,7 +770,10 @@ fn the_bundled_filters_leave_the_placeholders_generation_fills() {
     assert_eq!(placeholders::LISTENER_SCHEME, LISTENER_SCHEME);
     assert_eq!(placeholders::PORT_SUFFIX, PORT_SUFFIX);
     assert_eq!(placeholders::MATCH_PREFIX, MATCH_PREFIX);
-    assert_eq!(placeholders::port_suffix_of(8443), format!("{PORT_SUFFIX_OF}8443}}"));
+    assert_eq!(
+        placeholders::port_suffix_of(8443),
+        format!("{PORT_SUFFIX_OF}8443}}")
+    );
 }
 
 /// The bundled module's real output, through generation, loads in Praxis.
@@ -772,8 +788,10 @@ fn standard_filters_entries_load_in_praxis() {
     let rewrite = translate(json!({"type": "URLRewrite", "urlRewrite": {
         "hostname": "internal.example.com",
         "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v2"}}}));
-    let headers = translate(json!({"type": "ResponseHeaderModifier", "responseHeaderModifier": {
-        "set": [{"name": "x-a", "value": "1"}], "add": [{"name": "x-b", "value": "2"}], "remove": ["server"]}}));
+    let headers = translate(
+        json!({"type": "ResponseHeaderModifier", "responseHeaderModifier": {
+        "set": [{"name": "x-a", "value": "1"}], "add": [{"name": "x-b", "value": "2"}], "remove": ["server"]}}),
+    );
     let model = gateway(vec![https(
         "web",
         8443,
@@ -784,12 +802,18 @@ fn standard_filters_entries_load_in_praxis() {
             &[],
             vec![
                 with_filters(rule(vec![prefix("/old")], Vec::new()), vec![redirect]),
-                with_filters(rule(vec![prefix("/v1"), prefix("/api/v1/")], web()), vec![rewrite, headers]),
+                with_filters(
+                    rule(vec![prefix("/v1"), prefix("/api/v1/")], web()),
+                    vec![rewrite, headers],
+                ),
             ],
         )],
     )]);
     let yaml = golden("standard_filters", &model, &options());
     // Port 8443 is the HTTPS listener's own, not HTTPS's default: kept.
-    assert!(yaml.contains(r#""location": "https://${host}:8443${path}${query}""#), "{yaml}");
+    assert!(
+        yaml.contains(r#""location": "https://${host}:8443${path}${query}""#),
+        "{yaml}"
+    );
     assert!(yaml.contains(r#""pattern": "^/api/v1(/.*)?$""#), "{yaml}");
 }
