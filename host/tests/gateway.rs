@@ -975,3 +975,43 @@ async fn an_extension_ref_without_its_module_is_refused_naming_the_filter() -> a
     assert!(!config.contains("stamp"), "{config}");
     Ok(())
 }
+
+#[tokio::test]
+async fn static_addresses_and_gateways_without_a_valid_listener_are_refused() -> anyhow::Result<()>
+{
+    let bed = Bed::new("gw-refused").await?;
+    let addressed: Gateway = serde_json::from_value(json!({
+        "metadata": { "name": "addressed" },
+        "spec": { "gatewayClassName": bed.class,
+                  "addresses": [{ "type": "IPAddress", "value": "192.0.2.10" }],
+                  "listeners": [{ "name": "http", "port": 80, "protocol": "HTTP" }] }
+    }))?;
+    bed.gateways()
+        .create(&PostParams::default(), &addressed)
+        .await?;
+    bed.gateway(
+        "udp-only",
+        json!([{ "name": "dns", "port": 53, "protocol": "UDP" }]),
+    )
+    .await?;
+    for (name, reason) in [
+        ("addressed", "UnsupportedAddress"),
+        ("udp-only", "ListenersNotValid"),
+    ] {
+        let gw = bed.wait_gateway(name, "Accepted", "False").await?;
+        let conditions = gw.status.and_then(|s| s.conditions).unwrap_or_default();
+        assert!(
+            is(&conditions, "Accepted", "False", reason),
+            "{name}: {conditions:#?}"
+        );
+        assert!(
+            bed.ns
+                .api::<Deployment>()
+                .get_opt(&format!("praxis-{name}"))
+                .await?
+                .is_none(),
+            "{name}: a refused Gateway gets no data plane"
+        );
+    }
+    Ok(())
+}

@@ -6,7 +6,7 @@
 
 use gateway_api::{
     gateways::Gateway,
-    httproutes::{HttpRoute, HttpRouteParentRefs},
+    httproutes::{HttpRoute, HttpRouteParentRefs, HttpRouteRules},
 };
 
 use super::{
@@ -150,6 +150,14 @@ pub async fn evaluate(
             filters,
         };
         if refused.is_none()
+            && let Some(why) = unsupported_fields(rule)
+        {
+            refused = Some(Issue::new(
+                UNSUPPORTED_VALUE,
+                format!("rule {index}: {why}"),
+            ));
+        }
+        if refused.is_none()
             && let Err(why) = check_rule(&model)
         {
             refused = Some(Issue::new(
@@ -163,4 +171,46 @@ pub async fn evaluate(
         }
     }
     verdict
+}
+
+/// Fields of a rule that Pontoon does not act on yet: such a rule is refused
+/// rather than served without them.
+fn unsupported_fields(rule: &HttpRouteRules) -> Option<String> {
+    if rule.timeouts.is_some() {
+        return Some("timeouts are not supported by Pontoon's Praxis config yet".into());
+    }
+    let with_filters = rule
+        .backend_refs
+        .iter()
+        .flatten()
+        .position(|b| b.filters.as_ref().is_some_and(|f| !f.is_empty()))?;
+    Some(format!(
+        "backendRefs[{with_filters}].filters are not supported (use the rule's filters)"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(json: serde_json::Value) -> HttpRouteRules {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn timeouts_and_backend_filters_refuse_the_rule() {
+        assert_eq!(
+            unsupported_fields(&rule(serde_json::json!({"backendRefs": [{"name": "a"}]}))),
+            None
+        );
+        let timeouts =
+            unsupported_fields(&rule(serde_json::json!({"timeouts": {"request": "10s"}})));
+        assert!(timeouts.is_some_and(|m| m.contains("timeouts")));
+        let filters = unsupported_fields(&rule(serde_json::json!({"backendRefs": [
+            {"name": "a"},
+            {"name": "b", "filters": [{"type": "RequestHeaderModifier",
+                "requestHeaderModifier": {"set": [{"name": "x", "value": "y"}]}}]}
+        ]})));
+        assert!(filters.is_some_and(|m| m.contains("backendRefs[1].filters")));
+    }
 }
