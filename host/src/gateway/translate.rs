@@ -12,7 +12,7 @@ use std::{
 use serde_json::Value;
 
 use super::{model::TranslatedFilter, resolve::listeners::Issue};
-use crate::plugins::{CallError, Registry, bindings::RouteContext};
+use crate::plugins::{CallError, FilterModule, Registry, bindings::RouteContext};
 
 /// Reason on a route whose filter cannot be used.
 pub const UNSUPPORTED_VALUE: &str = "UnsupportedValue";
@@ -115,7 +115,7 @@ impl Translator {
                 .iter()
                 .map(|(i, text)| (text.clone(), requests[*i].1.clone()))
                 .collect();
-            let outcomes = module.translate_all(&batch).await;
+            let outcomes = translate_in_parallel(&module, batch).await;
             let mut cache = self.cache();
             if cache.len() + outcomes.len() > CACHE_LIMIT {
                 cache.clear();
@@ -140,6 +140,48 @@ impl Translator {
             })
             .collect()
     }
+}
+
+/// Below this many misses a batch runs in one instance: splitting costs an
+/// instance per part, which only pays off for a large batch (the first
+/// reconcile of a Gateway with many routes).
+const PARALLEL_BATCH: usize = 256;
+
+/// Translates `batch` in up to one instance per core, each on its own task,
+/// results in `batch`'s order.
+async fn translate_in_parallel(
+    module: &Arc<FilterModule>,
+    batch: Vec<(String, RouteContext)>,
+) -> Vec<Result<Vec<String>, CallError>> {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let parts = cores.min(batch.len() / PARALLEL_BATCH).max(1);
+    if parts == 1 {
+        return module.translate_all(&batch).await;
+    }
+    let size = batch.len().div_ceil(parts);
+    let tasks: Vec<_> = batch
+        .chunks(size)
+        .map(|chunk| {
+            let (module, chunk) = (module.clone(), chunk.to_vec());
+            tokio::spawn(async move { module.translate_all(&chunk).await })
+        })
+        .collect();
+    let mut outcomes = Vec::with_capacity(batch.len());
+    for (task, chunk) in tasks.into_iter().zip(batch.chunks(size)) {
+        match task.await {
+            Ok(part) => outcomes.extend(part),
+            // The task ended abnormally: its part fails like a trapped
+            // call (not cached, so the next reconcile tries again).
+            Err(err) => outcomes.extend(chunk.iter().map(|_| {
+                Err(CallError::Trap {
+                    module: module.name().to_string(),
+                    step: "translate",
+                    message: format!("the host task ended: {err}"),
+                })
+            })),
+        }
+    }
+    outcomes
 }
 
 fn finish(outcome: &Outcome, kind: &str, module: &str) -> Result<TranslatedFilter, Issue> {

@@ -134,6 +134,9 @@ fn golden(name: &str, model: &GatewayModel, options: &GenerateOptions) -> String
     let yaml = generate(model, options).unwrap_or_else(|e| panic!("{name}: generate failed: {e}"));
     praxis_loads(&yaml)
         .unwrap_or_else(|e| panic!("{name}: praxis-proxy-core refuses the config: {e}\n{yaml}"));
+    // Generation writes one line of JSON; the golden files keep it
+    // indented, for diffs a reader can follow.
+    let yaml = indented(&yaml);
     let path = testdata(name);
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::write(&path, &yaml).unwrap();
@@ -147,6 +150,16 @@ fn golden(name: &str, model: &GatewayModel, options: &GenerateOptions) -> String
         path.display()
     );
     yaml
+}
+
+/// The config with its JSON indented, the comment line kept.
+fn indented(config: &str) -> String {
+    let (comment, json) = config.split_once('\n').expect("a comment line");
+    let value: serde_json::Value = serde_json::from_str(json).expect("the config is JSON");
+    format!(
+        "{comment}\n{}\n",
+        serde_json::to_string_pretty(&value).expect("JSON")
+    )
 }
 
 /// Praxis's own parse and validation (`Config::from_yaml`).
@@ -816,4 +829,22 @@ fn standard_filters_entries_load_in_praxis() {
         "{yaml}"
     );
     assert!(yaml.contains(r#""pattern": "^/api/v1(/.*)?$""#), "{yaml}");
+}
+
+#[test]
+fn a_config_beyond_a_config_map_is_an_error() {
+    let routes = (0..5000)
+        .map(|i| {
+            route(
+                &format!("route-{i}"),
+                &[],
+                vec![rule(vec![prefix(&format!("/service-number-{i}"))], web())],
+            )
+        })
+        .collect();
+    let model = gateway(vec![http("web", 80, None, routes)]);
+    match generate(&model, &options()) {
+        Err(ConfigError::TooLarge { bytes }) => assert!(bytes > MAX_CONFIG_BYTES),
+        other => panic!("expected TooLarge, got {:?}", other.map(|c| c.len())),
+    }
 }
