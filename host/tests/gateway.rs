@@ -963,15 +963,28 @@ async fn an_extension_ref_without_its_module_is_refused_naming_the_filter() -> a
         "names the filter: {}",
         accepted.message
     );
-    // Nothing of it reaches the config.
-    let config = bed
-        .ns
-        .api::<ConfigMap>()
-        .get("praxis-gw")
-        .await?
-        .data
-        .and_then(|d| d.get("config.yaml").cloned())
-        .unwrap_or_default();
+    // Nothing of it reaches the config, which serves a route made after it.
+    bed.route(
+        &own,
+        "plain",
+        json!({ "parentRefs": [{ "name": "gw" }],
+        "rules": [{ "matches": [{ "path": { "type": "PathPrefix", "value": "/plain" } }],
+                    "backendRefs": [{ "name": "web", "port": 80 }] }] }),
+    )
+    .await?;
+    let serves_plain = |c: Option<&ConfigMap>| {
+        c.and_then(|c| c.data.as_ref()?.get("config.yaml"))
+            .is_some_and(|config| config.contains("/plain"))
+    };
+    let config = wait_for(
+        &bed.ns.api::<ConfigMap>(),
+        "praxis-gw",
+        serves_plain,
+        TIMEOUT,
+    )
+    .await?
+    .and_then(|c| c.data?.get("config.yaml").cloned())
+    .unwrap_or_default();
     assert!(!config.contains("stamp"), "{config}");
     Ok(())
 }
