@@ -140,6 +140,10 @@ fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }
 
+// The operator binary's allocator (host/src/main.rs), so the figures are its.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 // Multi-threaded, as the operator runs: a large batch of translations
 // spreads over the cores.
 #[tokio::main]

@@ -125,6 +125,10 @@ struct RunArgs {
     provider_memory: u64,
 }
 
+// jemalloc, configured in .cargo/config.toml to give freed memory back.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();

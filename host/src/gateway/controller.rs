@@ -118,7 +118,8 @@ pub async fn run(
 
     // Subscriptions first: a watch starts dispatching as soon as it runs.
     let class_controller =
-        Controller::for_shared_stream(classes.subscribe(), stores.classes.clone());
+        Controller::for_shared_stream(classes.subscribe(), stores.classes.clone())
+            .with_config(bounded());
 
     let gateway_controller = {
         let c = ctx.clone();
@@ -151,6 +152,7 @@ pub async fn run(
             children::MANAGED_BY
         ));
         Controller::for_shared_stream(gateways.subscribe(), stores.gateways.clone())
+            .with_config(bounded())
             .owns(Api::<ConfigMap>::all(client.clone()), children.clone())
             .owns(Api::<Deployment>::all(client.clone()), children.clone())
             .owns(Api::<Service>::all(client.clone()), children)
@@ -183,6 +185,7 @@ pub async fn run(
         let c = ctx.clone();
         let all_by_namespace = move |_: Arc<PartialObjectMeta<Namespace>>| all_routes(&c);
         Controller::for_shared_stream(routes.subscribe(), stores.routes.clone())
+            .with_config(bounded())
             .watches_shared_stream(gateways.subscribe(), by_gateway)
             .watches_shared_stream(classes.subscribe(), all_by_class)
             .watches_shared_stream(grants.subscribe(), all_by_grant)
@@ -237,6 +240,15 @@ pub async fn run(
     tokio::join!(classes_done, gateways_done, routes_done);
     tracing::info!("Gateway API controllers stopped");
     Ok(())
+}
+
+/// Reconciles of one controller running at once. Unbounded, a burst of
+/// route changes runs a reconcile per route at once, each on its own API
+/// connection (1000 new routes opened over a thousand TLS connections).
+const CONCURRENCY: u16 = 8;
+
+fn bounded() -> kube::runtime::controller::Config {
+    kube::runtime::controller::Config::default().concurrency(CONCURRENCY)
 }
 
 /// Fails early, with what to do, when the Gateway API CRDs are not installed.
