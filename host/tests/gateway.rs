@@ -171,39 +171,7 @@ impl Bed {
 
 impl Drop for Bed {
     fn drop(&mut self) {
-        // Gateways carry the operator's finalizer: delete them while it
-        // still runs, or the namespace would never finish deleting. The
-        // class is cluster-scoped; the namespace goes with TestNamespace.
-        let name = self.class.clone();
-        let ns = self.ns.name().to_string();
-        let _ = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            runtime.block_on(async move {
-                let client = pontoon_tests::client().await?;
-                let gateways = Api::<Gateway>::namespaced(client.clone(), &ns);
-                gateways
-                    .delete_collection(&DeleteParams::background(), &Default::default())
-                    .await?;
-                for _ in 0..100 {
-                    if gateways
-                        .list_metadata(&Default::default())
-                        .await?
-                        .items
-                        .is_empty()
-                    {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Api::<GatewayClass>::all(client)
-                    .delete(&name, &DeleteParams::background())
-                    .await?;
-                anyhow::Ok(())
-            })
-        })
-        .join();
+        crds::remove_gateways_blocking(self.ns.name(), std::slice::from_ref(&self.class));
     }
 }
 

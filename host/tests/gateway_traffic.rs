@@ -13,7 +13,7 @@ use gateway_api::{
     httproutes::HttpRoute,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use pontoon_tests::{
     TestNamespace, backends, gateway_api as crds,
     modules::test_module,
@@ -179,38 +179,7 @@ impl Bed {
 
 impl Drop for Bed {
     fn drop(&mut self) {
-        // Delete the Gateways while the operator runs (they carry its
-        // finalizer), then the cluster-scoped class.
-        let class = self.class.clone();
-        let ns = self.ns.name().to_string();
-        let _ = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            runtime.block_on(async move {
-                let client = pontoon_tests::client().await?;
-                let gateways = Api::<Gateway>::namespaced(client.clone(), &ns);
-                gateways
-                    .delete_collection(&DeleteParams::background(), &Default::default())
-                    .await?;
-                for _ in 0..100 {
-                    if gateways
-                        .list_metadata(&Default::default())
-                        .await?
-                        .items
-                        .is_empty()
-                    {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Api::<GatewayClass>::all(client)
-                    .delete(&class, &DeleteParams::background())
-                    .await?;
-                anyhow::Ok(())
-            })
-        })
-        .join();
+        crds::remove_gateways_blocking(self.ns.name(), std::slice::from_ref(&self.class));
     }
 }
 

@@ -91,3 +91,56 @@ async fn install() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// A test's teardown while its operator still runs: deletes the Gateways of
+/// `namespace` (they carry the operator's finalizer; left for after the
+/// operator stopped, the namespace would never finish deleting), waits up
+/// to 10 s for them to go, then deletes the cluster-scoped `classes`.
+/// Blocking, so a `Drop` can call it; errors are ignored (best effort).
+pub fn remove_gateways_blocking(namespace: &str, classes: &[String]) {
+    use kube::{
+        api::{DeleteParams, DynamicObject, ListParams},
+        core::{ApiResource, GroupVersionKind},
+    };
+    let resource = |kind| {
+        ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "gateway.networking.k8s.io",
+            "v1",
+            kind,
+        ))
+    };
+    let (namespace, classes) = (namespace.to_string(), classes.to_vec());
+    let _ = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(async move {
+            let client = crate::client().await?;
+            let gateways: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), &namespace, &resource("Gateway"));
+            gateways
+                .delete_collection(&DeleteParams::background(), &ListParams::default())
+                .await?;
+            for _ in 0..100 {
+                if gateways
+                    .list_metadata(&ListParams::default())
+                    .await?
+                    .items
+                    .is_empty()
+                {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let gateway_classes: Api<DynamicObject> =
+                Api::all_with(client, &resource("GatewayClass"));
+            for class in &classes {
+                gateway_classes
+                    .delete(class, &DeleteParams::background())
+                    .await?;
+            }
+            anyhow::Ok(())
+        })
+    })
+    .join();
+}
