@@ -12,13 +12,9 @@
 //!   HTTPRoutes of two filters each on one Gateway (all in its config), and
 //!   its peak RSS over the run.
 
-use std::{
-    path::PathBuf,
-    process::{Command, Stdio},
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use futures::{StreamExt, TryStreamExt, stream};
 use gateway_api::{
     apis::standard::{gatewayclasses::GatewayClass, gateways::Gateway},
@@ -28,9 +24,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use pontoon_tests::{
     TestNamespace, backends,
-    bench::{memory_kib, percentile},
-    providers::target_dir,
-    repo_root, wait_for,
+    bench::{BenchOperator, memory_kib, percentile},
+    wait_for,
 };
 use serde_json::json;
 
@@ -41,60 +36,31 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let binary = std::env::var_os("PONTOON_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| target_dir().join("release/pontoon"));
-    let providers = repo_root().join("dist/providers");
-    if !providers.join("standard_filters.wasm").is_file() {
-        bail!(
-            "{} has no standard_filters.wasm; run `make providers`",
-            providers.display()
-        );
-    }
     pontoon_tests::gateway_api::install_crds().await?;
     let ns = TestNamespace::new("bench-gw").await?;
     let class = ns.name().to_string();
     let controller_name = format!("pontoon.dev/{class}");
-    let log = target_dir().join("bench-gateway-operator.log");
-    let mut operator = Command::new(&binary)
-        .args([
-            "run",
+    let mut operator = BenchOperator::start(
+        "bench-gateway",
+        "standard_filters",
+        &[
             "--namespace",
             ns.name(),
             "--controllers",
             "gateway-api",
-        ])
-        .args(["--gateway-controller-name", &controller_name])
-        .arg("--kubeconfig")
-        .arg(pontoon_tests::kubeconfig_path())
-        .arg("--providers")
-        .arg(&providers)
-        .arg("--cache-dir")
-        .arg(target_dir().join("pontoon-module-cache"))
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log)?)
-        .spawn()
-        .with_context(|| {
-            format!(
-                "cannot start {} (make bench-gateway builds it)",
-                binary.display()
-            )
-        })?;
-    let pid = operator.id();
-    println!(
-        "bench-gateway: operator {} (pid {pid}), log {}",
-        binary.display(),
-        log.display()
-    );
+            "--gateway-controller-name",
+            &controller_name,
+        ],
+    )
+    .await?;
+    let pid = operator.pid();
     let outcome = run(&ns, &class, &controller_name, pid).await;
     let peak = memory_kib(pid, "VmHWM:");
     // Whatever happened, the operator removes its finalizers before it stops.
     pontoon_tests::gateway_api::remove_gateways_blocking(ns.name(), std::slice::from_ref(&class));
     operator.kill()?;
-    operator.wait()?;
-    let figures = outcome.with_context(|| format!("see the operator's log {}", log.display()))?;
+    let figures =
+        outcome.with_context(|| format!("see the operator's log {}", operator.log.display()))?;
     let mib = |kib: u64| kib as f64 / 1024.0;
 
     println!();
@@ -140,14 +106,8 @@ async fn run(
     controller_name: &str,
     pid: u32,
 ) -> anyhow::Result<Figures> {
+    pontoon_tests::gateway_api::create_class(class, controller_name, None).await?;
     let classes: Api<GatewayClass> = Api::all(ns.client.clone());
-    let gateway_class: GatewayClass = serde_json::from_value(json!({
-        "metadata": { "name": class },
-        "spec": { "controllerName": controller_name }
-    }))?;
-    classes
-        .create(&PostParams::default(), &gateway_class)
-        .await?;
     let accepted = |c: Option<&GatewayClass>| {
         c.and_then(|c| c.status.as_ref()?.conditions.as_ref())
             .is_some_and(|cs| {

@@ -10,12 +10,11 @@
 
 use std::{
     collections::BTreeMap,
-    path::PathBuf,
-    process::{Command, Stdio},
+    process::Command,
     time::{Duration, Instant},
 };
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::{
     api::{apps::v1::Deployment, core::v1::Pod},
@@ -29,9 +28,8 @@ use kube::{
 use pontoon::bridge_mount::{GefyraBridgeMount, crd::BridgeMountFields};
 use pontoon_tests::{
     TestNamespace,
-    bench::{memory_kib, percentile},
-    providers::target_dir,
-    repo_root, wait_for, wait_for_list,
+    bench::{BenchOperator, memory_kib, percentile},
+    wait_for, wait_for_list,
 };
 use serde_json::json;
 
@@ -43,61 +41,21 @@ const TIMEOUT: Duration = Duration::from_secs(180);
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let binary = std::env::var_os("PONTOON_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| target_dir().join("release/pontoon"));
-    let providers = repo_root().join("dist/providers");
-    if !providers.join("carrier2mount.wasm").is_file() {
-        bail!(
-            "{} has no carrier2mount.wasm; run `make providers`",
-            providers.display()
-        );
-    }
     let client = pontoon_tests::client().await?;
     install_crds(&client).await?;
     let gefyra = TestNamespace::new("bench-gefyra").await?;
-    let cache = target_dir().join("pontoon-module-cache");
-    let log = target_dir().join("bench-mounts-operator.log");
-    let mut operator = Command::new(&binary)
-        .args([
-            "run",
-            "--namespace",
-            gefyra.name(),
-            "--watch-namespace",
-            gefyra.name(),
-        ])
-        .arg("--kubeconfig")
-        .arg(pontoon_tests::kubeconfig_path())
-        .arg("--providers")
-        .arg(&providers)
-        .arg("--cache-dir")
-        .arg(&cache)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log)?)
-        .spawn()
-        .with_context(|| {
-            format!(
-                "cannot start {} (make bench-mounts builds it)",
-                binary.display()
-            )
-        })?;
-    let pid = operator.id();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    if let Some(status) = operator.try_wait()? {
-        bail!("the operator exited ({status}); see {}", log.display());
-    }
-    println!(
-        "bench-mounts: operator {} (pid {pid}), log {}",
-        binary.display(),
-        log.display()
-    );
+    let ns = gefyra.name();
+    let mut operator = BenchOperator::start(
+        "bench-mounts",
+        "carrier2mount",
+        &["--namespace", ns, "--watch-namespace", ns],
+    )
+    .await?;
+    let pid = operator.pid();
 
     let outcome = run(&gefyra).await;
     let usage = Usage::of(pid);
     operator.kill()?;
-    operator.wait()?;
     let (create, delete, many) = outcome?;
     let usage = usage?;
 

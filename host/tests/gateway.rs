@@ -70,13 +70,7 @@ impl Bed {
         controller: &str,
         parameters: Option<serde_json::Value>,
     ) -> anyhow::Result<()> {
-        let classes: Api<GatewayClass> = Api::all(self.ns.client.clone());
-        let class: GatewayClass = serde_json::from_value(json!({
-            "metadata": { "name": name },
-            "spec": { "controllerName": controller, "parametersRef": parameters }
-        }))?;
-        classes.create(&PostParams::default(), &class).await?;
-        Ok(())
+        crds::create_class(name, controller, parameters).await
     }
 
     fn gateways(&self) -> Api<Gateway> {

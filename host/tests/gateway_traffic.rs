@@ -8,10 +8,7 @@
 use std::{collections::BTreeMap, net::SocketAddr, path::Path, time::Duration};
 
 use anyhow::Context as _;
-use gateway_api::{
-    apis::standard::{gatewayclasses::GatewayClass, gateways::Gateway},
-    httproutes::HttpRoute,
-};
+use gateway_api::{apis::standard::gateways::Gateway, httproutes::HttpRoute};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use pontoon_tests::{
@@ -76,14 +73,7 @@ impl Bed {
                 "--praxis-allow-root",
             ],
         )?;
-        let classes: Api<GatewayClass> = Api::all(ns.client.clone());
-        let gateway_class: GatewayClass = serde_json::from_value(json!({
-            "metadata": { "name": class },
-            "spec": { "controllerName": controller_name }
-        }))?;
-        classes
-            .create(&PostParams::default(), &gateway_class)
-            .await?;
+        crds::create_class(&class, &controller_name, None).await?;
         Ok(Some(Self {
             net,
             ns,

@@ -27,6 +27,75 @@ pub fn memory_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
         .with_context(|| format!("no {field} in /proc/{pid}/status"))
 }
 
+/// The release operator a benchmark measures (`PONTOON_BIN`, default
+/// `release/pontoon` of the shared target directory), started with the
+/// bundled modules of `dist/providers` and a module cache, logging warnings
+/// to `<bench>-operator.log`.
+pub struct BenchOperator {
+    pub child: std::process::Child,
+    pub log: std::path::PathBuf,
+}
+
+impl BenchOperator {
+    /// Starts `pontoon run ARGS...` for `make <bench>`; fails, saying what to
+    /// do, when `module` (e.g. `carrier2mount`) was not built or the
+    /// operator exits at once.
+    pub async fn start(bench: &str, module: &str, args: &[&str]) -> anyhow::Result<Self> {
+        use crate::{kubeconfig_path, providers::target_dir, repo_root};
+        use std::process::{Command, Stdio};
+
+        let binary = std::env::var_os("PONTOON_BIN")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| target_dir().join("release/pontoon"));
+        let providers = repo_root().join("dist/providers");
+        anyhow::ensure!(
+            providers.join(format!("{module}.wasm")).is_file(),
+            "{} has no {module}.wasm; run `make providers`",
+            providers.display()
+        );
+        let log = target_dir().join(format!("{bench}-operator.log"));
+        let mut child = Command::new(&binary)
+            .arg("run")
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(kubeconfig_path())
+            .arg("--providers")
+            .arg(&providers)
+            .arg("--cache-dir")
+            .arg(target_dir().join("pontoon-module-cache"))
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
+            .spawn()
+            .with_context(|| {
+                format!("cannot start {} (make {bench} builds it)", binary.display())
+            })?;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if let Some(status) = child.try_wait()? {
+            anyhow::bail!("the operator exited ({status}); see {}", log.display());
+        }
+        println!(
+            "{bench}: operator {} (pid {}), log {}",
+            binary.display(),
+            child.id(),
+            log.display()
+        );
+        Ok(Self { child, log })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Stops it (SIGKILL: the figures are taken) and reaps it.
+    pub fn kill(&mut self) -> anyhow::Result<()> {
+        self.child.kill()?;
+        self.child.wait()?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -144,3 +144,32 @@ pub fn remove_gateways_blocking(namespace: &str, classes: &[String]) {
     })
     .join();
 }
+
+/// Creates GatewayClass `name` for the controller `controller_name`, with
+/// `parameters_ref` (a `spec.parametersRef`) when given.
+pub async fn create_class(
+    name: &str,
+    controller_name: &str,
+    parameters_ref: Option<serde_json::Value>,
+) -> anyhow::Result<()> {
+    use kube::{
+        api::{DynamicObject, PostParams},
+        core::{ApiResource, GroupVersionKind},
+    };
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "gateway.networking.k8s.io",
+        "v1",
+        "GatewayClass",
+    ));
+    let class: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "GatewayClass",
+        "metadata": { "name": name },
+        "spec": { "controllerName": controller_name, "parametersRef": parameters_ref }
+    }))?;
+    Api::<DynamicObject>::all_with(crate::client().await?, &resource)
+        .create(&PostParams::default(), &class)
+        .await
+        .with_context(|| format!("creating GatewayClass {name}"))?;
+    Ok(())
+}
