@@ -176,29 +176,7 @@ async fn fetch_secrets(
 
 /// Whether a rule can be expressed in Praxis (`Err` with why not).
 pub fn check_rule(rule: &model::Rule) -> Result<(), String> {
-    let probe = GatewayModel {
-        listeners: vec![model::Listener {
-            name: "probe".into(),
-            port: 80,
-            protocol: model::Protocol::Http,
-            hostname: None,
-            certificates: Vec::new(),
-            routes: vec![model::Route {
-                namespace: String::new(),
-                name: String::new(),
-                hostnames: Vec::new(),
-                rules: vec![rule.clone()],
-            }],
-        }],
-        ..Default::default()
-    };
-    match config::refusals(&probe).into_iter().next() {
-        None => Ok(()),
-        Some(refusal) => Err(refusal
-            .message
-            .trim_start_matches(&format!("rule {}: ", rule.index))
-            .to_string()),
-    }
+    config::check_rule(rule).map(drop)
 }
 
 /// Why the Gateway is not accepted, if it is not.
@@ -377,10 +355,8 @@ async fn apply(gateway: &Gateway, ctx: &GatewayContext) -> Result<Action, Error>
             index += 1;
             keep
         });
-        let (model, refused) = config::split_refused(&model);
-        for r in &refused {
-            tracing::warn!(gateway = %gateway.name_any(), "{r}");
-        }
+        // Rules Praxis cannot express were left out by `routes::evaluate`
+        // (and reported on their routes), with the same `check_rule`.
         data_plane = match config::generate(&model, &ctx.settings.config) {
             Ok(yaml) => apply_children(gateway, ctx, &yaml, &states).await?,
             Err(err) => {

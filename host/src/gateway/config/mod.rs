@@ -94,7 +94,7 @@ impl std::fmt::Display for RuleRefusal {
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    /// Rules Praxis cannot express; [`split_refused`] leaves them out.
+    /// Rules Praxis cannot express; [`check_rule`] judges each beforehand.
     #[error("{} rule(s) cannot be expressed in Praxis: {}", .0.len(), join(.0))]
     UnsupportedRules(Vec<RuleRefusal>),
     #[error("listeners {first} and {second} share port {port} with different protocols")]
@@ -155,6 +155,7 @@ fn refusal(route: &Route, rule: &Rule, why: &str) -> RuleRefusal {
 }
 
 /// `model` without the rules Praxis cannot express, and those rules.
+#[cfg(test)]
 pub fn split_refused(model: &GatewayModel) -> (GatewayModel, Vec<RuleRefusal>) {
     let refused = refusals(model);
     let mut kept = model.clone();
@@ -170,7 +171,8 @@ pub fn split_refused(model: &GatewayModel) -> (GatewayModel, Vec<RuleRefusal>) {
     (kept, refused)
 }
 
-fn check_rule(rule: &Rule) -> Result<Vec<CheckedMatch>, String> {
+/// Whether Praxis can express `rule`: its matches, checked, or why not.
+pub fn check_rule(rule: &Rule) -> Result<Vec<CheckedMatch>, String> {
     let matches = routes::check_matches(rule)?;
     filters::check(&rule.filters, &matches)?;
     Ok(matches)
@@ -178,7 +180,7 @@ fn check_rule(rule: &Rule) -> Result<Vec<CheckedMatch>, String> {
 
 /// The Praxis config (YAML) for one Gateway. Fails with
 /// [`ConfigError::UnsupportedRules`] listing every rule Praxis cannot
-/// express; [`split_refused`] first to leave them out.
+/// express; [`check_rule`] first to leave them out.
 pub fn generate(model: &GatewayModel, options: &GenerateOptions) -> Result<String, ConfigError> {
     let groups = listeners::group(model)?;
     let mut config = Config {
