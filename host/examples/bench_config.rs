@@ -117,7 +117,8 @@ fn entries(module: &str, kind: &str, texts: &[String]) -> anyhow::Result<Transla
         entries: texts
             .iter()
             .map(|t| serde_json::from_str(t))
-            .collect::<Result<_, _>>()?,
+            .collect::<Result<Vec<_>, _>>()?
+            .into(),
     })
 }
 

@@ -117,6 +117,7 @@ pub struct TranslatedFilter {
     pub kind: String,
     /// The module that translated it.
     pub module: String,
-    /// Praxis filter entries (JSON objects), applied in order.
-    pub entries: Vec<serde_json::Value>,
+    /// Praxis filter entries (JSON objects), applied in order; shared with
+    /// the translation cache, which hands the same entries to every reconcile.
+    pub entries: std::sync::Arc<[serde_json::Value]>,
 }

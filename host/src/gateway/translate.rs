@@ -19,17 +19,28 @@ pub const UNSUPPORTED_VALUE: &str = "UnsupportedValue";
 /// Cached outcomes kept at most; past that the cache starts over.
 const CACHE_LIMIT: usize = 50_000;
 
-type Key = (String, String, (String, String, u32, u32, String, String));
+/// A translation's input: the module, the filter's JSON and where it stands.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Key {
+    module: String,
+    filter: String,
+    /// The route context's fields, one per line (names cannot hold one).
+    context: String,
+}
+
+/// The cache's hasher: fast on the long keys above; the keys come from the
+/// cluster's own objects, hashed per process with a random seed.
+type Cache = HashMap<Key, Outcome, foldhash::fast::RandomState>;
 
 #[derive(Clone, Debug)]
 enum Outcome {
-    Entries(Arc<Vec<Value>>),
+    Entries(Arc<[Value]>),
     Refused(Issue),
 }
 
 pub struct Translator {
     registry: Arc<Registry>,
-    cache: Mutex<HashMap<Key, Outcome>>,
+    cache: Mutex<Cache>,
 }
 
 /// The type a filter is handled by: its `type`, or for an extension filter
@@ -48,19 +59,27 @@ pub fn filter_kind(filter: &Value) -> String {
     }
 }
 
-fn key(module: &str, filter: &str, c: &RouteContext) -> Key {
-    (
-        module.to_string(),
-        filter.to_string(),
-        (
-            c.route_namespace.clone(),
-            c.route_name.clone(),
-            c.rule_index,
-            c.filter_index,
-            c.gateway_namespace.clone(),
-            c.gateway_name.clone(),
-        ),
-    )
+fn key(module: &str, filter: String, c: &RouteContext) -> Key {
+    Key {
+        module: module.to_string(),
+        filter,
+        context: [
+            c.route_namespace.as_str(),
+            &c.route_name,
+            &c.rule_index.to_string(),
+            &c.filter_index.to_string(),
+            &c.gateway_namespace,
+            &c.gateway_name,
+        ]
+        .join("\n"),
+    }
+}
+
+/// A filter to translate: its place in the request list, its type and key.
+struct Miss {
+    index: usize,
+    kind: String,
+    key: Key,
 }
 
 impl Translator {
@@ -71,7 +90,7 @@ impl Translator {
         }
     }
 
-    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Outcome>> {
+    fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
         self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -81,8 +100,8 @@ impl Translator {
         requests: &[(Value, RouteContext)],
     ) -> Vec<Result<TranslatedFilter, Issue>> {
         let mut results: Vec<Option<Result<TranslatedFilter, Issue>>> = vec![None; requests.len()];
-        // Misses, grouped by module: (index, filter text, context).
-        let mut misses: HashMap<String, Vec<(usize, String)>> = HashMap::new();
+        // Misses, grouped by module.
+        let mut misses: HashMap<String, Vec<Miss>> = HashMap::new();
         {
             let cache = self.cache();
             for (i, (filter, context)) in requests.iter().enumerate() {
@@ -97,13 +116,19 @@ impl Translator {
                     )));
                     continue;
                 };
-                let text = filter.to_string();
-                match cache.get(&key(module.name(), &text, context)) {
+                // serde_json's writer, several times faster than `Display`.
+                let text = serde_json::to_string(filter).unwrap_or_default();
+                let key = key(module.name(), text, context);
+                match cache.get(&key) {
                     Some(outcome) => results[i] = Some(finish(outcome, &kind, module.name())),
                     None => misses
                         .entry(module.name().to_string())
                         .or_default()
-                        .push((i, text)),
+                        .push(Miss {
+                            index: i,
+                            kind,
+                            key,
+                        }),
                 }
             }
         }
@@ -111,25 +136,25 @@ impl Translator {
             let Some(module) = self.registry.filter(&module_name) else {
                 continue;
             };
-            let batch: Vec<(String, RouteContext)> = items
+            let batch: Arc<[(String, RouteContext)]> = items
                 .iter()
-                .map(|(i, text)| (text.clone(), requests[*i].1.clone()))
+                .map(|miss| (miss.key.filter.clone(), requests[miss.index].1.clone()))
                 .collect();
             let outcomes = translate_in_parallel(&module, batch).await;
             let mut cache = self.cache();
             if cache.len() + outcomes.len() > CACHE_LIMIT {
                 cache.clear();
             }
-            for ((i, text), outcome) in items.into_iter().zip(outcomes) {
+            cache.reserve(items.len());
+            for (miss, outcome) in items.into_iter().zip(outcomes) {
                 let outcome = match outcome {
                     Ok(entries) => parse_entries(&entries, &module_name),
                     Err(err) => Outcome::Refused(refusal(&err)),
                 };
-                let kind = filter_kind(&requests[i].0);
-                results[i] = Some(finish(&outcome, &kind, &module_name));
+                results[miss.index] = Some(finish(&outcome, &miss.kind, &module_name));
                 // A deadline or a trap may pass; only a module's own answer is pure.
                 if !matches!(&outcome, Outcome::Refused(issue) if issue.reason == "ModuleFailed") {
-                    cache.insert(key(&module_name, &text, &requests[i].1), outcome);
+                    cache.insert(miss.key, outcome);
                 }
             }
         }
@@ -151,7 +176,7 @@ const PARALLEL_BATCH: usize = 256;
 /// results in `batch`'s order.
 async fn translate_in_parallel(
     module: &Arc<FilterModule>,
-    batch: Vec<(String, RouteContext)>,
+    batch: Arc<[(String, RouteContext)]>,
 ) -> Vec<Result<Vec<String>, CallError>> {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let parts = cores.min(batch.len() / PARALLEL_BATCH).max(1);
@@ -159,11 +184,13 @@ async fn translate_in_parallel(
         return module.translate_all(&batch).await;
     }
     let size = batch.len().div_ceil(parts);
-    let tasks: Vec<_> = batch
-        .chunks(size)
-        .map(|chunk| {
-            let (module, chunk) = (module.clone(), chunk.to_vec());
-            tokio::spawn(async move { module.translate_all(&chunk).await })
+    // Each task takes its part of the shared batch, not a copy of it.
+    let tasks: Vec<_> = (0..batch.len())
+        .step_by(size)
+        .map(|start| {
+            let (module, batch) = (module.clone(), batch.clone());
+            let end = (start + size).min(batch.len());
+            tokio::spawn(async move { module.translate_all(&batch[start..end]).await })
         })
         .collect();
     let mut outcomes = Vec::with_capacity(batch.len());
@@ -189,7 +216,7 @@ fn finish(outcome: &Outcome, kind: &str, module: &str) -> Result<TranslatedFilte
         Outcome::Entries(entries) => Ok(TranslatedFilter {
             kind: kind.to_string(),
             module: module.to_string(),
-            entries: entries.as_ref().clone(),
+            entries: entries.clone(),
         }),
         Outcome::Refused(issue) => Err(Issue::new(UNSUPPORTED_VALUE, issue.message.clone())),
     }
@@ -210,7 +237,7 @@ fn parse_entries(entries: &[String], module: &str) -> Outcome {
             }
         }
     }
-    Outcome::Entries(Arc::new(parsed))
+    Outcome::Entries(parsed.into())
 }
 
 fn refusal(err: &CallError) -> Issue {

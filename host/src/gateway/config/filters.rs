@@ -17,6 +17,12 @@
 //! | `${pontoon_port_suffix:N}` | `:N`, empty when N is the listener scheme's default port |
 //! | `${pontoon_match_prefix}` | the matched PathPrefix without its trailing `/`, regex-escaped; the entry is repeated per match, each gated on its match |
 
+use std::sync::Arc;
+
+use serde::{
+    Serialize, Serializer,
+    ser::{SerializeMap, SerializeSeq},
+};
 use serde_json::{Map, Value};
 
 use super::{
@@ -67,7 +73,7 @@ pub fn check(filters: &[TranslatedFilter], matches: &[CheckedMatch]) -> Result<(
                 filter.kind, filter.module
             )
         };
-        for entry in &filter.entries {
+        for entry in filter.entries.iter() {
             let object = entry
                 .as_object()
                 .ok_or_else(|| format!("{}: an entry is not a JSON object", at()))?;
@@ -102,31 +108,46 @@ pub fn check(filters: &[TranslatedFilter], matches: &[CheckedMatch]) -> Result<(
 
 /// The rule's entries, gated on it, then the rule's own answer if it has
 /// nowhere to send requests (`status`).
-pub fn rule_entries(
-    filters: &[TranslatedFilter],
+pub fn rule_entries<'a>(
+    filters: &'a [TranslatedFilter],
     matches: &[CheckedMatch],
     rule_tag: &str,
     match_tag: impl Fn(usize) -> String,
     listener: ListenerFacts,
     status: Option<u16>,
-) -> Vec<Filter> {
+) -> Vec<Filter<'a>> {
     let rule_condition = gate(Some(rule_tag.to_string()), None);
-    let rule_gate = serde_json::to_value(&rule_condition).unwrap_or(Value::Null);
+    let rule_gate = Arc::new(rule_condition.clone());
     let mut out = Vec::new();
-    for entry in filters.iter().flat_map(|f| &f.entries) {
+    for entry in filters.iter().flat_map(|f| f.entries.iter()) {
+        // `check` refused anything but objects beforehand.
+        let Some(entry) = entry.as_object() else {
+            continue;
+        };
         let mut uses_prefix = false;
-        visit_strings(entry, &mut |s| uses_prefix |= s.contains(MATCH_PREFIX));
+        visit_map_strings(entry, &mut |s| uses_prefix |= s.contains(MATCH_PREFIX));
         if uses_prefix {
             for (k, m) in matches.iter().enumerate() {
                 let prefix = regex::escape(m.path.prefix().unwrap_or_default());
-                let filled = fill(entry, listener, Some(&prefix));
-                let gate = gate(Some(rule_tag.to_string()), Some(match_tag(k)));
-                let gate = serde_json::to_value(&gate).unwrap_or(Value::Null);
-                out.push(Filter::Module(scoped(filled, &gate)));
+                let gate = Arc::new(gate(Some(rule_tag.to_string()), Some(match_tag(k))));
+                out.push(Filter::Module(ModuleEntry::new(
+                    entry,
+                    gate,
+                    Fill {
+                        listener,
+                        match_prefix: Some(prefix),
+                    },
+                )));
             }
         } else {
-            let filled = fill(entry, listener, None);
-            out.push(Filter::Module(scoped(filled, &rule_gate)));
+            out.push(Filter::Module(ModuleEntry::new(
+                entry,
+                rule_gate.clone(),
+                Fill {
+                    listener,
+                    match_prefix: None,
+                },
+            )));
         }
     }
     if let Some(status) = status {
@@ -139,9 +160,140 @@ pub fn rule_entries(
     out
 }
 
+/// A module's entry as Praxis gets it, written straight from the model's
+/// JSON when the config is serialized (no copy of the tree per entry): the
+/// gate condition before the entry's own conditions, placeholders filled,
+/// and `allow_rewrite_override` on rewrite filters (Praxis refuses a second
+/// path rewriter in a pipeline without it, but gated rules never both run).
+/// Keys come out sorted, as serde_json writes any object.
+#[derive(Debug)]
+pub struct ModuleEntry<'a> {
+    entry: &'a Map<String, Value>,
+    gate: Arc<Condition>,
+    fill: Fill,
+}
+
+#[derive(Debug)]
+struct Fill {
+    listener: ListenerFacts,
+    /// The regex-escaped prefix of the match this copy is gated on.
+    match_prefix: Option<String>,
+}
+
+impl<'a> ModuleEntry<'a> {
+    fn new(entry: &'a Map<String, Value>, gate: Arc<Condition>, fill: Fill) -> Self {
+        Self { entry, gate, fill }
+    }
+
+    /// The entry as the module returned it.
+    pub fn source(&self) -> &'a Map<String, Value> {
+        self.entry
+    }
+
+    fn is_rewrite(&self) -> bool {
+        self.entry
+            .get("filter")
+            .and_then(Value::as_str)
+            .is_some_and(|f| REWRITE_FILTERS.contains(&f))
+    }
+}
+
+/// What one key of a [`ModuleEntry`] writes.
+enum Field<'e> {
+    Value(&'e Value),
+    Conditions(&'e [Value]),
+    True,
+}
+
+impl Serialize for ModuleEntry<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut fields: Vec<(&str, Field<'_>)> = Vec::with_capacity(self.entry.len() + 2);
+        for (key, value) in self.entry {
+            match key.as_str() {
+                "conditions" | "allow_rewrite_override" => {}
+                _ => fields.push((key, Field::Value(value))),
+            }
+        }
+        let own = match self.entry.get("conditions") {
+            Some(Value::Array(list)) => list.as_slice(),
+            _ => &[],
+        };
+        fields.push(("conditions", Field::Conditions(own)));
+        if self.is_rewrite() {
+            fields.push(("allow_rewrite_override", Field::True));
+        } else if let Some(value) = self.entry.get("allow_rewrite_override") {
+            fields.push(("allow_rewrite_override", Field::Value(value)));
+        }
+        fields.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let mut map = serializer.serialize_map(Some(fields.len()))?;
+        for (key, field) in fields {
+            match field {
+                Field::Value(value) => map.serialize_entry(key, &Filled(value, &self.fill))?,
+                Field::Conditions(own) => map.serialize_entry(
+                    key,
+                    &Conditions {
+                        gate: &self.gate,
+                        own,
+                        fill: &self.fill,
+                    },
+                )?,
+                Field::True => map.serialize_entry(key, &true)?,
+            }
+        }
+        map.end()
+    }
+}
+
+/// The gate, then the entry's own conditions.
+struct Conditions<'e> {
+    gate: &'e Condition,
+    own: &'e [Value],
+    fill: &'e Fill,
+}
+
+impl Serialize for Conditions<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(self.own.len() + 1))?;
+        seq.serialize_element(self.gate)?;
+        for condition in self.own {
+            seq.serialize_element(&Filled(condition, self.fill))?;
+        }
+        seq.end()
+    }
+}
+
+/// A JSON value with its placeholders filled.
+struct Filled<'e>(&'e Value, &'e Fill);
+
+impl Serialize for Filled<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let Self(value, fill) = self;
+        match value {
+            Value::String(s) if may_hold_placeholder(s) => {
+                serializer.serialize_str(&fill_str(s, fill.listener, fill.match_prefix.as_deref()))
+            }
+            Value::Array(items) => {
+                let mut seq = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(&Filled(item, fill))?;
+                }
+                seq.end()
+            }
+            Value::Object(entries) => {
+                let mut map = serializer.serialize_map(Some(entries.len()))?;
+                for (key, item) in entries {
+                    map.serialize_entry(key, &Filled(item, fill))?;
+                }
+                map.end()
+            }
+            other => other.serialize(serializer),
+        }
+    }
+}
+
 /// Whether any entry is a security filter.
 pub fn has_security_filter(filters: &[TranslatedFilter]) -> bool {
-    filters.iter().flat_map(|f| &f.entries).any(|e| {
+    filters.iter().flat_map(|f| f.entries.iter()).any(|e| {
         e.get("filter")
             .and_then(Value::as_str)
             .is_some_and(|name| SECURITY_FILTERS.contains(&name))
@@ -157,50 +309,6 @@ fn gate(protocol: Option<String>, provider: Option<String>) -> Condition {
             }),
             ..ConditionMatch::default()
         },
-    }
-}
-
-/// The entry with the `gate` condition before its own conditions. Rewrite filters
-/// also get `allow_rewrite_override`: Praxis refuses a second path rewriter
-/// in a pipeline without it, but gated rules never both run.
-fn scoped(mut entry: Value, gate: &Value) -> Value {
-    let Some(object) = entry.as_object_mut() else {
-        return entry;
-    };
-    let gate = gate.clone();
-    match object.get_mut("conditions") {
-        Some(Value::Array(list)) => list.insert(0, gate),
-        _ => {
-            object.insert("conditions".into(), Value::Array(vec![gate]));
-        }
-    }
-    if object
-        .get("filter")
-        .and_then(Value::as_str)
-        .is_some_and(|f| REWRITE_FILTERS.contains(&f))
-    {
-        object.insert("allow_rewrite_override".into(), Value::Bool(true));
-    }
-    entry
-}
-
-fn fill(entry: &Value, listener: ListenerFacts, match_prefix: Option<&str>) -> Value {
-    match entry {
-        Value::String(s) if s.contains(PLACEHOLDER_START) => {
-            Value::String(fill_str(s, listener, match_prefix))
-        }
-        Value::Array(items) => Value::Array(
-            items
-                .iter()
-                .map(|v| fill(v, listener, match_prefix))
-                .collect(),
-        ),
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), fill(v, listener, match_prefix)))
-                .collect::<Map<_, _>>(),
-        ),
-        other => other.clone(),
     }
 }
 
@@ -257,9 +365,21 @@ fn unknown_placeholder(s: &str) -> Option<String> {
     None
 }
 
+/// Whether `s` may hold a placeholder: a byte search first, since most
+/// strings of most entries hold none.
+fn may_hold_placeholder(s: &str) -> bool {
+    s.contains('$') && s.contains(PLACEHOLDER_START)
+}
+
+fn visit_map_strings(map: &Map<String, Value>, f: &mut impl FnMut(&str)) {
+    map.values().for_each(|v| visit_strings(v, f));
+}
+
+/// Calls `f` with each string in `value` that may hold a placeholder.
 fn visit_strings(value: &Value, f: &mut impl FnMut(&str)) {
     match value {
-        Value::String(s) => f(s),
+        Value::String(s) if may_hold_placeholder(s) => f(s),
+        Value::String(_) => {}
         Value::Array(items) => items.iter().for_each(|v| visit_strings(v, f)),
         Value::Object(map) => map.values().for_each(|v| visit_strings(v, f)),
         Value::Null | Value::Bool(_) | Value::Number(_) => {}
@@ -301,7 +421,7 @@ mod tests {
         let filter = |entry: Value| TranslatedFilter {
             kind: "URLRewrite".into(),
             module: "m".into(),
-            entries: vec![entry],
+            entries: vec![entry].into(),
         };
         let prefix = CheckedMatch {
             path: PathSpec::Prefix("/a".into()),
@@ -351,7 +471,8 @@ mod tests {
                 "filter": "headers",
                 "conditions": [{"when": {"methods": ["GET"]}}],
                 "request_set": [{"name": "a", "value": "b"}]
-            })],
+            })]
+            .into(),
         }];
         let out = rule_entries(
             &filters,

@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 #[derive(Debug, Serialize)]
-pub struct Config {
+pub struct Config<'a> {
     pub listeners: Vec<Listener>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admin: Option<Admin>,
-    pub filter_chains: Vec<FilterChain>,
+    pub filter_chains: Vec<FilterChain<'a>>,
     pub insecure_options: InsecureOptions,
 }
 
@@ -73,23 +73,24 @@ impl SkipPipelineChecks {
 }
 
 #[derive(Debug, Serialize)]
-pub struct FilterChain {
+pub struct FilterChain<'a> {
     pub name: String,
-    pub filters: Vec<Filter>,
+    pub filters: Vec<Filter<'a>>,
 }
 
 /// One filter entry. The built-in ones Pontoon writes itself are typed; the
-/// entries config filter modules return are passed through as JSON.
+/// entries config filter modules return are written from the model as they
+/// are serialized (placeholders filled, gated on their rule).
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
-pub enum Filter {
+pub enum Filter<'a> {
     RequestId(RequestId),
     Headers(Headers),
     Guardrails(Guardrails),
     Router(Router),
     LoadBalancer(LoadBalancer),
     StaticResponse(StaticResponse),
-    Module(serde_json::Value),
+    Module(super::filters::ModuleEntry<'a>),
 }
 
 #[derive(Debug, Serialize)]

@@ -228,7 +228,7 @@ impl Candidate {
 
 /// The classifiers and the router entries for one Praxis listener.
 pub struct Routing {
-    pub classifiers: Vec<super::praxis::Filter>,
+    pub classifiers: Vec<super::praxis::Filter<'static>>,
     pub routes: Vec<RouterRoute>,
 }
 
@@ -390,7 +390,7 @@ fn classifier(
     what: &str,
     rules: Vec<GuardrailsRule>,
     result: ResultMatch,
-) -> super::praxis::Filter {
+) -> super::praxis::Filter<'static> {
     let name = format!("{chain}-{what}");
     super::praxis::Filter::Guardrails(Guardrails {
         filter: "guardrails",

@@ -117,7 +117,7 @@ fn translated(kind: &str, entries: Vec<serde_json::Value>) -> TranslatedFilter {
     TranslatedFilter {
         kind: kind.into(),
         module: "standard-filters".into(),
-        entries,
+        entries: entries.into(),
     }
 }
 

@@ -30,14 +30,19 @@ fn translate(m: &HeaderModifier, field: &str, side: &str) -> Result<Vec<Value>, 
         list.iter()
             .enumerate()
             .map(|(i, h)| {
-                let at = format!("{field}.{op}[{i}]");
-                let name = text::header_name(&h.name, &format!("{at}.name"))?;
+                // The field is named only on error: this runs per header of
+                // every route at each Gateway's first reconcile.
+                let at = || format!("{field}.{op}[{i}]");
+                let name =
+                    text::header_name(&h.name).map_err(|e| e.at(&format!("{}.name", at())))?;
                 if side == "response" && RESPONSE_HOP_BY_HOP.contains(&name.as_str()) {
                     return Err(Error::unsupported(format!(
-                        "{at}.name: Praxis does not add the hop-by-hop header `{name}` to responses"
+                        "{}.name: Praxis does not add the hop-by-hop header `{name}` to responses",
+                        at()
                     )));
                 }
-                let value = text::header_value(&h.value, &format!("{at}.value"))?;
+                let value =
+                    text::header_value(&h.value).map_err(|e| e.at(&format!("{}.value", at())))?;
                 Ok(json!({"name": name, "value": value}))
             })
             .collect()
@@ -48,7 +53,7 @@ fn translate(m: &HeaderModifier, field: &str, side: &str) -> Result<Vec<Value>, 
         .remove
         .iter()
         .enumerate()
-        .map(|(i, n)| text::header_name(n, &format!("{field}.remove[{i}]")))
+        .map(|(i, n)| text::header_name(n).map_err(|e| e.at(&format!("{field}.remove[{i}]"))))
         .collect::<Result<Vec<_>, _>>()?;
     if set.is_empty() && add.is_empty() && remove.is_empty() {
         return Ok(Vec::new());

@@ -4,33 +4,33 @@
 
 use crate::Error;
 
-/// An HTTP header name (RFC 9110 token).
-pub fn header_name(name: &str, field: &str) -> Result<String, Error> {
+/// An HTTP header name (RFC 9110 token), lowercased. The caller names the
+/// field ([`Error::at`]).
+pub fn header_name(name: &str) -> Result<String, Error> {
     if name.is_empty() {
-        return Err(Error::invalid(format!("{field}: the header name is empty")));
+        return Err(Error::invalid("the header name is empty"));
     }
     if !name.bytes().all(is_tchar) {
         return Err(Error::invalid(format!(
-            "{field}: `{name}` is not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only)"
+            "`{name}` is not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only)"
         )));
     }
     Ok(name.to_ascii_lowercase())
 }
 
-/// A header value Praxis can send: visible ASCII, spaces and tabs.
-pub fn header_value<'a>(value: &'a str, field: &str) -> Result<&'a str, Error> {
+/// A header value Praxis can send: visible ASCII, spaces and tabs. The
+/// caller names the field ([`Error::at`]).
+pub fn header_value(value: &str) -> Result<&str, Error> {
     if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
-        return Err(Error::invalid(format!(
-            "{field}: the value contains a line break or NUL"
-        )));
+        return Err(Error::invalid("the value contains a line break or NUL"));
     }
     if !value
         .bytes()
         .all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
     {
-        return Err(Error::unsupported(format!(
-            "{field}: Praxis only sends header values of visible ASCII characters, spaces and tabs"
-        )));
+        return Err(Error::unsupported(
+            "Praxis only sends header values of visible ASCII characters, spaces and tabs",
+        ));
     }
     Ok(value)
 }
@@ -95,26 +95,23 @@ mod tests {
 
     #[test]
     fn header_names_are_tokens_lowercased() {
-        assert_eq!(header_name("X-Custom", "f").unwrap(), "x-custom");
+        assert_eq!(header_name("X-Custom").unwrap(), "x-custom");
         assert!(
-            matches!(header_name("", "f"), Err(Error::InvalidInput(m)) if m == "f: the header name is empty")
+            matches!(header_name("").map_err(|e| e.at("f")), Err(Error::InvalidInput(m)) if m == "f: the header name is empty")
         );
         assert!(
-            matches!(header_name("a b", "f"), Err(Error::InvalidInput(m)) if m.contains("`a b` is not a valid"))
+            matches!(header_name("a b"), Err(Error::InvalidInput(m)) if m.contains("`a b` is not a valid"))
         );
     }
 
     #[test]
     fn header_values_praxis_cannot_send_are_refused() {
-        assert_eq!(header_value("a b\tc", "f").unwrap(), "a b\tc");
+        assert_eq!(header_value("a b\tc").unwrap(), "a b\tc");
         assert!(matches!(
-            header_value("a\r\nb", "f"),
+            header_value("a\r\nb"),
             Err(Error::InvalidInput(_))
         ));
-        assert!(matches!(
-            header_value("grüß", "f"),
-            Err(Error::Unsupported(_))
-        ));
+        assert!(matches!(header_value("grüß"), Err(Error::Unsupported(_))));
     }
 
     #[test]
