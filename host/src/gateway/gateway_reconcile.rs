@@ -73,11 +73,19 @@ pub async fn reconcile(
         }
         return Ok(Action::await_change());
     }
-    if gateway.annotations().get(CONTROLLER_ANNOTATION) != Some(&ctx.settings.controller_name) {
+    let claimed =
+        gateway.annotations().get(CONTROLLER_ANNOTATION) == Some(&ctx.settings.controller_name);
+    let has_finalizer = gateway.finalizers().iter().any(|f| f == FINALIZER);
+    let gateway = if (!claimed || !has_finalizer) && gateway.metadata.deletion_timestamp.is_none() {
+        // Mark and finalizer in one write, and go on with what it returned:
+        // a new Gateway is applied in this reconcile, not two watch events
+        // later.
         claim(&api, &gateway, &ctx.settings.controller_name)
             .await
-            .map_err(finalizer::Error::ApplyFailed)?;
-    }
+            .map_err(finalizer::Error::ApplyFailed)?
+    } else {
+        gateway
+    };
     finalizer(&api, FINALIZER, gateway, |event| async {
         match event {
             finalizer::Event::Apply(gateway) => apply(&gateway, &ctx).await,
@@ -90,16 +98,31 @@ pub async fn reconcile(
     .await
 }
 
-/// Marks a Gateway as served by this controller (before the finalizer goes on).
-async fn claim(api: &Api<Gateway>, gateway: &Gateway, controller: &str) -> Result<(), Error> {
-    let body = json!({ "metadata": { "annotations": { CONTROLLER_ANNOTATION: controller } } });
-    api.patch(
-        &gateway.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&body),
-    )
-    .await?;
-    Ok(())
+/// Marks a Gateway as served by this controller and puts the finalizer on
+/// it; the Gateway as written. The finalizer list is replaced whole, so the
+/// write is bound to the version read (a conflict retries).
+async fn claim(
+    api: &Api<Gateway>,
+    gateway: &Gateway,
+    controller: &str,
+) -> Result<Arc<Gateway>, Error> {
+    let mut finalizers = gateway.finalizers().to_vec();
+    if !finalizers.iter().any(|f| f == FINALIZER) {
+        finalizers.push(FINALIZER.to_string());
+    }
+    let body = json!({ "metadata": {
+        "annotations": { CONTROLLER_ANNOTATION: controller },
+        "finalizers": finalizers,
+        "resourceVersion": gateway.resource_version(),
+    } });
+    let claimed = api
+        .patch(
+            &gateway.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&body),
+        )
+        .await?;
+    Ok(Arc::new(claimed))
 }
 
 /// Removes our finalizer (and mark) from a Gateway that is no longer ours.
@@ -433,32 +456,25 @@ async fn apply_children(
     certificates.dedup();
 
     let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
-    config_maps
-        .patch(
-            &name,
-            &params,
-            &Patch::Apply(&children::config_map(gateway, config)),
-        )
-        .await?;
     let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
-    let deployment = children::deployment(
+    let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
+    let config_map = Patch::Apply(children::config_map(gateway, config));
+    let deployment = Patch::Apply(children::deployment(
         gateway,
         &ctx.settings.praxis_image,
         &hash,
         states,
         &certificates,
-    );
-    let deployment = deployments
-        .patch(&name, &params, &Patch::Apply(&deployment))
-        .await?;
-    let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
-    let service = services
-        .patch(
-            &name,
-            &params,
-            &Patch::Apply(&children::service(gateway, states)),
-        )
-        .await?;
+    ));
+    let service = Patch::Apply(children::service(gateway, states));
+    // The three at once: the Deployment's rollout, the longest wait, starts
+    // a round trip or two earlier. A kubelet retries mounting a ConfigMap
+    // that is not there yet, so the order does not matter to the pods.
+    let (_, deployment, service) = tokio::try_join!(
+        config_maps.patch(&name, &params, &config_map),
+        deployments.patch(&name, &params, &deployment),
+        services.patch(&name, &params, &service),
+    )?;
 
     let available = deployment.status.as_ref().is_some_and(|s| {
         s.observed_generation >= deployment.metadata.generation
