@@ -13,7 +13,8 @@ use pontoon::{
 
 /// Pontoon: a Kubernetes operator whose providers are WebAssembly components.
 #[derive(Parser, Debug)]
-#[command(name = "pontoon", version, about, long_about = None)]
+// A flag given twice takes its last value (a wrapper's default, then the user's).
+#[command(name = "pontoon", version, about, long_about = None, args_override_self = true)]
 struct Cli {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "PONTOON_LOG_FORMAT", global = true)]
@@ -26,7 +27,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the operator: every controller, until SIGTERM or Ctrl-C.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print every CRD Pontoon ships, as YAML (`pontoon crds | kubectl apply -f -`).
     Crds {
         /// Which CRDs: Pontoon's own (`gefyra`), the Gateway API's standard channel, or all.
@@ -123,6 +124,42 @@ struct RunArgs {
     /// Memory (MiB) one provider instance may use before it is stopped.
     #[arg(long, value_name = "MIB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096), env = "PONTOON_PROVIDER_MEMORY")]
     provider_memory: u64,
+    /// Where `/healthz`, `/readyz` and `/metrics` are served (port 0: any free port, logged).
+    #[arg(
+        long,
+        value_name = "ADDR:PORT",
+        default_value = "0.0.0.0:8080",
+        env = "PONTOON_METRICS_ADDR"
+    )]
+    metrics_addr: std::net::SocketAddr,
+    /// Reconcile only while holding the Lease `--leader-elect-lease` in
+    /// `--namespace`, so that of several replicas one acts at a time.
+    #[arg(long, env = "PONTOON_LEADER_ELECT")]
+    leader_elect: bool,
+    /// The Lease's name.
+    #[arg(
+        long,
+        default_value = "pontoon-leader",
+        env = "PONTOON_LEADER_ELECT_LEASE"
+    )]
+    leader_elect_lease: String,
+    /// Seconds a leader's Lease is valid without renewal: a standby takes
+    /// over at most this long after the leader died (at once when it stopped
+    /// cleanly). The leader renews every 2/15 of it and gives up leading
+    /// after 2/3 of it without a renewal.
+    #[arg(long, value_name = "SECONDS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(2..=3600), env = "PONTOON_LEADER_ELECT_LEASE_DURATION")]
+    leader_elect_lease_duration: u64,
+}
+
+/// This replica's name in the Lease: the pod's (`POD_NAME`, set by the
+/// chart from the downward API), else host and process.
+fn identity() -> String {
+    std::env::var("POD_NAME").unwrap_or_else(|_| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "pontoon".into());
+        format!("{host}-{}", std::process::id())
+    })
 }
 
 // jemalloc, configured in .cargo/config.toml to give freed memory back.
@@ -136,6 +173,19 @@ async fn main() -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => {
             let client = client(args.kubeconfig, false).await?;
+            let leader_election = args.leader_elect.then(|| {
+                let duration = Duration::from_secs(args.leader_elect_lease_duration);
+                pontoon::leader::Settings {
+                    lease_duration: duration,
+                    renew_deadline: duration * 2 / 3,
+                    retry_period: duration * 2 / 15,
+                    ..pontoon::leader::Settings::new(
+                        &args.namespace,
+                        &args.leader_elect_lease,
+                        &identity(),
+                    )
+                }
+            });
             let options = operator::Options {
                 providers: args.providers,
                 settings: bridge_mount::Settings {
@@ -165,6 +215,8 @@ async fn main() -> anyhow::Result<ExitCode> {
                 scope: Scope {
                     watch_namespace: args.watch_namespace,
                 },
+                metrics_addr: Some(args.metrics_addr),
+                leader_election,
             };
             operator::run(client, options).await?;
             Ok(ExitCode::SUCCESS)

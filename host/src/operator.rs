@@ -1,7 +1,7 @@
 //! `pontoon run`: the operator process. Loads the provider modules, then runs
 //! every controller in this one process until SIGTERM or Ctrl-C.
 
-use std::{path::PathBuf, sync::Arc};
+use std::{net::SocketAddr, path::PathBuf, sync::Arc};
 
 use anyhow::Context as _;
 use futures::FutureExt;
@@ -13,6 +13,9 @@ use kube::{
 use crate::{
     bridge_mount::{self, controller::Scope},
     gateway::{self, context::GatewaySettings},
+    health::{self, Health},
+    leader::{self, Attempt, LeaderElector},
+    metrics::METRICS,
     plugins::{Limits, PluginRuntime},
 };
 
@@ -42,7 +45,14 @@ pub struct Options {
     pub scope: Scope,
     pub gateway: GatewaySettings,
     pub controllers: Vec<ControllerSet>,
+    /// Where `/healthz`, `/readyz` and `/metrics` are served; `None`: nowhere.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Only the holder of this Lease reconciles; `None`: this process always does.
+    pub leader_election: Option<leader::Settings>,
 }
+
+/// The readiness part for the provider modules.
+const PROVIDERS: &str = "provider modules";
 
 /// The provider directory to use: the one given, else `dist/providers` when it
 /// exists (a checkout), else the image's.
@@ -58,6 +68,14 @@ pub fn provider_dir(given: Option<PathBuf>) -> PathBuf {
 }
 
 pub async fn run(client: Client, options: Options) -> anyhow::Result<()> {
+    let health = Arc::new(Health::default());
+    health.expect(PROVIDERS);
+    if let Some(addr) = options.metrics_addr {
+        let listener = health::bind(addr).await?;
+        let addr = listener.local_addr().unwrap_or(addr);
+        tracing::info!(%addr, "serving /healthz, /readyz and /metrics");
+        tokio::spawn(health::serve(listener, health.clone()));
+    }
     let dir = provider_dir(options.providers);
     let runtime = match &options.cache_dir {
         Some(dir) => PluginRuntime::with_cache_dir(options.limits, dir)?,
@@ -70,17 +88,61 @@ pub async fn run(client: Client, options: Options) -> anyhow::Result<()> {
         .with_context(|| format!("cannot load provider modules from {}", dir.display()))?;
     let providers: Vec<&str> = registry.provider_names().collect();
     let filters: Vec<&str> = registry.filter_names().collect();
+    let (from_cache, compiled) = runtime
+        .disk_cache_counts()
+        .unwrap_or((0, runtime.compiled_count()));
     tracing::info!(
         dir = %dir.display(),
         providers = ?providers,
         filters = ?filters,
         rejected = registry.rejected.len(),
+        from_cache,
+        compiled,
         seconds = started.elapsed().as_secs_f64(),
         "provider modules loaded"
     );
     if providers.is_empty() {
         tracing::warn!(dir = %dir.display(), "no bridge-mount provider loaded: every mount will report ProviderNotFound");
     }
+    health.set_ready(PROVIDERS, true);
+    let shutdown = shutdown_signal().shared();
+    // A standby is ready (it can take over); it starts the controllers, and
+    // waits for their caches, once it leads.
+    let elector = match options.leader_election {
+        Some(settings) => {
+            let mut elector = LeaderElector::new(client.clone(), settings);
+            if !lead(&mut elector, shutdown.clone()).await? {
+                return Ok(());
+            }
+            Some(elector)
+        }
+        None => None,
+    };
+    METRICS.leader.set(1);
+    let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<()>();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let renewing = elector.map(|elector| tokio::spawn(keep_leading(elector, lost_tx, stop_rx)));
+    let lost = async move {
+        // Without leader election the sender is dropped at once: never lost.
+        if lost_rx.await.is_ok() {
+            tracing::error!(
+                "lost the leader Lease: stopping so that this replica restarts as a standby"
+            );
+        } else {
+            std::future::pending::<()>().await;
+        }
+    }
+    .shared();
+    let stop = {
+        let (shutdown, lost) = (shutdown.clone(), lost.clone());
+        async move {
+            tokio::select! {
+                () = shutdown => {},
+                () = lost => {},
+            }
+        }
+        .shared()
+    };
     let reporter = Reporter {
         controller: "pontoon".into(),
         instance: std::env::var("POD_NAME").ok(),
@@ -94,7 +156,6 @@ pub async fn run(client: Client, options: Options) -> anyhow::Result<()> {
         "pontoon operator starting"
     );
     let registry = Arc::new(registry);
-    let shutdown = shutdown_signal().shared();
     let mounts = async {
         if !wanted(ControllerSet::BridgeMounts) {
             return Ok(());
@@ -105,7 +166,8 @@ pub async fn run(client: Client, options: Options) -> anyhow::Result<()> {
             recorder.clone(),
             options.settings.clone(),
             options.scope.clone(),
-            shutdown.clone(),
+            health.clone(),
+            stop.clone(),
         );
         skippable(all, "bridge-mount", run.await)
     };
@@ -118,12 +180,92 @@ pub async fn run(client: Client, options: Options) -> anyhow::Result<()> {
             registry.clone(),
             recorder.clone(),
             options.gateway.clone(),
-            shutdown.clone(),
+            health.clone(),
+            stop.clone(),
         );
         skippable(all, "Gateway API", run.await)
     };
     let (mounts, gateways) = tokio::join!(mounts, gateways);
+    if let Some(renewing) = renewing {
+        let _ = stop_tx.send(());
+        if !renewing.await.unwrap_or(false) {
+            anyhow::bail!(
+                "lost the leader Lease; exiting so that this replica restarts as a standby"
+            );
+        }
+    }
     mounts.and(gateways)
+}
+
+/// Waits until this replica holds the Lease (`true`) or the process is asked
+/// to stop (`false`).
+async fn lead(
+    elector: &mut LeaderElector,
+    shutdown: impl std::future::Future<Output = ()> + Clone,
+) -> anyhow::Result<bool> {
+    let settings = elector.settings().clone();
+    tracing::info!(lease = %format!("{}/{}", settings.namespace, settings.name), identity = settings.identity, "waiting to lead");
+    let mut last_holder = None;
+    loop {
+        match elector.try_acquire_or_renew().await {
+            Ok(Attempt::Leading) => {
+                tracing::info!(
+                    identity = settings.identity,
+                    "leading: starting the controllers"
+                );
+                return Ok(true);
+            }
+            Ok(Attempt::Following { holder }) => {
+                if last_holder.as_ref() != Some(&holder) {
+                    tracing::info!(%holder, "standing by: another replica leads");
+                    last_holder = Some(holder);
+                }
+            }
+            Err(err) => tracing::warn!(error = %err, "cannot read or take the leader Lease"),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(settings.retry_period) => {},
+            () = shutdown.clone() => return Ok(false),
+        }
+    }
+}
+
+/// Renews the Lease every retry period; when it is lost (another replica
+/// took it, or renewals failed for the renew deadline) signals `lost`. On
+/// `stop` (the controllers have stopped) hands the Lease back, so a standby
+/// takes over at once; returns whether this replica still led.
+async fn keep_leading(
+    mut elector: LeaderElector,
+    lost: tokio::sync::oneshot::Sender<()>,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) -> bool {
+    let settings = elector.settings().clone();
+    let mut renewed = std::time::Instant::now();
+    loop {
+        tokio::select! {
+            _ = &mut stop => {
+                if let Err(err) = elector.release().await {
+                    tracing::warn!(error = %err, "cannot hand the leader Lease back");
+                }
+                return true;
+            }
+            () = tokio::time::sleep(settings.retry_period) => {}
+        }
+        match elector.try_acquire_or_renew().await {
+            Ok(Attempt::Leading) => renewed = std::time::Instant::now(),
+            Ok(Attempt::Following { holder }) => {
+                tracing::error!(%holder, "another replica took the leader Lease");
+                break;
+            }
+            Err(err) => tracing::warn!(error = %err, "cannot renew the leader Lease"),
+        }
+        if renewed.elapsed() >= settings.renew_deadline {
+            break;
+        }
+    }
+    METRICS.leader.set(0);
+    let _ = lost.send(());
+    false
 }
 
 /// A controller's CRDs are not installed; the message says how to install them.

@@ -1090,3 +1090,157 @@ async fn first_seen_in(
     }
     bail!("mount {name} was never seen in {state}")
 }
+
+/// The value of the first sample of `metric` (name with its labels, as
+/// exposed) in a Prometheus text exposition.
+fn sample(metrics: &str, metric: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(metric)?.trim().parse().ok())
+}
+
+#[tokio::test]
+async fn health_readiness_and_metrics_show_an_active_mount() -> anyhow::Result<()> {
+    let bed = Bed::new("bm-metrics").await?;
+    let (status, body) = bed.operator.get("/healthz").await?;
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
+    bed.deploy_web(1).await?;
+    bed.mount("web-mount", "deploy/web", "app").await?;
+    bed.wait_state("web-mount", "ACTIVE").await?;
+
+    let (status, body) = bed.operator.get("/readyz").await?;
+    assert_eq!(
+        (status, body.as_str()),
+        (200, "ok\n"),
+        "providers loaded, cache synced"
+    );
+    let (status, metrics) = bed.operator.get("/metrics").await?;
+    assert_eq!(status, 200);
+    let log = || bed.operator.log_tail(20);
+    assert_eq!(
+        sample(&metrics, r#"pontoon_bridge_mounts{state="ACTIVE"}"#),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&metrics, r#"pontoon_bridge_mounts{state="ERROR"}"#),
+        Some(0.0),
+        "every state is listed: {metrics}"
+    );
+    let reconciles = sample(
+        &metrics,
+        r#"pontoon_reconciles_total{controller="bridge-mount",result="ok"}"#,
+    );
+    assert!(
+        reconciles.is_some_and(|n| n >= 3.0),
+        "REQUESTED..ACTIVE: {metrics}\n{}",
+        log()
+    );
+    for step in ["prepare", "install"] {
+        let calls = sample(
+            &metrics,
+            &format!(
+                r#"pontoon_provider_calls_total{{module="carrier2mount",step="{step}",result="returned"}}"#
+            ),
+        );
+        assert!(calls.is_some_and(|n| n >= 1.0), "{step}: {metrics}");
+        let timed = sample(
+            &metrics,
+            &format!(
+                r#"pontoon_provider_call_seconds_count{{module="carrier2mount",step="{step}"}}"#
+            ),
+        );
+        assert_eq!(timed, calls, "every {step} call is timed: {metrics}");
+    }
+    assert_eq!(sample(&metrics, "pontoon_leader"), Some(1.0), "{metrics}");
+    assert!(
+        !metrics.contains("pontoon_sandbox_stops_total{"),
+        "no call was stopped: {metrics}"
+    );
+    let (status, _) = bed.operator.get("/nope").await?;
+    assert_eq!(status, 404);
+    Ok(())
+}
+
+#[tokio::test]
+async fn with_leader_election_one_operator_acts_and_a_standby_takes_over() -> anyhow::Result<()> {
+    // A short Lease so that the take-over after a crash is quick to see.
+    let flags = ["--leader-elect", "--leader-elect-lease-duration", "3"];
+    let mut bed = Bed::with_flags("bm-leader", &flags).await?;
+    let mut second = Operator::start_replica(
+        std::path::Path::new(env!("CARGO_BIN_EXE_pontoon")),
+        bed.gefyra.name(),
+        "second",
+        &flags,
+    )?;
+    let leading = |op: &Operator| op.log().contains("leading: starting the controllers");
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    while !leading(&bed.operator) && !leading(&second) {
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "nobody leads\n{}\n---\n{}",
+            bed.operator.log_tail(20),
+            second.log_tail(20)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let first_leads = leading(&bed.operator);
+    bed.deploy_web(1).await?;
+    bed.mount("web-mount", "deploy/web", "app").await?;
+    bed.wait_state("web-mount", "ACTIVE").await?;
+    // The standby stands by: it never reconciled, and it is ready anyway
+    // (so a rollout of replicas proceeds).
+    {
+        let (leader, standby) = if first_leads {
+            (&bed.operator, &second)
+        } else {
+            (&second, &bed.operator)
+        };
+        assert!(
+            leader.log().contains("reconciled"),
+            "{}",
+            leader.log_tail(20)
+        );
+        let log = standby.log();
+        assert!(log.contains("standing by: another replica leads"), "{log}");
+        assert!(!log.contains("reconciled"), "the standby acted:\n{log}");
+        let (_, metrics) = standby.get("/metrics").await?;
+        assert_eq!(sample(&metrics, "pontoon_leader"), Some(0.0), "{metrics}");
+        assert!(
+            !metrics.contains(r#"controller="bridge-mount""#),
+            "the standby counted reconciles: {metrics}"
+        );
+        assert_eq!(standby.get("/readyz").await?.0, 200);
+    }
+
+    // The leader crashes (SIGKILL: no hand-over); the standby takes over
+    // once the Lease expires, and serves what changes next.
+    let killed = std::time::Instant::now();
+    let standby = if first_leads {
+        bed.operator.kill()?;
+        &second
+    } else {
+        second.kill()?;
+        &bed.operator
+    };
+    while !leading(standby) {
+        anyhow::ensure!(
+            killed.elapsed() < Duration::from_secs(30),
+            "the standby did not take over:\n{}",
+            standby.log_tail(20)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let took = killed.elapsed();
+    assert!(
+        took <= Duration::from_secs(5),
+        "take-over after {took:?}; the Lease lasts 3 s and is tried every 0.4 s"
+    );
+    bed.delete_mount("web-mount").await?;
+    // Restored by the new leader: the original pods carry no Carrier2.
+    bed.mount("web-mount-2", "deploy/web", "app").await?;
+    bed.wait_state("web-mount-2", "ACTIVE")
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}\n--- new leader ---\n{}", standby.log_tail(30)))?;
+    Ok(())
+}

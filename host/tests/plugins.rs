@@ -377,6 +377,35 @@ async fn identical_modules_are_compiled_once() -> anyhow::Result<()> {
 }
 
 #[tokio::test]
+async fn a_restart_with_a_warm_cache_loads_the_providers_without_compiling() -> anyhow::Result<()> {
+    let cache = tempfile::tempdir()?;
+    let providers = pontoon_tests::providers::bundled_providers_dir()?;
+    let first = PluginRuntime::with_cache_dir(Limits::default(), cache.path())?;
+    let loaded = first.load_dir(&providers).await?;
+    let modules = loaded.provider_names().count() + loaded.filter_names().count();
+    assert!(modules >= 2, "carrier2mount and standard-filters");
+    assert_eq!(
+        first.disk_cache_counts(),
+        Some((0, modules)),
+        "a cold cache compiles each"
+    );
+    drop((loaded, first));
+    // A new engine on the same directory: the operator after a restart.
+    let second = PluginRuntime::with_cache_dir(Limits::default(), cache.path())?;
+    let started = Instant::now();
+    let loaded = second.load_dir(&providers).await?;
+    let took = started.elapsed();
+    assert_eq!(
+        second.disk_cache_counts(),
+        Some((modules, 0)),
+        "nothing compiled again"
+    );
+    assert!(loaded.provider("carrier2mount").is_some());
+    println!("{modules} modules loaded from the cache in {took:?}");
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_config_filter_translates_and_reports_bad_input() -> anyhow::Result<()> {
     let runtime = PluginRuntime::new(Limits::default())?;
     let LoadedModule::Filter(filter) = runtime.load_file(&test_module("header_filter")?).await?

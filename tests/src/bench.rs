@@ -63,6 +63,7 @@ impl BenchOperator {
             .arg(&providers)
             .arg("--cache-dir")
             .arg(target_dir().join("pontoon-module-cache"))
+            .args(["--metrics-addr", "127.0.0.1:0"])
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

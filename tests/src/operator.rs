@@ -3,8 +3,10 @@
 
 use std::{
     fs::File,
+    net::SocketAddr,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
+    time::{Duration, Instant},
 };
 
 use anyhow::Context;
@@ -28,11 +30,39 @@ impl Operator {
         Self::start_with_providers(binary, namespace, &providers, extra)
     }
 
+    /// [`Self::start`] as a second replica beside another operator of the
+    /// same namespace: `instance` names its log.
+    pub fn start_replica(
+        binary: &Path,
+        namespace: &str,
+        instance: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<Self> {
+        let providers = providers::bundled_providers_dir()?;
+        Self::start_logged(
+            binary,
+            namespace,
+            &providers,
+            extra,
+            &format!("{namespace}-{instance}"),
+        )
+    }
+
     pub fn start_with_providers(
         binary: &Path,
         namespace: &str,
         providers: &Path,
         extra: &[&str],
+    ) -> anyhow::Result<Self> {
+        Self::start_logged(binary, namespace, providers, extra, namespace)
+    }
+
+    fn start_logged(
+        binary: &Path,
+        namespace: &str,
+        providers: &Path,
+        extra: &[&str],
+        log_name: &str,
     ) -> anyhow::Result<Self> {
         let mut args: Vec<String> = vec![
             "run".into(),
@@ -46,6 +76,9 @@ impl Operator {
             providers.display().to_string(),
             "--cache-dir".into(),
             providers::module_cache_dir().display().to_string(),
+            // Tests run operators side by side: each on a free port.
+            "--metrics-addr".into(),
+            "127.0.0.1:0".into(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
         let logs = providers::target_dir().join("operator-logs");
@@ -54,7 +87,7 @@ impl Operator {
             binary: binary.into(),
             args,
             child: None,
-            log: logs.join(format!("{namespace}.log")),
+            log: logs.join(format!("{log_name}.log")),
         };
         operator.spawn()?;
         Ok(operator)
@@ -134,6 +167,60 @@ impl Operator {
     pub fn log_path(&self) -> &Path {
         &self.log
     }
+
+    /// Where this run of the operator serves `/healthz`, `/readyz` and
+    /// `/metrics` (from its log), waiting up to `timeout` for it to bind.
+    pub fn metrics_addr(&self, timeout: Duration) -> anyhow::Result<SocketAddr> {
+        const LINE: &str = "serving /healthz, /readyz and /metrics";
+        let deadline = Instant::now() + timeout;
+        loop {
+            let log = self.log();
+            // The log is appended across restarts: the last run's line.
+            let found = log
+                .lines()
+                .rev()
+                .find(|l| l.contains(LINE))
+                .and_then(|l| l.split("addr=").nth(1))
+                .and_then(|a| a.split_whitespace().next())
+                .and_then(|a| a.parse().ok());
+            if let Some(addr) = found {
+                return Ok(addr);
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "the operator did not log its metrics address within {timeout:?}:\n{}",
+                self.log_tail(20)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `GET path` on the operator's metrics port: status and body.
+    pub async fn get(&self, path: &str) -> anyhow::Result<(u16, String)> {
+        http_get(self.metrics_addr(Duration::from_secs(30))?, path).await
+    }
+}
+
+/// A plain HTTP/1.0 GET: status code and body.
+pub async fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .with_context(|| format!("cannot connect to {addr}"))?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .with_context(|| format!("no HTTP response from {addr}: {response:?}"))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .with_context(|| format!("no status line: {head:?}"))?;
+    Ok((status, body.to_string()))
 }
 
 impl Drop for Operator {

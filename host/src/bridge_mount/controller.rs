@@ -29,8 +29,13 @@ use super::{
     context::{Context, Settings},
     crd::GefyraBridgeMount,
     lifecycle::{Error, Reconcile},
+    state::State,
 };
-use crate::plugins::{Discovery, Registry};
+use crate::{
+    health::Health,
+    metrics::{METRICS, StateLabels},
+    plugins::{Discovery, Registry},
+};
 
 /// Our finalizer on every mount: deletion waits for `uninstall`.
 pub const FINALIZER: &str = "gefyra.dev/bridge-mount-cleanup";
@@ -55,6 +60,7 @@ pub async fn run(
     recorder: Recorder,
     settings: Settings,
     scope: Scope,
+    health: Arc<Health>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> anyhow::Result<()> {
     let mounts: Api<GefyraBridgeMount> = match &scope.watch_namespace {
@@ -64,6 +70,21 @@ pub async fn run(
     ensure_crd(&mounts).await?;
     let controller = Controller::new(mounts, watcher::Config::default().any_semantic());
     let store = controller.store();
+    health.expect(CACHE);
+    let ready = store.clone();
+    tokio::spawn(async move {
+        // Polled again and again: the store wakes only its last waiter, and
+        // the controller waits on it too.
+        loop {
+            match tokio::time::timeout(Duration::from_millis(100), ready.wait_until_ready()).await {
+                Ok(Ok(())) => break health.set_ready(CACHE, true),
+                Ok(Err(_)) => break,
+                Err(_) => {}
+            }
+        }
+    });
+    let counted = store.clone();
+    METRICS.on_scrape(move || count_states(&counted));
     let ctx = Arc::new(Context {
         client: client.clone(),
         registry,
@@ -87,13 +108,44 @@ pub async fn run(
         .run(reconcile, error_policy, ctx)
         .for_each(|outcome| async move {
             match outcome {
-                Ok((mount, _)) => tracing::debug!(mount = %mount, "reconciled"),
-                Err(err) => tracing::debug!(error = %err, "reconcile did not complete"),
+                Ok((mount, _)) => {
+                    METRICS.reconciled("bridge-mount", true);
+                    tracing::debug!(mount = %mount, "reconciled")
+                }
+                Err(err) => {
+                    METRICS.reconciled("bridge-mount", false);
+                    tracing::debug!(error = %err, "reconcile did not complete")
+                }
             }
         })
         .await;
     tracing::info!("bridge-mount controller stopped");
     Ok(())
+}
+
+/// The readiness part this controller reports (`/readyz`).
+const CACHE: &str = "bridge-mount cache";
+
+/// `pontoon_bridge_mounts{state}` from the cache, at each scrape.
+fn count_states(store: &Store<GefyraBridgeMount>) {
+    let mut counts: std::collections::BTreeMap<String, i64> = State::ALL
+        .iter()
+        .map(|s| (s.as_str().to_string(), 0))
+        .collect();
+    for mount in store.state() {
+        let state = mount
+            .mount
+            .state
+            .clone()
+            .unwrap_or_else(|| State::Requested.as_str().into());
+        *counts.entry(state).or_default() += 1;
+    }
+    for (state, count) in counts {
+        METRICS
+            .mounts
+            .get_or_create(&StateLabels { state })
+            .set(count);
+    }
 }
 
 /// Fails early, with what to do, when the CRD is not installed.

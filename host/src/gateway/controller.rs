@@ -36,7 +36,7 @@ use super::{
     route_reconcile,
     translate::Translator,
 };
-use crate::plugins::Registry;
+use crate::{health::Health, metrics::METRICS, plugins::Registry};
 
 /// Events a subscriber may lag behind before the watch waits for it.
 const BUFFER: usize = 1024;
@@ -88,9 +88,11 @@ pub async fn run(
     registry: Arc<Registry>,
     recorder: Recorder,
     settings: GatewaySettings,
+    health: Arc<Health>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> anyhow::Result<()> {
     ensure_crds(&client).await?;
+    health.expect(CACHES);
     let mut classes = Shared::<GatewayClass>::new();
     let mut gateways = Shared::<Gateway>::new();
     let mut routes = Shared::<HttpRoute>::new();
@@ -211,6 +213,7 @@ pub async fn run(
         stores.slices.wait_until_ready(),
         stores.namespaces.wait_until_ready(),
     )?;
+    health.set_ready(CACHES, true);
     tracing::info!(
         controller_name = ctx.settings.controller_name,
         "Gateway API controllers starting"
@@ -224,7 +227,7 @@ pub async fn run(
             error_policy::<GatewayClass>,
             ctx.clone(),
         )
-        .for_each(|r| async move { log("GatewayClass", r.err()) });
+        .for_each(|r| async move { log("gateway-class", r.err()) });
     let gateways_done = gateway_controller
         .graceful_shutdown_on(shutdown.clone())
         .run(
@@ -232,11 +235,11 @@ pub async fn run(
             gateway_error_policy,
             ctx.clone(),
         )
-        .for_each(|r| async move { log("Gateway", r.err()) });
+        .for_each(|r| async move { log("gateway", r.err()) });
     let routes_done = route_controller
         .graceful_shutdown_on(shutdown)
         .run(route_reconcile::reconcile, error_policy::<HttpRoute>, ctx)
-        .for_each(|r| async move { log("HTTPRoute", r.err()) });
+        .for_each(|r| async move { log("http-route", r.err()) });
     tokio::join!(classes_done, gateways_done, routes_done);
     tracing::info!("Gateway API controllers stopped");
     Ok(())
@@ -266,9 +269,14 @@ async fn ensure_crds(client: &Client) -> anyhow::Result<()> {
     }
 }
 
-fn log<E: std::fmt::Display>(kind: &str, err: Option<E>) {
+/// The readiness part these controllers report (`/readyz`).
+const CACHES: &str = "Gateway API caches";
+
+/// Counts a reconcile of `controller` and logs one that did not complete.
+fn log<E: std::fmt::Display>(controller: &'static str, err: Option<E>) {
+    METRICS.reconciled(controller, err.is_none());
     if let Some(err) = err {
-        tracing::debug!(kind, error = %err, "reconcile did not complete");
+        tracing::debug!(controller, error = %err, "reconcile did not complete");
     }
 }
 

@@ -19,6 +19,7 @@ use super::{
     scope::{Request, Scope},
     state::CallState,
 };
+use crate::metrics::METRICS;
 
 /// Maps `apiVersion` + `kind` to API resources (plural names) once per
 /// process, so providers name kinds the way they appear in objects.
@@ -170,9 +171,11 @@ impl CallState {
     /// The call's cluster access if `request` is within its scope.
     fn allowed(&self, request: Request<'_>) -> Result<&ClusterAccess, ClusterError> {
         let access = self.cluster.as_ref().ok_or_else(|| {
+            METRICS.sandbox_stop(&self.module, "denied");
             ClusterError::Denied(format!("{request}: no cluster access in this call"))
         })?;
         access.scope.check(&request).map_err(|message| {
+            METRICS.sandbox_stop(&self.module, "denied");
             tracing::warn!(module = &*self.module, subject = &*self.subject, %message, "denied a cluster call");
             ClusterError::Denied(message)
         })?;

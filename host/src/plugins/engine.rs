@@ -16,7 +16,10 @@ use super::limits::{EPOCH_TICK, Limits};
 /// With `cache_dir`, compiled modules are kept there by wasmtime's own cache,
 /// keyed by the module's content and the engine's version and settings, so a
 /// restart loads them without compiling.
-pub fn new_engine(limits: Limits, cache_dir: Option<&Path>) -> wasmtime::Result<Engine> {
+pub fn new_engine(
+    limits: Limits,
+    cache_dir: Option<&Path>,
+) -> wasmtime::Result<(Engine, Option<Cache>)> {
     let cache = match cache_dir {
         Some(dir) => {
             let mut config = CacheConfig::new();
@@ -33,10 +36,11 @@ pub fn new_engine(limits: Limits, cache_dir: Option<&Path>) -> wasmtime::Result<
         .max_memory_size(limits.memory_bytes);
     let pooled = config(InstanceAllocationStrategy::Pooling(pool), cache.clone());
     match Engine::new(&pooled) {
-        Ok(engine) => Ok(engine),
+        Ok(engine) => Ok((engine, cache)),
         Err(err) => {
             tracing::warn!(error = %err, "pooling allocator unavailable; instantiating on demand");
-            Engine::new(&config(InstanceAllocationStrategy::OnDemand, cache))
+            let engine = Engine::new(&config(InstanceAllocationStrategy::OnDemand, cache.clone()))?;
+            Ok((engine, cache))
         }
     }
 }

@@ -31,8 +31,9 @@ impl FilterModule {
                 .call_metadata(&mut store)
                 .await
         };
+        let started = std::time::Instant::now();
         let ended = tokio::time::timeout(runtime.hard_deadline(), call).await;
-        let metadata = runtime.loaded_metadata(&store, &path, ended, |m| &m.name)?;
+        let metadata = runtime.loaded_metadata(&store, &path, started, ended, |m| &m.name)?;
         Ok(Self {
             runtime,
             pre,
@@ -62,9 +63,10 @@ impl FilterModule {
                 .call_translate(&mut store, filter, context)
                 .await
         };
+        let started = std::time::Instant::now();
         let ended = tokio::time::timeout(self.runtime.hard_deadline(), call).await;
         self.runtime
-            .settle(&store, "translate", ended)?
+            .settle(&store, "translate", started, ended)?
             .map_err(|error| CallError::Filter {
                 module: self.name.to_string(),
                 error,
@@ -113,8 +115,9 @@ impl FilterModule {
                 let call = bindings
                     .pontoon_provider_config_filter()
                     .call_translate(&mut store, filter, context);
+                let started = std::time::Instant::now();
                 let ended = tokio::time::timeout(self.runtime.hard_deadline(), call).await;
-                let outcome = self.runtime.settle(&store, "translate", ended);
+                let outcome = self.runtime.settle(&store, "translate", started, ended);
                 done += 1;
                 match outcome {
                     Ok(result) => results.push(result.map_err(|error| CallError::Filter {

@@ -32,10 +32,11 @@ macro_rules! step {
                 .$method(&mut store, $mount)
                 .await
         };
+        let started = std::time::Instant::now();
         let ended = tokio::time::timeout($self.runtime.hard_deadline(), call).await;
         $self
             .runtime
-            .settle(&store, $step, ended)?
+            .settle(&store, $step, started, ended)?
             .map_err(|error| CallError::Provider {
                 module: $self.name.to_string(),
                 step: $step,
@@ -58,8 +59,9 @@ impl ProviderModule {
                 .call_metadata(&mut store)
                 .await
         };
+        let started = std::time::Instant::now();
         let ended = tokio::time::timeout(runtime.hard_deadline(), call).await;
-        let metadata = runtime.loaded_metadata(&store, &path, ended, |m| &m.name)?;
+        let metadata = runtime.loaded_metadata(&store, &path, started, ended, |m| &m.name)?;
         Ok(Self {
             runtime,
             pre,

@@ -5,6 +5,7 @@ use std::{
     collections::HashMap,
     path::Path,
     sync::{Arc, Mutex},
+    time::Instant,
 };
 
 use sha2::{Digest, Sha256};
@@ -24,6 +25,7 @@ use super::{
     registry::Registry,
     state::CallState,
 };
+use crate::metrics::METRICS;
 
 pub struct PluginRuntime {
     engine: Engine,
@@ -31,6 +33,8 @@ pub struct PluginRuntime {
     provider_linker: Linker<CallState>,
     filter_linker: Linker<CallState>,
     compiled: Mutex<HashMap<[u8; 32], Component>>,
+    /// Compiled modules on disk (`--cache-dir`), if any.
+    disk_cache: Option<wasmtime::Cache>,
 }
 
 /// A loaded module of either world.
@@ -57,7 +61,7 @@ impl PluginRuntime {
     }
 
     fn build(limits: Limits, cache_dir: Option<&Path>) -> anyhow::Result<Arc<Self>> {
-        let engine = new_engine(limits, cache_dir)?;
+        let (engine, disk_cache) = new_engine(limits, cache_dir)?;
         start_epoch_clock(&engine)?;
         let mut provider_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut provider_linker)?;
@@ -71,6 +75,7 @@ impl PluginRuntime {
             provider_linker,
             filter_linker,
             compiled: Mutex::default(),
+            disk_cache,
         }))
     }
 
@@ -193,6 +198,14 @@ impl PluginRuntime {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Modules the disk cache held compiled, and modules it did not (so
+    /// they were compiled); `None` without a cache directory.
+    pub fn disk_cache_counts(&self) -> Option<(usize, usize)> {
+        self.disk_cache
+            .as_ref()
+            .map(|c| (c.cache_hits(), c.cache_misses()))
+    }
+
     /// How many distinct module contents have been compiled.
     pub fn compiled_count(&self) -> usize {
         self.cache().len()
@@ -224,6 +237,14 @@ impl PluginRuntime {
     ) -> CallError {
         let state = store.data();
         let module = state.module.to_string();
+        let cause = if state.limiter.deadline_exceeded {
+            "deadline"
+        } else if state.limiter.memory_exceeded {
+            "memory"
+        } else {
+            "trap"
+        };
+        METRICS.sandbox_stop(&module, cause);
         if state.limiter.deadline_exceeded {
             CallError::Deadline {
                 module,
@@ -258,20 +279,34 @@ impl PluginRuntime {
 
     /// How a call run under [`Self::hard_deadline`] ended: its value, or the
     /// error naming the module and the cause.
+    /// The call is counted (`pontoon_provider_calls_total`, by module, step
+    /// and whether the module returned or was stopped) and timed from
+    /// `started`.
     pub(super) fn settle<T>(
         &self,
         store: &Store<CallState>,
         step: &'static str,
+        started: Instant,
         ended: Result<wasmtime::Result<T>, tokio::time::error::Elapsed>,
     ) -> Result<T, CallError> {
+        let module = &store.data().module;
+        let result = if matches!(ended, Ok(Ok(_))) {
+            "returned"
+        } else {
+            "stopped"
+        };
+        METRICS.provider_call(module, step, result, started.elapsed());
         match ended {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(trap)) => Err(self.failure(store, step, trap)),
-            Err(_) => Err(CallError::Deadline {
-                module: store.data().module.to_string(),
-                step,
-                deadline: self.limits.deadline,
-            }),
+            Err(_) => {
+                METRICS.sandbox_stop(module, "deadline");
+                Err(CallError::Deadline {
+                    module: module.to_string(),
+                    step,
+                    deadline: self.limits.deadline,
+                })
+            }
         }
     }
 
@@ -280,11 +315,12 @@ impl PluginRuntime {
         &self,
         store: &Store<CallState>,
         path: &Path,
+        started: Instant,
         ended: Result<wasmtime::Result<T>, tokio::time::error::Elapsed>,
         name: impl FnOnce(&T) -> &str,
     ) -> Result<T, LoadError> {
         let metadata = self
-            .settle(store, "metadata", ended)
+            .settle(store, "metadata", started, ended)
             .map_err(|e| LoadError::Metadata {
                 path: path.into(),
                 reason: e.to_string(),
