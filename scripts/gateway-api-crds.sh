@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Refreshes deploy/gateway-api/standard/ from the Go module
+# Refreshes charts/pontoon/files/gateway-api/standard/ from the Go module
 # sigs.k8s.io/gateway-api (its config/crd/standard/), at the version the Rust
 # `gateway-api` crate is generated from. The module comes from the Go module
 # proxy through the ordinary module cache, checked against the checksum
@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 version=${1:-v1.5.1}
-out=deploy/gateway-api/standard
+out=charts/pontoon/files/gateway-api/standard
 
 command -v go >/dev/null || { echo "gateway-api-crds: Go is required" >&2; exit 1; }
 # Outside any module, so the repository's go.mod files play no part.

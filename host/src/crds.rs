@@ -1,7 +1,7 @@
 //! `pontoon crds`: every CRD the project ships, as one YAML stream: the
 //! GefyraBridgeMount and GefyraBridge CRDs generated from Pontoon's types,
 //! and the Gateway API's standard channel (v1.5.1, the release the
-//! `gateway-api` crate is generated from), vendored in `deploy/gateway-api/`.
+//! `gateway-api` crate is generated from), vendored in `charts/pontoon/files/gateway-api/`.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
@@ -24,42 +24,50 @@ const GATEWAY_API: &[(&str, &str)] = &[
     (
         "gatewayclasses.gateway.networking.k8s.io",
         include_str!(
-            "../../deploy/gateway-api/standard/gateway.networking.k8s.io_gatewayclasses.yaml"
+            "../../charts/pontoon/files/gateway-api/standard/gateway.networking.k8s.io_gatewayclasses.yaml"
         ),
     ),
     (
         "gateways.gateway.networking.k8s.io",
-        include_str!("../../deploy/gateway-api/standard/gateway.networking.k8s.io_gateways.yaml"),
+        include_str!(
+            "../../charts/pontoon/files/gateway-api/standard/gateway.networking.k8s.io_gateways.yaml"
+        ),
     ),
     (
         "httproutes.gateway.networking.k8s.io",
-        include_str!("../../deploy/gateway-api/standard/gateway.networking.k8s.io_httproutes.yaml"),
+        include_str!(
+            "../../charts/pontoon/files/gateway-api/standard/gateway.networking.k8s.io_httproutes.yaml"
+        ),
     ),
     (
         "grpcroutes.gateway.networking.k8s.io",
-        include_str!("../../deploy/gateway-api/standard/gateway.networking.k8s.io_grpcroutes.yaml"),
+        include_str!(
+            "../../charts/pontoon/files/gateway-api/standard/gateway.networking.k8s.io_grpcroutes.yaml"
+        ),
     ),
     (
         "referencegrants.gateway.networking.k8s.io",
         include_str!(
-            "../../deploy/gateway-api/standard/gateway.networking.k8s.io_referencegrants.yaml"
+            "../../charts/pontoon/files/gateway-api/standard/gateway.networking.k8s.io_referencegrants.yaml"
         ),
     ),
     (
         "backendtlspolicies.gateway.networking.k8s.io",
         include_str!(
-            "../../deploy/gateway-api/standard/gateway.networking.k8s.io_backendtlspolicies.yaml"
+            "../../charts/pontoon/files/gateway-api/standard/gateway.networking.k8s.io_backendtlspolicies.yaml"
         ),
     ),
     (
         "listenersets.gateway.networking.k8s.io",
         include_str!(
-            "../../deploy/gateway-api/standard/gateway.networking.k8s.io_listenersets.yaml"
+            "../../charts/pontoon/files/gateway-api/standard/gateway.networking.k8s.io_listenersets.yaml"
         ),
     ),
     (
         "tlsroutes.gateway.networking.k8s.io",
-        include_str!("../../deploy/gateway-api/standard/gateway.networking.k8s.io_tlsroutes.yaml"),
+        include_str!(
+            "../../charts/pontoon/files/gateway-api/standard/gateway.networking.k8s.io_tlsroutes.yaml"
+        ),
     ),
 ];
 

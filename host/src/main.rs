@@ -75,6 +75,16 @@ struct RunArgs {
     /// exists, else /usr/lib/pontoon/providers.
     #[arg(long, value_name = "DIR", env = "PONTOON_PROVIDERS")]
     providers: Option<PathBuf>,
+    /// Further directories of provider modules (an administrator's own),
+    /// loaded after `--providers`; a module whose name is taken is rejected.
+    /// Repeat the flag, or separate directories with `:`.
+    #[arg(
+        long,
+        value_name = "DIR",
+        value_delimiter = ':',
+        env = "PONTOON_CUSTOM_PROVIDERS"
+    )]
+    custom_providers: Vec<PathBuf>,
     /// Keep compiled provider modules here (keyed by content and engine
     /// version), so a restart loads them without compiling.
     #[arg(long, value_name = "DIR", env = "PONTOON_CACHE_DIR")]
@@ -188,6 +198,7 @@ async fn main() -> anyhow::Result<ExitCode> {
             });
             let options = operator::Options {
                 providers: args.providers,
+                custom_providers: args.custom_providers,
                 settings: bridge_mount::Settings {
                     operator_namespace: args.namespace,
                     carrier_image: args.carrier_image,

@@ -38,6 +38,8 @@ pub const CHECKOUT_PROVIDER_DIR: &str = "dist/providers";
 pub struct Options {
     /// Provider directory; `None` for the default.
     pub providers: Option<PathBuf>,
+    /// Directories of further modules, loaded after `providers`.
+    pub custom_providers: Vec<PathBuf>,
     pub settings: bridge_mount::Settings,
     pub limits: Limits,
     /// Where compiled modules are kept across restarts; `None` compiles at every start.
@@ -82,10 +84,12 @@ pub async fn run(client: Client, options: Options) -> anyhow::Result<()> {
         None => PluginRuntime::new(options.limits)?,
     };
     let started = std::time::Instant::now();
+    let mut dirs = vec![dir.as_path()];
+    dirs.extend(options.custom_providers.iter().map(PathBuf::as_path));
     let registry = runtime
-        .load_dir(&dir)
+        .load_dirs(&dirs)
         .await
-        .with_context(|| format!("cannot load provider modules from {}", dir.display()))?;
+        .context("cannot load the provider modules")?;
     let providers: Vec<&str> = registry.provider_names().collect();
     let filters: Vec<&str> = registry.filter_names().collect();
     let (from_cache, compiled) = runtime
@@ -93,6 +97,7 @@ pub async fn run(client: Client, options: Options) -> anyhow::Result<()> {
         .unwrap_or((0, runtime.compiled_count()));
     tracing::info!(
         dir = %dir.display(),
+        custom = ?options.custom_providers,
         providers = ?providers,
         filters = ?filters,
         rejected = registry.rejected.len(),

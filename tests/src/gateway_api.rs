@@ -1,4 +1,4 @@
-//! The Gateway API CRDs the project vendors (`deploy/gateway-api/standard/`,
+//! The Gateway API CRDs the project vendors (`charts/pontoon/files/gateway-api/standard/`,
 //! the standard channel of Gateway API v1.5.1). The test bed does not install
 //! them; tests that need them call [`install_crds`].
 
@@ -23,7 +23,7 @@ const FIELD_MANAGER: &str = "pontoon-tests";
 
 /// Directory of the vendored standard-channel CRDs, one file per CRD.
 pub fn crds_dir() -> PathBuf {
-    repo_root().join("deploy/gateway-api/standard")
+    repo_root().join("charts/pontoon/files/gateway-api/standard")
 }
 
 /// The vendored CRDs, parsed, sorted by file name.

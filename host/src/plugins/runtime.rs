@@ -90,6 +90,30 @@ impl PluginRuntime {
     /// Loads every `*.wasm` of `dir`. A module that cannot be loaded is
     /// reported in [`Registry::rejected`] and does not stop the others.
     pub async fn load_dir(self: &Arc<Self>, dir: &Path) -> Result<Registry, LoadError> {
+        self.load_dirs(&[dir]).await
+    }
+
+    /// [`Self::load_dir`] over several directories into one registry, in
+    /// their order (the bundled modules, then an administrator's): a name
+    /// already taken by an earlier module is rejected.
+    pub async fn load_dirs(self: &Arc<Self>, dirs: &[&Path]) -> Result<Registry, LoadError> {
+        let mut registry = Registry::default();
+        for dir in dirs {
+            for path in Self::module_files(dir).await? {
+                match self.load_file(&path).await {
+                    Ok(module) => registry.insert(module),
+                    Err(err) => {
+                        tracing::error!(error = %err, "rejected module");
+                        registry.rejected.push(err);
+                    }
+                }
+            }
+        }
+        Ok(registry)
+    }
+
+    /// The `*.wasm` files of `dir`, sorted.
+    async fn module_files(dir: &Path) -> Result<Vec<std::path::PathBuf>, LoadError> {
         let mut entries =
             tokio::fs::read_dir(dir)
                 .await
@@ -113,17 +137,7 @@ impl PluginRuntime {
             }
         }
         paths.sort();
-        let mut registry = Registry::default();
-        for path in paths {
-            match self.load_file(&path).await {
-                Ok(module) => registry.insert(module),
-                Err(err) => {
-                    tracing::error!(error = %err, "rejected module");
-                    registry.rejected.push(err);
-                }
-            }
-        }
-        Ok(registry)
+        Ok(paths)
     }
 
     /// Loads one module: compiles it (once per content), checks which world

@@ -1,0 +1,548 @@
+//! The Helm chart (`charts/pontoon`), with the test bed's `helm`: it lints
+//! and renders for default and other values, refuses bad values saying
+//! which, installs its objects, and its RBAC is enough for what the
+//! operator does: the operator binary runs locally as the chart's
+//! ServiceAccount (impersonation), with the arguments and provider volumes
+//! of the Deployment the chart made, takes a mount to ACTIVE with a custom
+//! provider added through values, and a Gateway to Programmed.
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    process::{Command, Output},
+    time::Duration,
+};
+
+use anyhow::{Context, bail};
+use k8s_openapi::{
+    ByteString,
+    api::{
+        apps::v1::Deployment,
+        core::v1::{ConfigMap, Service, ServiceAccount},
+        rbac::v1::{ClusterRole, Role, RoleBinding},
+    },
+};
+use kube::{
+    Api,
+    api::{ListParams, PostParams},
+};
+use pontoon::bridge_mount::{GefyraBridgeMount, crd::BridgeMountFields};
+use pontoon_tests::{
+    TestNamespace, kubeconfig_path, modules::test_module, operator::Operator, repo_root,
+    testbed_bin, wait_for,
+};
+use serde_json::{Value, json};
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+fn chart() -> PathBuf {
+    repo_root().join("charts/pontoon")
+}
+
+/// `helm ARGS`, with its own config and cache directories (not the user's).
+fn helm(args: &[&str]) -> anyhow::Result<Output> {
+    let home = pontoon_tests::providers::target_dir().join("helm-home");
+    Ok(Command::new(testbed_bin("helm")?)
+        .args(args)
+        .env("KUBECONFIG", kubeconfig_path())
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .output()?)
+}
+
+fn ok(output: Output, what: &str) -> anyhow::Result<String> {
+    if !output.status.success() {
+        bail!(
+            "{what} failed ({}):\n{}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(String::from_utf8(output.stdout)?)
+}
+
+/// `helm template` with `args`: every object, as JSON.
+fn render(args: &[&str]) -> anyhow::Result<Vec<Value>> {
+    let chart = chart();
+    let mut all = vec![
+        "template",
+        "t",
+        chart.to_str().context("chart path")?,
+        "--namespace",
+        "ops",
+        "--kube-version",
+        "1.34.0",
+    ];
+    all.extend_from_slice(args);
+    let yaml = ok(helm(&all)?, "helm template")?;
+    let mut objects = Vec::new();
+    for document in yaml_serde::Deserializer::from_str(&yaml) {
+        let value: Value = serde::Deserialize::deserialize(document)?;
+        if !value.is_null() {
+            objects.push(value);
+        }
+    }
+    Ok(objects)
+}
+
+fn kinds(objects: &[Value]) -> BTreeMap<String, usize> {
+    let mut kinds = BTreeMap::new();
+    for o in objects {
+        *kinds
+            .entry(o["kind"].as_str().unwrap_or_default().to_string())
+            .or_default() += 1;
+    }
+    kinds
+}
+
+fn deployment_of(objects: &[Value]) -> &Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == "Deployment")
+        .expect("the chart renders a Deployment")
+}
+
+fn args_of(deployment: &Value) -> Vec<String> {
+    deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str().map(String::from))
+        .collect()
+}
+
+#[test]
+fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<()> {
+    let chart = chart();
+    let chart = chart.to_str().context("chart path")?;
+    ok(helm(&["lint", chart])?, "helm lint")?;
+    ok(
+        helm(&[
+            "lint",
+            chart,
+            "--set",
+            "replicaCount=3,gateway.installCRDs=true,logFormat=text",
+        ])?,
+        "helm lint with values",
+    )?;
+
+    let objects = render(&[])?;
+    assert_eq!(
+        kinds(&objects),
+        BTreeMap::from(
+            [
+                ("ClusterRole", 1),
+                ("ClusterRoleBinding", 1),
+                ("Deployment", 1),
+                ("Role", 1),
+                ("RoleBinding", 1),
+                ("Service", 1),
+                ("ServiceAccount", 1),
+            ]
+            .map(|(k, n)| (k.to_string(), n))
+        )
+    );
+    let deployment = deployment_of(&objects);
+    let args = args_of(deployment);
+    for expected in [
+        "--namespace=ops",
+        "--controllers=all",
+        "--metrics-addr=0.0.0.0:8080",
+        "--providers=/usr/lib/pontoon/providers",
+        "--carrier-image=quay.io/gefyra/carrier2:latest",
+        "--praxis-image=ghcr.io/praxis-proxy/praxis:0.7.5",
+    ] {
+        assert!(args.iter().any(|a| a == expected), "{expected} in {args:?}");
+    }
+    assert!(
+        !args.iter().any(|a| a == "--leader-elect"),
+        "one replica: no election"
+    );
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    let container = &pod["containers"][0];
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+
+    // Not the defaults: two replicas elect a leader; the Gateway API CRDs;
+    // custom providers from a ConfigMap and from an image.
+    let custom = r#"providers.custom=[{"name":"mine","configMap":{"name":"mine-wasm","key":"mine.wasm"}},{"name":"theirs","image":{"repository":"registry.example/theirs","tag":"1.0","path":"/theirs.wasm"}}]"#;
+    let objects = render(&[
+        "--set",
+        "replicaCount=2,gateway.installCRDs=true,sandbox.memoryMiB=128,controllers={bridge-mounts}",
+        "--set-json",
+        custom,
+    ])?;
+    assert_eq!(kinds(&objects)["CustomResourceDefinition"], 8);
+    let deployment = deployment_of(&objects);
+    let args = args_of(deployment);
+    for expected in [
+        "--leader-elect",
+        "--provider-memory=128",
+        "--controllers=bridge-mounts",
+        "--custom-providers=/var/lib/pontoon/providers/from-configmaps",
+        "--custom-providers=/var/lib/pontoon/providers/from-images",
+    ] {
+        assert!(args.iter().any(|a| a == expected), "{expected} in {args:?}");
+    }
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["initContainers"][0]["image"],
+        "registry.example/theirs:1.0"
+    );
+    assert_eq!(
+        pod["initContainers"][0]["command"],
+        json!(["cp", "/theirs.wasm", "/providers/theirs.wasm"])
+    );
+    let projected = pod["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["name"] == "providers-from-configmaps")
+        .context("a volume for the ConfigMap modules")?;
+    assert_eq!(
+        projected["projected"]["sources"][0]["configMap"],
+        json!({"name": "mine-wasm", "items": [{"key": "mine.wasm", "path": "mine.wasm"}]})
+    );
+    let cluster_role = objects
+        .iter()
+        .find(|o| o["kind"] == "ClusterRole")
+        .context("ClusterRole")?;
+    let groups: Vec<&Value> = cluster_role["rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|r| r["apiGroups"].as_array().into_iter().flatten())
+        .collect();
+    assert!(
+        !groups.contains(&&json!("gateway.networking.k8s.io")),
+        "bridge mounts only: no Gateway API rights"
+    );
+
+    // Bad values are refused, naming the value.
+    for (set, says) in [
+        ("sandbox.memoryMiB=0", "/sandbox/memoryMiB"),
+        ("controllers={bridges}", "/controllers/0"),
+        ("logFormat=xml", "/logFormat"),
+        ("replicas=2", "replicas"),
+    ] {
+        let output = helm(&[
+            "template",
+            "t",
+            chart,
+            "--kube-version",
+            "1.34.0",
+            "--set",
+            set,
+        ])?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{set} was accepted");
+        assert!(stderr.contains(says), "{set}: {stderr}");
+    }
+    let output = helm(&[
+        "template",
+        "t",
+        chart,
+        "--kube-version",
+        "1.34.0",
+        "--set-json",
+        r#"providers.custom=[{"name":"x"}]"#,
+    ])?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("missing property 'configMap'")
+            && stderr.contains("missing property 'image'"),
+        "a custom provider needs a source: {stderr}"
+    );
+    Ok(())
+}
+
+/// A kubeconfig that acts as the ServiceAccount `namespace/name`.
+fn impersonating(namespace: &str, name: &str, dir: &Path) -> anyhow::Result<PathBuf> {
+    let text = std::fs::read_to_string(kubeconfig_path())?;
+    let mut config: Value = yaml_serde::from_str(&text)?;
+    for user in config["users"].as_array_mut().into_iter().flatten() {
+        user["user"]["as"] = json!(format!("system:serviceaccount:{namespace}:{name}"));
+    }
+    let path = dir.join("kubeconfig");
+    std::fs::write(&path, serde_json::to_string(&config)?)?;
+    Ok(path)
+}
+
+/// What the kubelet would put at the Deployment's ConfigMap provider
+/// volume: each projected item, from the ConfigMap, in `dir`.
+async fn materialise_configmap_providers(
+    deployment: &Deployment,
+    namespace: &str,
+    dir: &Path,
+) -> anyhow::Result<()> {
+    let config_maps: Api<ConfigMap> = Api::namespaced(pontoon_tests::client().await?, namespace);
+    let volumes = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|s| s.volumes.clone())
+        .unwrap_or_default();
+    let volume = volumes
+        .iter()
+        .find(|v| v.name == "providers-from-configmaps")
+        .context("the Deployment has no ConfigMap provider volume")?;
+    for source in volume
+        .projected
+        .as_ref()
+        .and_then(|p| p.sources.clone())
+        .unwrap_or_default()
+    {
+        let Some(cm) = source.config_map else {
+            continue;
+        };
+        let data = config_maps
+            .get(&cm.name)
+            .await?
+            .binary_data
+            .unwrap_or_default();
+        for item in cm.items.unwrap_or_default() {
+            let ByteString(bytes) = data
+                .get(&item.key)
+                .with_context(|| format!("ConfigMap {} has no key {}", cm.name, item.key))?;
+            std::fs::write(dir.join(&item.path), bytes)?;
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn installed_the_chart_runs_the_operator_within_its_rbac() -> anyhow::Result<()> {
+    pontoon_tests::gateway_api::install_crds().await?;
+    let ns = TestNamespace::new("chart").await?;
+    let release = ns.name().to_string();
+    let client = pontoon_tests::client().await?;
+    // The custom provider, as an administrator ships it: a ConfigMap.
+    let module = std::fs::read(test_module("sample_provider")?)?;
+    let config_map: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "sample-provider-wasm"},
+    }))?;
+    let config_map = ConfigMap {
+        binary_data: Some(BTreeMap::from([(
+            "sample_provider.wasm".to_string(),
+            ByteString(module),
+        )])),
+        ..config_map
+    };
+    ns.api::<ConfigMap>()
+        .create(&PostParams::default(), &config_map)
+        .await?;
+
+    let controller_name = format!("pontoon.dev/{release}");
+    let chart = chart();
+    let values = [
+        format!("watchNamespace={release}"),
+        format!("gateway.controllerName={controller_name}"),
+    ]
+    .join(",");
+    ok(
+        helm(&[
+            "install",
+            &release,
+            chart.to_str().context("chart path")?,
+            "--namespace",
+            &release,
+            "--set",
+            &values,
+            "--set-json",
+            r#"providers.custom=[{"name":"sample","configMap":{"name":"sample-provider-wasm","key":"sample_provider.wasm"}}]"#,
+        ])?,
+        "helm install",
+    )?;
+    let outcome = run_installed(&ns, &release, &controller_name).await;
+    let uninstalled = helm(&["uninstall", &release, "--namespace", &release, "--wait"]);
+    outcome?;
+    ok(uninstalled?, "helm uninstall")?;
+
+    // Nothing of the release is left.
+    let selector = format!("app.kubernetes.io/instance={release}");
+    let params = ListParams::default().labels(&selector);
+    assert!(ns.api::<Deployment>().list(&params).await?.items.is_empty());
+    assert!(ns.api::<Service>().list(&params).await?.items.is_empty());
+    assert!(
+        ns.api::<ServiceAccount>()
+            .list(&params)
+            .await?
+            .items
+            .is_empty()
+    );
+    assert!(ns.api::<Role>().list(&params).await?.items.is_empty());
+    assert!(
+        ns.api::<RoleBinding>()
+            .list(&params)
+            .await?
+            .items
+            .is_empty()
+    );
+    let roles: Api<ClusterRole> = Api::all(client);
+    assert!(roles.list(&params).await?.items.is_empty());
+    Ok(())
+}
+
+async fn run_installed(
+    ns: &TestNamespace,
+    release: &str,
+    controller_name: &str,
+) -> anyhow::Result<()> {
+    let name = format!("{release}-pontoon");
+    // What the chart made.
+    assert!(ns.api::<ServiceAccount>().get_opt(&name).await?.is_some());
+    assert!(ns.api::<Role>().get_opt(&name).await?.is_some());
+    let deployment = ns.api::<Deployment>().get(&name).await?;
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(pontoon_tests::client().await?);
+    assert!(
+        crds.get_opt("gefyrabridgemounts.gefyra.dev")
+            .await?
+            .is_some()
+    );
+
+    // The operator as the Deployment runs it: its arguments, the modules
+    // its volumes hold, the ServiceAccount's rights. Only what differs
+    // outside a pod is replaced: where the bundled and custom modules are,
+    // the cache, the port.
+    let work = tempfile::tempdir()?;
+    let custom = work.path().join("custom");
+    std::fs::create_dir_all(&custom)?;
+    materialise_configmap_providers(&deployment, ns.name(), &custom).await?;
+    let args: Vec<String> = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .map(|s| s.containers[0].args.clone().unwrap_or_default())
+        .unwrap_or_default();
+    let local: Vec<String> = args
+        .into_iter()
+        .skip(1) // `run`: Operator::start adds it
+        .filter(|a| {
+            ![
+                "--providers=",
+                "--custom-providers=",
+                "--cache-dir=",
+                "--metrics-addr=",
+            ]
+            .iter()
+            .any(|p| a.starts_with(p))
+        })
+        .chain([
+            "--custom-providers".to_string(),
+            custom.display().to_string(),
+            "--kubeconfig".to_string(),
+            impersonating(ns.name(), &name, work.path())?
+                .display()
+                .to_string(),
+            // Logs a person reads in the test's failure message.
+            "--log-format=text".to_string(),
+        ])
+        .collect();
+    let local: Vec<&str> = local.iter().map(String::as_str).collect();
+    // The kubeconfig does act as the ServiceAccount: Nodes are not its to read.
+    let kubeconfig = kube::config::Kubeconfig::read_from(work.path().join("kubeconfig"))?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(kube::Client::try_from(config)?);
+    match nodes.list(&ListParams::default()).await {
+        Err(kube::Error::Api(status)) if status.code == 403 => {}
+        other => bail!("impersonation is not in effect: listing Nodes gave {other:?}"),
+    }
+    let operator = Operator::start(Path::new(env!("CARGO_BIN_EXE_pontoon")), ns.name(), &local)?;
+
+    // A mount with the custom provider.
+    ns.api::<Deployment>()
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "web"},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": {"app": "web"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "web"}},
+                        "spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}
+                    }
+                }
+            }))?,
+        )
+        .await?;
+    let mounts: Api<GefyraBridgeMount> = ns.api();
+    let mount = GefyraBridgeMount {
+        metadata: kube::api::ObjectMeta {
+            name: Some("web-mount".into()),
+            ..Default::default()
+        },
+        mount: BridgeMountFields {
+            target: Some("deploy/web".into()),
+            target_container: Some("app".into()),
+            provider: Some("sample".into()),
+            ..Default::default()
+        },
+    };
+    mounts.create(&PostParams::default(), &mount).await?;
+    let active = |m: Option<&GefyraBridgeMount>| {
+        m.is_some_and(|m| m.mount.state.as_deref() == Some("ACTIVE"))
+    };
+    if let Err(err) = wait_for(&mounts, "web-mount", active, TIMEOUT).await {
+        let now = mounts.get_opt("web-mount").await?;
+        bail!(
+            "{err}: the mount is {:?} {:#?}\n--- operator ---\n{}",
+            now.as_ref().and_then(|m| m.mount.state.clone()),
+            now.as_ref().and_then(|m| m.mount.status.clone()),
+            operator.log_tail(40)
+        );
+    }
+
+    // A Gateway of the chart's controllerName.
+    pontoon_tests::gateway_api::create_class(release, controller_name, None).await?;
+    let gateways: Api<gateway_api::apis::standard::gateways::Gateway> = ns.api();
+    gateways
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "edge"},
+                "spec": {
+                    "gatewayClassName": release,
+                    "listeners": [{"name": "web", "port": 80, "protocol": "HTTP"}]
+                }
+            }))?,
+        )
+        .await?;
+    let programmed = |g: Option<&gateway_api::apis::standard::gateways::Gateway>| {
+        g.and_then(|g| g.status.as_ref())
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c.type_ == "Programmed" && c.status == "True")
+            })
+    };
+    let reached = wait_for(&gateways, "edge", programmed, TIMEOUT).await;
+    if let Err(err) = reached {
+        bail!(
+            "{err}: the Gateway is not Programmed\n--- operator ---\n{}",
+            operator.log_tail(40)
+        );
+    }
+    // Nothing was refused for want of a right.
+    let log = operator.log();
+    assert!(!log.contains("forbidden"), "a missing RBAC rule:\n{log}");
+    // Cleaned up while the operator runs (its finalizers).
+    pontoon_tests::gateway_api::remove_gateways_blocking(ns.name(), &[release.to_string()]);
+    mounts
+        .delete("web-mount", &kube::api::DeleteParams::default())
+        .await?;
+    wait_for(
+        &mounts,
+        "web-mount",
+        |m: Option<&GefyraBridgeMount>| m.is_none(),
+        TIMEOUT,
+    )
+    .await
+    .with_context(|| format!("the mount was not removed\n{}", operator.log_tail(30)))?;
+    Ok(())
+}
