@@ -97,11 +97,11 @@ fn kinds(objects: &[Value]) -> BTreeMap<String, usize> {
     kinds
 }
 
-fn deployment_of(objects: &[Value]) -> &Value {
+fn deployment_of(objects: &[Value]) -> anyhow::Result<&Value> {
     objects
         .iter()
         .find(|o| o["kind"] == "Deployment")
-        .expect("the chart renders a Deployment")
+        .context("the chart renders no Deployment")
 }
 
 fn args_of(deployment: &Value) -> Vec<String> {
@@ -144,7 +144,7 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
             .map(|(k, n)| (k.to_string(), n))
         )
     );
-    let deployment = deployment_of(&objects);
+    let deployment = deployment_of(&objects)?;
     let args = args_of(deployment);
     for expected in [
         "--namespace=ops",
@@ -177,7 +177,7 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
         custom,
     ])?;
     assert_eq!(kinds(&objects)["CustomResourceDefinition"], 8);
-    let deployment = deployment_of(&objects);
+    let deployment = deployment_of(&objects)?;
     let args = args_of(deployment);
     for expected in [
         "--leader-elect",
