@@ -4,7 +4,7 @@ SHELL := bash
 TESTBED := tests/testbed
 KUBECONFIG_TESTBED := $(CURDIR)/.testbed/kubeconfig
 
-.PHONY: deps testbed testbed-up testbed-down testbed-clean test lint fmt run providers crds bench-runtime bench-mounts bench-gateway
+.PHONY: deps testbed testbed-up testbed-down testbed-clean test lint fmt run providers image-context crds bench-runtime bench-mounts bench-gateway
 
 deps: ## install missing tools (Debian packages, rustup target)
 	@scripts/deps.sh
@@ -36,6 +36,9 @@ run: deps ## test bed + CRDs + providers + operator, a sample mount to ACTIVE; C
 
 providers: deps ## build the bundled provider modules into dist/providers/
 	@scripts/providers.sh dist/providers
+
+image-context: deps ## assemble target/image-context/: what the Containerfile copies (release binary, bundled modules)
+	@scripts/image-context.sh target/image-context
 
 crds: ## write the CRDs (`pontoon crds`) into the chart
 	cargo run --quiet --locked -p pontoon -- crds --set gefyra --out-dir charts/pontoon/crds

@@ -546,3 +546,53 @@ async fn run_installed(
     .with_context(|| format!("the mount was not removed\n{}", operator.log_tail(30)))?;
     Ok(())
 }
+
+#[test]
+fn the_image_context_holds_every_file_the_containerfile_copies() -> anyhow::Result<()> {
+    let out = tempfile::tempdir()?;
+    let context = out.path().join("context");
+    let providers = pontoon_tests::providers::bundled_providers_dir()?;
+    let status = Command::new(repo_root().join("scripts/image-context.sh"))
+        .arg(&context)
+        .arg(env!("CARGO_BIN_EXE_pontoon"))
+        .arg(&providers)
+        .status()?;
+    assert!(status.success(), "scripts/image-context.sh failed");
+    let containerfile = std::fs::read_to_string(repo_root().join("Containerfile"))?;
+    let mut copied = 0;
+    for line in containerfile.lines() {
+        let Some(rest) = line.strip_prefix("COPY ") else {
+            continue;
+        };
+        let words: Vec<&str> = rest.split_whitespace().collect();
+        let (sources, _destination) = words.split_at(words.len() - 1);
+        for source in sources {
+            let path = context.join(source);
+            assert!(
+                path.exists(),
+                "the Containerfile copies {source}, not in the context"
+            );
+            copied += 1;
+        }
+    }
+    assert!(copied >= 2, "the binary and the providers");
+    let modules: Vec<String> = std::fs::read_dir(context.join("providers"))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    for bundled in ["carrier2mount.wasm", "standard_filters.wasm"] {
+        assert!(
+            modules.iter().any(|m| m == bundled),
+            "{bundled} in {modules:?}"
+        );
+    }
+    // The image's user and entry point, as the chart expects them.
+    assert!(containerfile.contains("USER 65532:65532"));
+    assert!(containerfile.contains(r#"ENTRYPOINT ["/usr/bin/pontoon"]"#));
+    assert!(containerfile.contains("COPY providers/ /usr/lib/pontoon/providers/"));
+    assert_eq!(
+        pontoon::operator::IMAGE_PROVIDER_DIR,
+        "/usr/lib/pontoon/providers"
+    );
+    Ok(())
+}
