@@ -85,6 +85,10 @@ struct RunArgs {
         env = "PONTOON_CUSTOM_PROVIDERS"
     )]
     custom_providers: Vec<PathBuf>,
+    /// What each provider module may declare (YAML: module name -> capabilities);
+    /// a module declaring more is refused at load. Default: what it declares.
+    #[arg(long, value_name = "FILE", env = "PONTOON_GRANTS")]
+    grants: Option<PathBuf>,
     /// Keep compiled provider modules here (keyed by content and engine
     /// version), so a restart loads them without compiling.
     #[arg(long, value_name = "DIR", env = "PONTOON_CACHE_DIR")]
@@ -199,6 +203,7 @@ async fn main() -> anyhow::Result<ExitCode> {
             let options = operator::Options {
                 providers: args.providers,
                 custom_providers: args.custom_providers,
+                grants: args.grants,
                 settings: bridge_mount::Settings {
                     operator_namespace: args.namespace,
                     carrier_image: args.carrier_image,

@@ -16,7 +16,7 @@ use crate::{
     health::{self, Health},
     leader::{self, Attempt, LeaderElector},
     metrics::METRICS,
-    plugins::{Limits, PluginRuntime},
+    plugins::{Limits, PluginRuntime, grants::Grants},
 };
 
 /// The controllers `pontoon run` can run.
@@ -40,6 +40,8 @@ pub struct Options {
     pub providers: Option<PathBuf>,
     /// Directories of further modules, loaded after `providers`.
     pub custom_providers: Vec<PathBuf>,
+    /// What each provider module may declare; `None`: what it declares.
+    pub grants: Option<PathBuf>,
     pub settings: bridge_mount::Settings,
     pub limits: Limits,
     /// Where compiled modules are kept across restarts; `None` compiles at every start.
@@ -86,10 +88,16 @@ pub async fn run(client: Client, options: Options) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let mut dirs = vec![dir.as_path()];
     dirs.extend(options.custom_providers.iter().map(PathBuf::as_path));
-    let registry = runtime
+    let mut registry = runtime
         .load_dirs(&dirs)
         .await
         .context("cannot load the provider modules")?;
+    match &options.grants {
+        Some(path) => registry.refuse_ungranted(&Grants::read(path)?),
+        None => {
+            tracing::info!("no --grants file: each provider module may use the scope it declares")
+        }
+    }
     let providers: Vec<&str> = registry.provider_names().collect();
     let filters: Vec<&str> = registry.filter_names().collect();
     let (from_cache, compiled) = runtime

@@ -135,6 +135,7 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
             [
                 ("ClusterRole", 1),
                 ("ClusterRoleBinding", 1),
+                ("ConfigMap", 1),
                 ("Deployment", 1),
                 ("Role", 1),
                 ("RoleBinding", 1),
@@ -153,6 +154,7 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
         "--providers=/usr/lib/pontoon/providers",
         "--carrier-image=quay.io/gefyra/carrier2:latest",
         "--praxis-image=ghcr.io/praxis-proxy/praxis:0.7.5",
+        "--grants=/etc/pontoon/grants.yaml",
     ] {
         assert!(args.iter().any(|a| a == expected), "{expected} in {args:?}");
     }
@@ -354,6 +356,9 @@ async fn installed_the_chart_runs_the_operator_within_its_rbac() -> anyhow::Resu
             &values,
             "--set-json",
             r#"providers.custom=[{"name":"sample","configMap":{"name":"sample-provider-wasm","key":"sample_provider.wasm"}}]"#,
+            // What the sample provider declares (tests/modules/sample).
+            "--set-json",
+            r#"grants={"sample":[{"kinds":["ConfigMap"],"verbs":["get","list","create","apply","patch","delete"],"namespace":"target"},{"apiGroup":"apps","kinds":["Deployment","StatefulSet"],"verbs":["get","list"],"namespace":"target"},{"kinds":["Pod"],"verbs":["get","list"],"namespace":"target"}]}"#,
         ])?,
         "helm install",
     )?;
@@ -413,6 +418,20 @@ async fn run_installed(
     let custom = work.path().join("custom");
     std::fs::create_dir_all(&custom)?;
     materialise_configmap_providers(&deployment, ns.name(), &custom).await?;
+    // The grants, as the Deployment's `grants` volume holds them.
+    let grants = ns
+        .api::<ConfigMap>()
+        .get(&format!("{name}-grants"))
+        .await?
+        .data
+        .unwrap_or_default();
+    let grants_file = work.path().join("grants.yaml");
+    std::fs::write(
+        &grants_file,
+        grants
+            .get("grants.yaml")
+            .context("no grants.yaml in the grants ConfigMap")?,
+    )?;
     let args: Vec<String> = deployment
         .spec
         .as_ref()
@@ -428,6 +447,7 @@ async fn run_installed(
                 "--custom-providers=",
                 "--cache-dir=",
                 "--metrics-addr=",
+                "--grants=",
             ]
             .iter()
             .any(|p| a.starts_with(p))
@@ -435,6 +455,7 @@ async fn run_installed(
         .chain([
             "--custom-providers".to_string(),
             custom.display().to_string(),
+            format!("--grants={}", grants_file.display()),
             "--kubeconfig".to_string(),
             impersonating(ns.name(), &name, work.path())?
                 .display()
@@ -528,9 +549,14 @@ async fn run_installed(
             operator.log_tail(40)
         );
     }
-    // Nothing was refused for want of a right.
+    // Nothing was refused for want of a right, and both providers are
+    // within their grants.
     let log = operator.log();
     assert!(!log.contains("forbidden"), "a missing RBAC rule:\n{log}");
+    assert!(
+        log.contains(r#"providers=["carrier2mount", "sample"]"#) && log.contains("rejected=0"),
+        "{log}"
+    );
     // Cleaned up while the operator runs (its finalizers).
     pontoon_tests::gateway_api::remove_gateways_blocking(ns.name(), &[release.to_string()]);
     mounts

@@ -406,6 +406,65 @@ async fn a_restart_with_a_warm_cache_loads_the_providers_without_compiling() -> 
 }
 
 #[tokio::test]
+async fn a_provider_declaring_more_than_its_grant_is_refused_naming_the_excess()
+-> anyhow::Result<()> {
+    use pontoon::plugins::{LoadError, grants::Grants};
+    let runtime = PluginRuntime::new(Limits::default())?;
+    let dir = tempfile::tempdir()?;
+    std::fs::copy(
+        test_module("sample_provider")?,
+        dir.path().join("sample_provider.wasm"),
+    )?;
+    std::fs::copy(
+        pontoon_tests::providers::bundled_provider("carrier2mount")?,
+        dir.path().join("carrier2mount.wasm"),
+    )?;
+    // The chart's grant for carrier2mount, and one for `sample` that lacks
+    // what it declares on Pods and deleting ConfigMaps.
+    let bundled = std::fs::read_to_string(
+        pontoon_tests::repo_root().join("charts/pontoon/files/grants/bundled.yaml"),
+    )?;
+    let grants_file = dir.path().join("grants.yaml");
+    std::fs::write(
+        &grants_file,
+        format!(
+            "{bundled}\nsample:\n  - kinds: [ConfigMap]\n    verbs: [get, list, create, apply, patch]\n    namespace: target\n  - apiGroup: apps\n    kinds: [Deployment, StatefulSet]\n    verbs: [get, list]\n    namespace: target\n"
+        ),
+    )?;
+    let mut registry = runtime.load_dir(dir.path()).await?;
+    registry.refuse_ungranted(&Grants::read(&grants_file)?);
+    assert!(
+        registry.provider("carrier2mount").is_some(),
+        "within the chart's grant"
+    );
+    assert!(registry.provider("sample").is_none());
+    let [LoadError::NotGranted { module, excess, .. }] = registry.rejected.as_slice() else {
+        panic!("one module refused: {:?}", registry.rejected);
+    };
+    assert_eq!(module, "sample");
+    assert_eq!(
+        excess,
+        &[
+            "delete ConfigMap (core) in the target namespace, any name",
+            "get, list Pod (core) in the target namespace, any name",
+        ]
+    );
+    let message = registry.rejected[0].to_string();
+    assert!(message.contains("add them to its grant"), "{message}");
+    // A broken grants file says where.
+    std::fs::write(
+        &grants_file,
+        "sample: [{kinds: [Pod], verbs: [read], namespace: target}]",
+    )?;
+    let err = Grants::read(&grants_file).unwrap_err().to_string();
+    assert!(
+        err.contains("grants.yaml is not valid") && err.contains("read"),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_config_filter_translates_and_reports_bad_input() -> anyhow::Result<()> {
     let runtime = PluginRuntime::new(Limits::default())?;
     let LoadedModule::Filter(filter) = runtime.load_file(&test_module("header_filter")?).await?

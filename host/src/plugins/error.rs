@@ -29,6 +29,15 @@ pub enum LoadError {
     Link { path: PathBuf, reason: String },
     #[error("{} failed while reporting its metadata: {reason}", path.display())]
     Metadata { path: PathBuf, reason: String },
+    #[error(
+        "{} (provider `{module}`) declares capabilities its grant does not allow: {}; add them to its grant in the grants file (--grants, Helm value `grants`) if the module may have them",
+        path.display(), excess.join("; ")
+    )]
+    NotGranted {
+        path: PathBuf,
+        module: String,
+        excess: Vec<String>,
+    },
     #[error("{} names itself `{name}`, which {} already uses", path.display(), other.display())]
     DuplicateName {
         path: PathBuf,

@@ -10,6 +10,7 @@ mod cluster;
 mod engine;
 mod error;
 mod filter;
+pub mod grants;
 mod limits;
 mod provider;
 mod registry;

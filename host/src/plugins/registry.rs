@@ -46,6 +46,32 @@ impl Registry {
         }
     }
 
+    /// Drops every provider whose declared scope exceeds its grant,
+    /// recording why in `rejected`.
+    pub fn refuse_ungranted(&mut self, grants: &super::grants::Grants) {
+        let refused: Vec<(String, Vec<String>)> = self
+            .providers
+            .iter()
+            .filter_map(|(name, m)| {
+                grants
+                    .check(name, &m.metadata.scope)
+                    .err()
+                    .map(|excess| (name.clone(), excess))
+            })
+            .collect();
+        for (module, excess) in refused {
+            if let Some(m) = self.providers.remove(&module) {
+                let error = LoadError::NotGranted {
+                    path: m.path.clone(),
+                    module,
+                    excess,
+                };
+                tracing::error!(error = %error, "rejected module");
+                self.rejected.push(error);
+            }
+        }
+    }
+
     pub fn provider(&self, name: &str) -> Option<Arc<ProviderModule>> {
         self.providers.get(name).cloned()
     }
