@@ -81,7 +81,7 @@ impl ProviderModule {
             target: mount.target_namespace.clone(),
             operator: mount.settings.operator_namespace.clone(),
         };
-        Scope::resolve(&self.metadata.scope, &namespaces)
+        Scope::resolve(&self.metadata.scope, &namespaces, &mount.name)
     }
 
     /// Instantiates the module in a fresh store and drops it: what every call

@@ -15,6 +15,10 @@ pub struct Namespaces {
     pub operator: String,
 }
 
+/// In a capability's `names`, the mount's name: `{mount}-shadow`,
+/// `{mount}-*` (a trailing `*` matches any rest of the name).
+pub const MOUNT_PLACEHOLDER: &str = "{mount}";
+
 /// One capability with its namespace resolved.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Rule {
@@ -65,6 +69,14 @@ impl fmt::Display for Request<'_> {
     }
 }
 
+/// `pattern` is a name, or a prefix followed by `*`.
+fn name_matches(pattern: &str, name: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => pattern == name,
+    }
+}
+
 pub(crate) fn verb_name(verb: Verb) -> &'static str {
     match verb {
         Verb::Get => "get",
@@ -78,8 +90,9 @@ pub(crate) fn verb_name(verb: Verb) -> &'static str {
 }
 
 impl Scope {
-    /// Resolves a module's declared capabilities for one mount.
-    pub fn resolve(capabilities: &[Capability], namespaces: &Namespaces) -> Self {
+    /// Resolves a module's declared capabilities for one mount (`mount`:
+    /// its name, for [`MOUNT_PLACEHOLDER`] in names).
+    pub fn resolve(capabilities: &[Capability], namespaces: &Namespaces, mount: &str) -> Self {
         let rules = capabilities
             .iter()
             .map(|c| Rule {
@@ -90,7 +103,11 @@ impl Scope {
                     NamespaceScope::Target => namespaces.target.clone(),
                     NamespaceScope::Operator => namespaces.operator.clone(),
                 },
-                names: c.names.clone(),
+                names: c
+                    .names
+                    .iter()
+                    .map(|n| n.replace(MOUNT_PLACEHOLDER, mount))
+                    .collect(),
             })
             .collect();
         Self { rules }
@@ -107,7 +124,7 @@ impl Scope {
                 && (rule.names.is_empty()
                     || request
                         .name
-                        .is_some_and(|name| rule.names.iter().any(|n| n == name)))
+                        .is_some_and(|name| rule.names.iter().any(|n| name_matches(n, name))))
         });
         if allowed {
             Ok(())
@@ -169,6 +186,7 @@ mod tests {
                 target: "shop".into(),
                 operator: "pontoon".into(),
             },
+            "web-mount",
         )
     }
 
@@ -288,6 +306,7 @@ mod tests {
                 target: "a".into(),
                 operator: "b".into(),
             },
+            "m",
         );
         assert!(
             s.check(&req(
@@ -301,6 +320,42 @@ mod tests {
         );
         assert!(
             s.check(&req("v1", "Pod", Verb::Get, "a", Some("x")))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn names_can_be_the_mounts_own() {
+        let caps = [capability(
+            "",
+            &["ConfigMap"],
+            &[Verb::Get, Verb::Delete],
+            NamespaceScope::Target,
+            &["{mount}-*", "{mount}.settings"],
+        )];
+        let namespaces = Namespaces {
+            target: "shop".into(),
+            operator: "pontoon".into(),
+        };
+        let s = Scope::resolve(&caps, &namespaces, "web");
+        let get = |name| s.check(&req("v1", "ConfigMap", Verb::Get, "shop", Some(name)));
+        assert!(get("web-shadow").is_ok());
+        assert!(get("web-").is_ok());
+        assert!(get("web.settings").is_ok());
+        // Another mount's objects, or a name that only starts alike.
+        assert!(get("api-shadow").is_err());
+        assert!(get("webshop").is_err());
+        assert!(get("web.settings.old").is_err());
+        // Resolved per mount.
+        let other = Scope::resolve(&caps, &namespaces, "api");
+        assert!(
+            other
+                .check(&req("v1", "ConfigMap", Verb::Get, "shop", Some("api-x")))
+                .is_ok()
+        );
+        assert!(
+            other
+                .check(&req("v1", "ConfigMap", Verb::Get, "shop", Some("web-x")))
                 .is_err()
         );
     }
