@@ -55,16 +55,48 @@ pub struct Options {
 pub struct Check {
     pub name: String,
     pub result: Result<(), String>,
+    /// Not run, because an earlier check it needs failed (why); counted
+    /// apart, so that the total never shrinks.
+    pub skipped: Option<String>,
+}
+
+impl Check {
+    pub fn passed(&self) -> bool {
+        self.skipped.is_none() && self.result.is_ok()
+    }
+
+    pub fn failed(&self) -> bool {
+        self.skipped.is_none() && self.result.is_err()
+    }
 }
 
 impl fmt::Display for Check {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.result {
-            Ok(()) => write!(f, "PASS  {}", self.name),
-            Err(why) => write!(f, "FAIL  {}: {why}", self.name),
+        match (&self.skipped, &self.result) {
+            (Some(why), _) => write!(f, "SKIP  {}: {why}", self.name),
+            (None, Ok(())) => write!(f, "PASS  {}", self.name),
+            (None, Err(why)) => write!(f, "FAIL  {}: {why}", self.name),
         }
     }
 }
+
+/// The checks that follow `prepare completes`, up to uninstall.
+const AFTER_PREPARE: [&str; 5] = [
+    "prepare twice gives the same cluster state",
+    "prepared becomes true",
+    INSTALL_COMPLETES,
+    "install twice is harmless",
+    READY_AFTER_INSTALL,
+];
+const INSTALL_COMPLETES: &str = "install completes";
+const READY_AFTER_INSTALL: &str = "ready reports every condition true after install";
+const LEFTOVERS: &str = "uninstall leaves nothing the provider created";
+/// The checks that follow `uninstall completes`, besides [`LEFTOVERS`].
+const AFTER_UNINSTALL: [&str; 3] = [
+    "uninstall leaves the target as it was (image, command, args, labels)",
+    "uninstall restores the target exactly (whole pod template; live pods' containers are the template's)",
+    "uninstall twice is harmless",
+];
 
 /// Everything the checks share.
 struct Run {
@@ -347,11 +379,25 @@ impl Run {
         let check = Check {
             name: name.into(),
             result,
+            skipped: None,
         };
         (self.report)(&check);
         let ok = check.result.is_ok();
         self.checks.push(check);
         ok
+    }
+
+    /// Records `names` as not run, because `because` failed.
+    fn skip(&mut self, names: &[&str], because: &str) {
+        for name in names {
+            let check = Check {
+                name: (*name).to_string(),
+                result: Ok(()),
+                skipped: Some(format!("`{because}` failed")),
+            };
+            (self.report)(&check);
+            self.checks.push(check);
+        }
     }
 
     async fn all(&mut self) -> anyhow::Result<()> {
@@ -379,6 +425,7 @@ impl Run {
         let before = self.snapshot().await?;
         let prepared = self.drive("prepare").await;
         if !self.record("prepare completes", prepared) {
+            self.skip(&AFTER_PREPARE, "prepare completes");
             return self
                 .finish_with_uninstall(&before, &original, &template)
                 .await;
@@ -403,7 +450,9 @@ impl Run {
         self.record("prepared becomes true", became_prepared);
 
         let installed = self.drive("install").await;
-        if self.record("install completes", installed) {
+        if !self.record(INSTALL_COMPLETES, installed) {
+            self.skip(&AFTER_PREPARE[3..], INSTALL_COMPLETES);
+        } else {
             let first = self.snapshot().await?;
             let again = self.drive("install").await;
             let second = self.snapshot().await?;
@@ -413,10 +462,7 @@ impl Run {
             );
 
             let all_ready = self.wait_all_ready().await;
-            self.record(
-                "ready reports every condition true after install",
-                all_ready,
-            );
+            self.record(READY_AFTER_INSTALL, all_ready);
         }
         self.finish_with_uninstall(&before, &original, &template)
             .await
@@ -429,24 +475,19 @@ impl Run {
         template: &serde_json::Value,
     ) -> anyhow::Result<()> {
         let uninstalled = self.drive("uninstall").await;
-        if self.record("uninstall completes", uninstalled) {
-            let after = self.snapshot().await?;
-            self.record(
-                "uninstall leaves nothing the provider created",
-                leftovers(before, &after),
-            );
+        let completed = self.record("uninstall completes", uninstalled);
+        // What is left is reported whether or not uninstall said it was done.
+        let after = self.snapshot().await?;
+        self.record(LEFTOVERS, leftovers(before, &after));
+        if completed {
             let restored = self.wait_target_restored(original).await;
-            self.record(
-                "uninstall leaves the target as it was (image, command, args, labels)",
-                restored,
-            );
+            self.record(AFTER_UNINSTALL[0], restored);
             let exact = self.wait_restored_exactly(template).await;
-            self.record(
-                "uninstall restores the target exactly (whole pod template; live pods' containers are the template's)",
-                exact,
-            );
+            self.record(AFTER_UNINSTALL[1], exact);
             let again = self.drive("uninstall").await;
-            self.record("uninstall twice is harmless", again);
+            self.record(AFTER_UNINSTALL[2], again);
+        } else {
+            self.skip(&AFTER_UNINSTALL, "uninstall completes");
         }
         let interrupted = self.interrupted_install(before, template).await;
         self.record(

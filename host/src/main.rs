@@ -266,8 +266,10 @@ async fn main() -> anyhow::Result<ExitCode> {
             println!("conformance of {}", provider.display());
             let checks =
                 conformance::run(client, &provider, options, |check| println!("{check}")).await?;
-            let failed = checks.iter().filter(|c| c.result.is_err()).count();
-            println!("{} passed, {failed} failed", checks.len() - failed);
+            let passed = checks.iter().filter(|c| c.passed()).count();
+            let failed = checks.iter().filter(|c| c.failed()).count();
+            let skipped = checks.len() - passed - failed;
+            println!("{passed} passed, {failed} failed, {skipped} skipped");
             Ok(if failed == 0 {
                 ExitCode::SUCCESS
             } else {

@@ -12,8 +12,18 @@ fn conformance(module: &str) -> anyhow::Result<(bool, String)> {
 }
 
 fn conformance_of(module: &Path) -> anyhow::Result<(bool, String)> {
+    conformance_within(module, 60)
+}
+
+/// With `timeout` seconds for each waiting check.
+fn conformance_within(module: &Path, timeout: u32) -> anyhow::Result<(bool, String)> {
     let output = Command::new(env!("CARGO_BIN_EXE_pontoon"))
-        .args(["conformance", "--timeout", "60", "--provider"])
+        .args([
+            "conformance",
+            "--timeout",
+            &timeout.to_string(),
+            "--provider",
+        ])
         .arg(module)
         .arg("--kubeconfig")
         .arg(kubeconfig_path())
@@ -84,5 +94,52 @@ fn a_provider_that_skips_cleanup_fails_naming_the_check() -> anyhow::Result<()> 
         line.contains("ConfigMap") && line.contains("conformance-sample"),
         "names what was left: {line}"
     );
+    Ok(())
+}
+
+#[test]
+fn checks_that_cannot_run_are_skipped_not_dropped() -> anyhow::Result<()> {
+    // Its prepare fails (it wants parameters no conformance mount has); its
+    // target-exists stays true, a check that waits: a short timeout.
+    let (success, output) = conformance_within(&test_module("out_of_scope")?, 5)?;
+    assert!(!success, "{output}");
+    assert!(output.contains("FAIL  prepare completes"), "{output}");
+    assert!(
+        output.contains(
+            "SKIP  prepare twice gives the same cluster state: `prepare completes` failed"
+        ),
+        "{output}"
+    );
+    assert!(
+        output.contains("SKIP  install completes: `prepare completes` failed"),
+        "{output}"
+    );
+    // Every check is there, run or not: the total never shrinks.
+    for check in EVERY_CHECK {
+        let name = &check[6..];
+        assert!(
+            ["PASS  ", "FAIL  ", "SKIP  "]
+                .iter()
+                .any(|status| output.contains(&format!("{status}{name}"))),
+            "`{name}` missing from:\n{output}"
+        );
+    }
+    let summary = output
+        .lines()
+        .find(|l| l.ends_with(" skipped"))
+        .unwrap_or_default();
+    let counted: usize = summary
+        .split(", ")
+        .filter_map(|part| part.split_whitespace().next()?.parse::<usize>().ok())
+        .sum();
+    let listed = output
+        .lines()
+        .filter(|l| {
+            ["PASS  ", "FAIL  ", "SKIP  "]
+                .iter()
+                .any(|s| l.starts_with(s))
+        })
+        .count();
+    assert_eq!(counted, listed, "{summary}\n{output}");
     Ok(())
 }

@@ -9,7 +9,7 @@ use std::fmt;
 use super::bindings::{Capability, NamespaceScope, Verb};
 
 /// The concrete namespaces a symbolic scope refers to for one mount.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Namespaces {
     pub target: String,
     pub operator: String,
@@ -33,6 +33,8 @@ struct Rule {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Scope {
     rules: Vec<Rule>,
+    /// What `target` and `operator` stood for (for denial messages).
+    namespaces: Namespaces,
 }
 
 /// A request as the scope sees it.
@@ -110,7 +112,10 @@ impl Scope {
                     .collect(),
             })
             .collect();
-        Self { rules }
+        Self {
+            rules,
+            namespaces: namespaces.clone(),
+        }
     }
 
     /// `Ok` if one rule allows the request; otherwise a message naming what was denied.
@@ -130,9 +135,38 @@ impl Scope {
             Ok(())
         } else {
             Err(format!(
-                "{request} is outside the provider's capability scope"
+                "{request} is outside the provider's capability scope; {}",
+                self.hint(request)
             ))
         }
+    }
+}
+
+impl Scope {
+    /// What to declare for `request` to be allowed, or why nothing can be.
+    fn hint(&self, request: &Request<'_>) -> String {
+        let scope = if request.namespace == self.namespaces.target {
+            "target"
+        } else if request.namespace == self.namespaces.operator {
+            "operator"
+        } else {
+            return format!(
+                "a provider reaches only the mount's target namespace (`{}`) and the \
+                 operator's (`{}`)",
+                self.namespaces.target, self.namespaces.operator
+            );
+        };
+        format!(
+            "to allow it, add to the module's metadata scope a capability with api-group \
+             `{}`, kind `{}`, verb `{}`, namespace `{scope}`{}",
+            request.api_group(),
+            request.kind,
+            verb_name(request.verb),
+            request
+                .name
+                .map(|n| format!(" (names empty, or including `{n}`)"))
+                .unwrap_or_default()
+        )
     }
 }
 
@@ -278,7 +312,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             err,
-            "get Secret `admin` (v1) in namespace `kube-system` is outside the provider's capability scope"
+            "get Secret `admin` (v1) in namespace `kube-system` is outside the provider's capability scope; a provider reaches only the mount's target namespace (`shop`) and the operator's (`pontoon`)"
         );
     }
 
@@ -346,6 +380,15 @@ mod tests {
         assert!(get("api-shadow").is_err());
         assert!(get("webshop").is_err());
         assert!(get("web.settings.old").is_err());
+        let denied = get("api-shadow").unwrap_err();
+        assert!(
+            denied.ends_with(
+                "add to the module's metadata scope a capability with api-group ``, kind \
+                 `ConfigMap`, verb `get`, namespace `target` (names empty, or including \
+                 `api-shadow`)"
+            ),
+            "{denied}"
+        );
         // Resolved per mount.
         let other = Scope::resolve(&caps, &namespaces, "api");
         assert!(
