@@ -289,12 +289,18 @@ async fn client(kubeconfig: Option<PathBuf>, prefer_testbed: bool) -> anyhow::Re
     });
     let config = match path {
         Some(path) => {
-            let file = Kubeconfig::read_from(&path)
-                .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+            let file = Kubeconfig::read_from(&path).with_context(|| {
+                format!(
+                    "cannot read kubeconfig {} (--kubeconfig; the test bed's is \
+                     .testbed/kubeconfig once `make testbed-up` ran)",
+                    path.display()
+                )
+            })?;
             kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default()).await?
         }
         None => kube::Config::infer().await.context(
-            "no kubeconfig given and none found (KUBECONFIG, in-cluster, ~/.kube/config)",
+            "no kubeconfig given and none found (KUBECONFIG, in-cluster, ~/.kube/config): \
+             pass --kubeconfig FILE (the test bed's is .testbed/kubeconfig, after `make testbed-up`)",
         )?,
     };
     Ok(kube::Client::try_from(config)?)

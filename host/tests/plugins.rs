@@ -344,6 +344,8 @@ async fn a_module_of_no_known_world_is_rejected_naming_the_file() -> anyhow::Res
         dir.path().join("header_filter.wasm"),
     )?;
     std::fs::write(dir.path().join("garbage.wasm"), b"not wasm at all")?;
+    // An empty core module: what `--target wasm32-unknown-unknown` gives.
+    std::fs::write(dir.path().join("core.wasm"), b"\0asm\x01\0\0\0")?;
     let registry = runtime.load_dir(dir.path()).await?;
     assert_eq!(registry.provider_names().collect::<Vec<_>>(), ["sample"]);
     assert_eq!(
@@ -351,7 +353,13 @@ async fn a_module_of_no_known_world_is_rejected_naming_the_file() -> anyhow::Res
         ["header-filter"]
     );
     let rejected: Vec<String> = registry.rejected.iter().map(ToString::to_string).collect();
-    assert_eq!(rejected.len(), 2, "{rejected:?}");
+    assert_eq!(rejected.len(), 3, "{rejected:?}");
+    assert!(
+        rejected.iter().any(|r| r.contains("core.wasm")
+            && r.contains("core WebAssembly module")
+            && r.contains("--target wasm32-wasip2")),
+        "{rejected:?}"
+    );
     assert!(
         rejected
             .iter()

@@ -199,7 +199,14 @@ impl PluginRuntime {
             })?
             .map_err(|e| LoadError::NotAComponent {
                 path: path.into(),
-                reason: format!("{e:#}"),
+                reason: if is_core_module(bytes) {
+                    "it is a core WebAssembly module; providers are components: build it \
+                     with `cargo build --release --target wasm32-wasip2` (rustup target add \
+                     wasm32-wasip2)"
+                        .into()
+                } else {
+                    format!("{e:#}")
+                },
             })?;
         self.cache().insert(hash, component.clone());
         Ok(component)
@@ -355,4 +362,9 @@ pub(super) fn file_label(path: &Path) -> String {
         || path.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     )
+}
+
+/// A core module's header: `\0asm`, version 1 (a component has layer 1).
+fn is_core_module(bytes: &[u8]) -> bool {
+    bytes.starts_with(b"\0asm\x01\0\0\0")
 }

@@ -79,13 +79,14 @@ impl super::bindings::provider::pontoon::provider::log::Host for CallState {
     }
 
     async fn log(&mut self, level: Level, message: String) {
+        // Tagged with the module, not with the host code that relays it.
         let (module, subject) = (&*self.module, &*self.subject);
         match level {
-            Level::Trace => tracing::trace!(module, subject, "{message}"),
-            Level::Debug => tracing::debug!(module, subject, "{message}"),
-            Level::Info => tracing::info!(module, subject, "{message}"),
-            Level::Warn => tracing::warn!(module, subject, "{message}"),
-            Level::Error => tracing::error!(module, subject, "{message}"),
+            Level::Trace => tracing::trace!(target: "provider", subject, "{module}: {message}"),
+            Level::Debug => tracing::debug!(target: "provider", subject, "{module}: {message}"),
+            Level::Info => tracing::info!(target: "provider", subject, "{module}: {message}"),
+            Level::Warn => tracing::warn!(target: "provider", subject, "{module}: {message}"),
+            Level::Error => tracing::error!(target: "provider", subject, "{module}: {message}"),
         }
     }
 }
