@@ -1161,7 +1161,10 @@ async fn health_readiness_and_metrics_show_an_active_mount() -> anyhow::Result<(
     assert_eq!(status, 404);
     // The provider's own log lines carry its name, not the host's code path.
     let log = bed.operator.log();
-    assert!(log.contains("provider: carrier2mount: created shadow"), "{log}");
+    assert!(
+        log.contains("provider: carrier2mount: created shadow"),
+        "{log}"
+    );
     assert!(!log.contains("pontoon::plugins::state"), "{log}");
     Ok(())
 }

@@ -143,3 +143,18 @@ fn checks_that_cannot_run_are_skipped_not_dropped() -> anyhow::Result<()> {
     assert_eq!(counted, listed, "{summary}\n{output}");
     Ok(())
 }
+
+#[test]
+fn the_provider_template_passes_as_it_is_and_stays_small() -> anyhow::Result<()> {
+    let module = pontoon_tests::providers::template_provider()?;
+    let (success, output) = conformance_of(&module)?;
+    assert!(
+        success,
+        "conformance of providers/template failed:\n{output}"
+    );
+    assert!(output.contains("0 failed, 0 skipped"), "{output}");
+    // The size the guide promises (docs/writing-a-provider.md).
+    let size = std::fs::metadata(&module)?.len();
+    assert!(size <= 300 * 1024, "provider_template.wasm is {size} bytes");
+    Ok(())
+}

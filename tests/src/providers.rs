@@ -55,3 +55,44 @@ fn build() -> anyhow::Result<PathBuf> {
     }
     Ok(out)
 }
+
+/// `providers/template` built as a provider author builds it (release
+/// profile for modules, wasm32-wasip2), once per process.
+pub fn template_provider() -> anyhow::Result<PathBuf> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| build_template().map_err(|err| format!("{err:#}")))
+        .clone()
+        .map_err(|message| anyhow!(message))
+}
+
+fn build_template() -> anyhow::Result<PathBuf> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(cargo)
+        .current_dir(repo_root())
+        .args([
+            "build",
+            "--quiet",
+            "--locked",
+            "--profile",
+            "wasm-release",
+            "--target",
+            "wasm32-wasip2",
+            "-p",
+            "provider-template",
+        ])
+        .env("CARGO_TARGET_DIR", target_dir())
+        // Flags meant for the host build break wasm.
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .output()
+        .context("cannot run cargo")?;
+    if !output.status.success() {
+        bail!(
+            "building providers/template failed ({}):\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(target_dir().join("wasm32-wasip2/wasm-release/provider_template.wasm"))
+}
