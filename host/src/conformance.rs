@@ -2,8 +2,10 @@
 //! and says, check by check, whether a bridge-mount provider keeps it.
 //!
 //! It works in scratch namespaces with a sample Deployment (two replicas, a
-//! container port, an HTTP readiness probe), and compares what is on the
-//! cluster before and after each step: idempotent steps leave the same state,
+//! container port, an HTTP readiness probe), then a StatefulSet and a bare
+//! Pod of the same container (the steps, the cleanup and the exact restore
+//! again, with a mount each), and compares what is on the cluster before
+//! and after each step: idempotent steps leave the same state,
 //! `uninstall` leaves nothing behind and the target exactly as it was (its
 //! whole pod template, and live pods whose containers are the template's),
 //! also when it interrupts an install that never finished.
@@ -105,6 +107,8 @@ struct Run {
     discovery: Arc<Discovery>,
     mount: Mount,
     operator_ns: String,
+    /// The workload of the round that runs.
+    kind: TargetKind,
     timeout: Duration,
     checks: Vec<Check>,
     /// Called with each check as it completes, so progress is visible.
@@ -153,6 +157,7 @@ pub async fn run(
         discovery: Arc::default(),
         mount,
         operator_ns,
+        kind: TargetKind::Deployment,
         timeout: options.timeout,
         checks: Vec::new(),
         report: Box::new(report),
@@ -220,6 +225,189 @@ fn sample_deployment() -> anyhow::Result<Deployment> {
     }))?)
 }
 
+/// The kinds of target a round runs against: the first round (every check)
+/// a Deployment, then a StatefulSet and a bare Pod (the steps, the cleanup
+/// and the exact restore).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TargetKind {
+    Deployment,
+    StatefulSet,
+    Pod,
+}
+
+impl TargetKind {
+    /// The object's name, and its pods' `app` label.
+    fn name(self) -> &'static str {
+        match self {
+            Self::Deployment => "sample",
+            Self::StatefulSet => "sample-sts",
+            Self::Pod => "sample-pod",
+        }
+    }
+
+    /// The mount's `target`.
+    fn target(self) -> String {
+        match self {
+            Self::Deployment => format!("deploy/{}", self.name()),
+            Self::StatefulSet => format!("sts/{}", self.name()),
+            Self::Pod => format!("pod/{}", self.name()),
+        }
+    }
+
+    /// The prefix of this round's check names.
+    fn label(self) -> &'static str {
+        match self {
+            Self::Deployment => "",
+            Self::StatefulSet => "StatefulSet target: ",
+            Self::Pod => "Pod target: ",
+        }
+    }
+
+    fn container() -> serde_json::Value {
+        json!({
+            "name": "app",
+            "image": SAMPLE_IMAGE,
+            "command": ["nginx"],
+            "args": ["-g", "daemon off;"],
+            "env": [{ "name": "MODE", "value": "conformance" }],
+            "ports": [{ "containerPort": 80, "name": "http" }],
+            "readinessProbe": { "httpGet": { "path": "/", "port": "http" }, "periodSeconds": 5 }
+        })
+    }
+
+    async fn create(self, client: &Client, ns: &str) -> anyhow::Result<()> {
+        let name = self.name();
+        let labels = json!({ "app": name });
+        match self {
+            Self::Deployment => {
+                Api::<Deployment>::namespaced(client.clone(), ns)
+                    .create(&PostParams::default(), &sample_deployment()?)
+                    .await?;
+            }
+            Self::StatefulSet => {
+                let set: StatefulSet = serde_json::from_value(json!({
+                    "metadata": { "name": name, "labels": labels },
+                    "spec": {
+                        "replicas": 1,
+                        "serviceName": name,
+                        "selector": { "matchLabels": labels },
+                        "template": {
+                            "metadata": { "labels": labels },
+                            "spec": { "containers": [Self::container()] }
+                        }
+                    }
+                }))?;
+                Api::<StatefulSet>::namespaced(client.clone(), ns)
+                    .create(&PostParams::default(), &set)
+                    .await?;
+            }
+            Self::Pod => {
+                let pod: Pod = serde_json::from_value(json!({
+                    "metadata": { "name": name, "labels": labels },
+                    "spec": { "containers": [Self::container()] }
+                }))?;
+                Api::<Pod>::namespaced(client.clone(), ns)
+                    .create(&PostParams::default(), &pod)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn delete(self, client: &Client, ns: &str) -> anyhow::Result<()> {
+        let params = DeleteParams::foreground();
+        match self {
+            Self::Deployment => {
+                Api::<Deployment>::namespaced(client.clone(), ns)
+                    .delete(self.name(), &params)
+                    .await?;
+            }
+            Self::StatefulSet => {
+                Api::<StatefulSet>::namespaced(client.clone(), ns)
+                    .delete(self.name(), &params)
+                    .await?;
+            }
+            Self::Pod => {
+                Api::<Pod>::namespaced(client.clone(), ns)
+                    .delete(self.name(), &params)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// What a restore must give back: the pod template (a Pod's own spec
+    /// containers for a bare Pod, as `{"spec": {"containers": ...}}`).
+    async fn template(self, client: &Client, ns: &str) -> Result<serde_json::Value, String> {
+        let err = |e: kube::Error| e.to_string();
+        Ok(match self {
+            Self::Deployment => template_of(
+                &Api::<Deployment>::namespaced(client.clone(), ns)
+                    .get(self.name())
+                    .await
+                    .map_err(err)?,
+            ),
+            Self::StatefulSet => {
+                let set = Api::<StatefulSet>::namespaced(client.clone(), ns)
+                    .get(self.name())
+                    .await
+                    .map_err(err)?;
+                without_restart_annotation(json!(set.spec.as_ref().map(|s| &s.template)))
+            }
+            Self::Pod => {
+                let pod = Api::<Pod>::namespaced(client.clone(), ns)
+                    .get(self.name())
+                    .await
+                    .map_err(err)?;
+                let containers: Vec<serde_json::Value> = pod
+                    .spec
+                    .iter()
+                    .flat_map(|s| s.containers.iter())
+                    .map(container_json)
+                    .collect();
+                json!({ "spec": { "containers": containers } })
+            }
+        })
+    }
+
+    /// The target's live pods.
+    async fn pods(self, client: &Client, ns: &str) -> Result<Vec<Pod>, String> {
+        Api::<Pod>::namespaced(client.clone(), ns)
+            .list(&ListParams::default().labels(&format!("app={}", self.name())))
+            .await
+            .map(|l| l.items)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Whether the target is up: its pods ready.
+    async fn ready(self, client: &Client, ns: &str) -> anyhow::Result<bool> {
+        Ok(match self {
+            Self::Deployment => {
+                Api::<Deployment>::namespaced(client.clone(), ns)
+                    .get(self.name())
+                    .await?
+                    .status
+                    .and_then(|s| s.ready_replicas)
+                    == Some(SAMPLE_REPLICAS)
+            }
+            Self::StatefulSet => {
+                Api::<StatefulSet>::namespaced(client.clone(), ns)
+                    .get(self.name())
+                    .await?
+                    .status
+                    .and_then(|s| s.ready_replicas)
+                    == Some(1)
+            }
+            Self::Pod => Api::<Pod>::namespaced(client.clone(), ns)
+                .get(self.name())
+                .await?
+                .status
+                .and_then(|s| s.conditions)
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")),
+        })
+    }
+}
+
 /// A container's name, image, command and args.
 type ContainerShape = (
     String,
@@ -267,7 +455,11 @@ impl TargetShape {
 
 /// A Deployment's pod template as JSON, less the restart annotation.
 fn template_of(deployment: &Deployment) -> serde_json::Value {
-    let mut template = json!(deployment.spec.as_ref().map(|s| &s.template));
+    without_restart_annotation(json!(deployment.spec.as_ref().map(|s| &s.template)))
+}
+
+/// A pod template as JSON, less the restart annotation.
+fn without_restart_annotation(mut template: serde_json::Value) -> serde_json::Value {
     if let Some(metadata) = template
         .get_mut("metadata")
         .and_then(serde_json::Value::as_object_mut)
@@ -355,10 +547,15 @@ type Snapshot = BTreeMap<String, serde_json::Value>;
 
 impl Run {
     fn access(&self) -> ClusterAccess {
+        let (api_version, kind) = match self.kind {
+            TargetKind::Deployment => ("apps/v1", "Deployment"),
+            TargetKind::StatefulSet => ("apps/v1", "StatefulSet"),
+            TargetKind::Pod => ("v1", "Pod"),
+        };
         let subject = ObjectReference {
-            api_version: Some("apps/v1".into()),
-            kind: Some("Deployment".into()),
-            name: Some("sample".into()),
+            api_version: Some(api_version.into()),
+            kind: Some(kind.into()),
+            name: Some(self.kind.name().into()),
             namespace: Some(self.mount.target_namespace.clone()),
             ..Default::default()
         };
@@ -377,7 +574,7 @@ impl Run {
 
     fn record(&mut self, name: impl Into<String>, result: Result<(), String>) -> bool {
         let check = Check {
-            name: name.into(),
+            name: format!("{}{}", self.kind.label(), name.into()),
             result,
             skipped: None,
         };
@@ -391,9 +588,9 @@ impl Run {
     fn skip(&mut self, names: &[&str], because: &str) {
         for name in names {
             let check = Check {
-                name: (*name).to_string(),
+                name: format!("{}{name}", self.kind.label()),
                 result: Ok(()),
-                skipped: Some(format!("`{because}` failed")),
+                skipped: Some(format!("`{}{because}` failed", self.kind.label())),
             };
             (self.report)(&check);
             self.checks.push(check);
@@ -401,6 +598,98 @@ impl Run {
     }
 
     async fn all(&mut self) -> anyhow::Result<()> {
+        self.deployment_round().await?;
+        for kind in [TargetKind::StatefulSet, TargetKind::Pod] {
+            self.other_round(kind).await?;
+        }
+        Ok(())
+    }
+
+    /// The steps, cleanup and exact restore for a StatefulSet or bare Pod
+    /// target, with a mount of its own.
+    async fn other_round(&mut self, kind: TargetKind) -> anyhow::Result<()> {
+        let ns = self.mount.target_namespace.clone();
+        let first = self.mount.clone();
+        self.kind = kind;
+        self.mount.name = format!("conformance-{}", kind.name());
+        self.mount.uid = format!("{}-{}", first.uid, kind.name());
+        self.mount.target = kind.target();
+        let outcome = self.steps_of_other_round(&ns).await;
+        self.mount = first;
+        self.kind = TargetKind::Deployment;
+        outcome
+    }
+
+    async fn steps_of_other_round(&mut self, ns: &str) -> anyhow::Result<()> {
+        let kind = self.kind;
+        kind.create(&self.client, ns).await?;
+        self.wait_target_ready().await?;
+        let template = kind
+            .template(&self.client, ns)
+            .await
+            .map_err(anyhow::Error::msg)?;
+        let before = self.snapshot().await?;
+        let exists = self
+            .provider
+            .target_exists(self.access(), &self.mount)
+            .await;
+        self.record(
+            "target-exists is true for an existing target",
+            expect_bool(exists, true),
+        );
+        let prepared = self.drive("prepare").await;
+        if self.record("prepare completes", prepared) {
+            let became = self
+                .poll("prepared", |run| async move {
+                    run.provider
+                        .prepared(run.access(), &run.mount)
+                        .await
+                        .map_err(|e| e.to_string())
+                })
+                .await;
+            self.record("prepared becomes true", became);
+            let installed = self.drive("install").await;
+            if self.record(INSTALL_COMPLETES, installed) {
+                let ready = self.wait_all_ready().await;
+                self.record(READY_AFTER_INSTALL, ready);
+            } else {
+                self.skip(&[READY_AFTER_INSTALL], INSTALL_COMPLETES);
+            }
+        } else {
+            self.skip(
+                &[
+                    "prepared becomes true",
+                    INSTALL_COMPLETES,
+                    READY_AFTER_INSTALL,
+                ],
+                "prepare completes",
+            );
+        }
+        let uninstalled = self.drive("uninstall").await;
+        let completed = self.record("uninstall completes", uninstalled);
+        let after = self.snapshot().await?;
+        self.record(LEFTOVERS, leftovers(&before, &after));
+        if completed {
+            let exact = self.wait_restored_exactly(&template).await;
+            self.record(AFTER_UNINSTALL[1], exact);
+        } else {
+            self.skip(&AFTER_UNINSTALL[1..2], "uninstall completes");
+        }
+        kind.delete(&self.client, ns).await?;
+        let gone = self
+            .poll("target-exists", |run| async move {
+                match run.provider.target_exists(run.access(), &run.mount).await {
+                    Ok(exists) => Ok(!exists),
+                    Err(err) => Err(err.to_string()),
+                }
+            })
+            .await;
+        self.record("target-exists is false after the target is deleted", gone);
+        Ok(())
+    }
+
+    /// Every check, against a Deployment.
+    async fn deployment_round(&mut self) -> anyhow::Result<()> {
         let ns = self.mount.target_namespace.clone();
         let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), &ns);
         deployments
@@ -667,16 +956,20 @@ impl Run {
     }
 
     async fn wait_target_ready(&self) -> anyhow::Result<()> {
-        let deployments: Api<Deployment> =
-            Api::namespaced(self.client.clone(), &self.mount.target_namespace);
         let started = Instant::now();
         loop {
-            let d = deployments.get("sample").await?;
-            if d.status.and_then(|s| s.ready_replicas) == Some(SAMPLE_REPLICAS) {
+            if self
+                .kind
+                .ready(&self.client, &self.mount.target_namespace)
+                .await?
+            {
                 return Ok(());
             }
             if started.elapsed() > self.timeout {
-                bail!("the sample Deployment never became ready; is the cluster scheduling pods?");
+                bail!(
+                    "the sample target `{}` never became ready; is the cluster scheduling pods?",
+                    self.kind.target()
+                );
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
@@ -727,16 +1020,11 @@ impl Run {
     /// the images they ask for.
     async fn wait_restored_exactly(&self, template: &serde_json::Value) -> Result<(), String> {
         let ns = &self.mount.target_namespace;
-        let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), ns);
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
         let started = Instant::now();
         loop {
-            let now = deployments.get("sample").await.map_err(|e| e.to_string())?;
-            let live = pods
-                .list(&ListParams::default().labels("app=sample"))
-                .await
-                .map_err(|e| e.to_string())?;
-            let problem = self.restore_problem(template, &template_of(&now), &live.items);
+            let now = self.kind.template(&self.client, ns).await?;
+            let live = self.kind.pods(&self.client, ns).await?;
+            let problem = self.restore_problem(template, &now, &live);
             let Some(problem) = problem else {
                 return Ok(());
             };

@@ -75,6 +75,20 @@ fn the_bundled_carrier2mount_passes() -> anyhow::Result<()> {
     for check in EVERY_CHECK {
         assert!(output.contains(check), "missing `{check}` in:\n{output}");
     }
+    // The StatefulSet and bare-Pod targets run too.
+    for target in ["StatefulSet", "Pod"] {
+        for check in [
+            "prepare completes",
+            "install completes",
+            "ready reports every condition true after install",
+            "uninstall leaves nothing the provider created",
+            "uninstall restores the target exactly (whole pod template; live pods' containers are the template's)",
+            "target-exists is false after the target is deleted",
+        ] {
+            let line = format!("PASS  {target} target: {check}");
+            assert!(output.contains(&line), "missing `{line}` in:\n{output}");
+        }
+    }
     assert!(!output.contains("FAIL"), "{output}");
     Ok(())
 }
