@@ -198,6 +198,24 @@ async fn create_namespace(client: &Client, name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The container of every sample target.
+fn sample_container() -> serde_json::Value {
+    json!({
+        "name": "app",
+        "image": SAMPLE_IMAGE,
+        "command": ["nginx"],
+        "args": ["-g", "daemon off;"],
+        "env": [{ "name": "MODE", "value": "conformance" }],
+        "ports": [{ "containerPort": 80, "name": "http" }],
+        // Served on a real cluster too (nginx answers `/`), and by the
+        // port's name, which a provider must resolve.
+        "readinessProbe": {
+            "httpGet": { "path": "/", "port": "http" },
+            "periodSeconds": 5
+        }
+    })
+}
+
 fn sample_deployment() -> anyhow::Result<Deployment> {
     Ok(serde_json::from_value(json!({
         "metadata": { "name": "sample", "labels": { "app": "sample", "tier": "web" } },
@@ -206,20 +224,7 @@ fn sample_deployment() -> anyhow::Result<Deployment> {
             "selector": { "matchLabels": { "app": "sample" } },
             "template": {
                 "metadata": { "labels": { "app": "sample", "tier": "web" } },
-                "spec": { "containers": [{
-                    "name": "app",
-                    "image": SAMPLE_IMAGE,
-                    "command": ["nginx"],
-                    "args": ["-g", "daemon off;"],
-                    "env": [{ "name": "MODE", "value": "conformance" }],
-                    "ports": [{ "containerPort": 80, "name": "http" }],
-                    // Served on a real cluster too (nginx answers `/`), and
-                    // by the port's name, which a provider must resolve.
-                    "readinessProbe": {
-                        "httpGet": { "path": "/", "port": "http" },
-                        "periodSeconds": 5
-                    }
-                }] }
+                "spec": { "containers": [sample_container()] }
             }
         }
     }))?)
@@ -263,18 +268,6 @@ impl TargetKind {
         }
     }
 
-    fn container() -> serde_json::Value {
-        json!({
-            "name": "app",
-            "image": SAMPLE_IMAGE,
-            "command": ["nginx"],
-            "args": ["-g", "daemon off;"],
-            "env": [{ "name": "MODE", "value": "conformance" }],
-            "ports": [{ "containerPort": 80, "name": "http" }],
-            "readinessProbe": { "httpGet": { "path": "/", "port": "http" }, "periodSeconds": 5 }
-        })
-    }
-
     async fn create(self, client: &Client, ns: &str) -> anyhow::Result<()> {
         let name = self.name();
         let labels = json!({ "app": name });
@@ -293,7 +286,7 @@ impl TargetKind {
                         "selector": { "matchLabels": labels },
                         "template": {
                             "metadata": { "labels": labels },
-                            "spec": { "containers": [Self::container()] }
+                            "spec": { "containers": [sample_container()] }
                         }
                     }
                 }))?;
@@ -304,7 +297,7 @@ impl TargetKind {
             Self::Pod => {
                 let pod: Pod = serde_json::from_value(json!({
                     "metadata": { "name": name, "labels": labels },
-                    "spec": { "containers": [Self::container()] }
+                    "spec": { "containers": [sample_container()] }
                 }))?;
                 Api::<Pod>::namespaced(client.clone(), ns)
                     .create(&PostParams::default(), &pod)
@@ -629,24 +622,10 @@ impl Run {
             .await
             .map_err(anyhow::Error::msg)?;
         let before = self.snapshot().await?;
-        let exists = self
-            .provider
-            .target_exists(self.access(), &self.mount)
-            .await;
-        self.record(
-            "target-exists is true for an existing target",
-            expect_bool(exists, true),
-        );
+        self.check_target_exists().await;
         let prepared = self.drive("prepare").await;
         if self.record("prepare completes", prepared) {
-            let became = self
-                .poll("prepared", |run| async move {
-                    run.provider
-                        .prepared(run.access(), &run.mount)
-                        .await
-                        .map_err(|e| e.to_string())
-                })
-                .await;
+            let became = self.wait_prepared().await;
             self.record("prepared becomes true", became);
             let installed = self.drive("install").await;
             if self.record(INSTALL_COMPLETES, installed) {
@@ -675,41 +654,22 @@ impl Run {
         } else {
             self.skip(&AFTER_UNINSTALL[1..2], "uninstall completes");
         }
-        kind.delete(&self.client, ns).await?;
-        let gone = self
-            .poll("target-exists", |run| async move {
-                match run.provider.target_exists(run.access(), &run.mount).await {
-                    Ok(exists) => Ok(!exists),
-                    Err(err) => Err(err.to_string()),
-                }
-            })
-            .await;
-        self.record("target-exists is false after the target is deleted", gone);
-        Ok(())
+        self.check_target_gone().await
     }
 
     /// Every check, against a Deployment.
     async fn deployment_round(&mut self) -> anyhow::Result<()> {
         let ns = self.mount.target_namespace.clone();
-        let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), &ns);
-        deployments
-            .create(&PostParams::default(), &sample_deployment()?)
-            .await?;
+        self.kind.create(&self.client, &ns).await?;
         self.wait_target_ready().await?;
+        let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), &ns);
         let sample = deployments.get("sample").await?;
         let original = TargetShape::of(&sample);
         let template = template_of(&sample);
 
         self.check_validate().await;
 
-        let exists = self
-            .provider
-            .target_exists(self.access(), &self.mount)
-            .await;
-        self.record(
-            "target-exists is true for an existing target",
-            expect_bool(exists, true),
-        );
+        self.check_target_exists().await;
 
         let before = self.snapshot().await?;
         let prepared = self.drive("prepare").await;
@@ -727,15 +687,7 @@ impl Run {
             again.and_then(|()| same(&after_first, &after_second)),
         );
 
-        let became_prepared = self
-            .poll("prepared", |run| async move {
-                match run.provider.prepared(run.access(), &run.mount).await {
-                    Ok(true) => Ok(true),
-                    Ok(false) => Ok(false),
-                    Err(err) => Err(err.to_string()),
-                }
-            })
-            .await;
+        let became_prepared = self.wait_prepared().await;
         self.record("prepared becomes true", became_prepared);
 
         let installed = self.drive("install").await;
@@ -783,10 +735,24 @@ impl Run {
             "uninstall in the middle of install restores the target (prepare, one install call, uninstall)",
             interrupted,
         );
-        let deployments: Api<Deployment> =
-            Api::namespaced(self.client.clone(), &self.mount.target_namespace);
-        deployments
-            .delete("sample", &DeleteParams::foreground())
+        self.check_target_gone().await
+    }
+
+    async fn check_target_exists(&mut self) {
+        let exists = self
+            .provider
+            .target_exists(self.access(), &self.mount)
+            .await;
+        self.record(
+            "target-exists is true for an existing target",
+            expect_bool(exists, true),
+        );
+    }
+
+    /// Deletes the round's target; `target-exists` must turn false.
+    async fn check_target_gone(&mut self) -> anyhow::Result<()> {
+        self.kind
+            .delete(&self.client, &self.mount.target_namespace)
             .await?;
         let gone = self
             .poll("target-exists", |run| async move {
@@ -800,6 +766,17 @@ impl Run {
         Ok(())
     }
 
+    /// Polls `prepared` until it is true.
+    async fn wait_prepared(&self) -> Result<(), String> {
+        self.poll("prepared", |run| async move {
+            run.provider
+                .prepared(run.access(), &run.mount)
+                .await
+                .map_err(|e| e.to_string())
+        })
+        .await
+    }
+
     /// An operator that crashed during install: prepare, one install call
     /// (not driven to done), then uninstall driven to done must leave the
     /// target exactly as it was and nothing behind.
@@ -811,13 +788,7 @@ impl Run {
         self.drive("prepare")
             .await
             .map_err(|e| format!("prepare: {e}"))?;
-        self.poll("prepared", |run| async move {
-            match run.provider.prepared(run.access(), &run.mount).await {
-                Ok(ready) => Ok(ready),
-                Err(err) => Err(err.to_string()),
-            }
-        })
-        .await?;
+        self.wait_prepared().await?;
         match self.provider.install(self.access(), &self.mount).await {
             Ok(_)
             | Err(CallError::Provider {
