@@ -26,7 +26,7 @@ use serde::Deserialize;
 
 use super::{
     bindings::{Capability, NamespaceScope, Verb},
-    scope::verb_name,
+    scope::{verb_name, verb_named},
 };
 
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
@@ -35,22 +35,11 @@ pub struct Grant {
     #[serde(default)]
     pub api_group: String,
     pub kinds: Vec<String>,
-    pub verbs: Vec<GrantVerb>,
+    #[serde(deserialize_with = "verbs")]
+    pub verbs: Vec<Verb>,
     pub namespace: GrantNamespace,
     #[serde(default)]
     pub names: Vec<String>,
-}
-
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum GrantVerb {
-    Get,
-    List,
-    Create,
-    Apply,
-    Patch,
-    Delete,
-    Exec,
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
@@ -65,18 +54,19 @@ pub enum GrantNamespace {
 #[serde(transparent)]
 pub struct Grants(BTreeMap<String, Vec<Grant>>);
 
-impl GrantVerb {
-    fn of(verb: Verb) -> Self {
-        match verb {
-            Verb::Get => Self::Get,
-            Verb::List => Self::List,
-            Verb::Create => Self::Create,
-            Verb::Apply => Self::Apply,
-            Verb::Patch => Self::Patch,
-            Verb::Delete => Self::Delete,
-            Verb::Exec => Self::Exec,
-        }
-    }
+/// Verbs by the names the scope uses in messages (`get`, `apply`, ...).
+fn verbs<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<Verb>, D::Error> {
+    Vec::<String>::deserialize(deserializer)?
+        .iter()
+        .map(|name| {
+            verb_named(name).ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "unknown verb `{name}`, expected one of get, list, create, apply, patch, \
+                     delete, exec"
+                ))
+            })
+        })
+        .collect()
 }
 
 impl GrantNamespace {
@@ -108,7 +98,7 @@ impl Grant {
         self.api_group == group
             && self.namespace == ns
             && self.kinds.iter().any(|k| k == "*" || k == kind)
-            && self.verbs.contains(&GrantVerb::of(verb))
+            && self.verbs.contains(&verb)
             // Any name granted, or the module asks for named objects only,
             // each of them granted.
             && (self.names.is_empty()
@@ -174,22 +164,7 @@ impl Grants {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn capability(
-        group: &str,
-        kinds: &[&str],
-        verbs: &[Verb],
-        ns: NamespaceScope,
-        names: &[&str],
-    ) -> Capability {
-        Capability {
-            api_group: group.into(),
-            kinds: kinds.iter().map(|k| (*k).into()).collect(),
-            verbs: verbs.to_vec(),
-            namespace: ns,
-            names: names.iter().map(|n| (*n).into()).collect(),
-        }
-    }
+    use crate::plugins::scope::tests::capability;
 
     fn grants() -> Grants {
         yaml_serde::from_str(

@@ -79,6 +79,22 @@ fn name_matches(pattern: &str, name: &str) -> bool {
     }
 }
 
+/// Every verb of the contract.
+const VERBS: [Verb; 7] = [
+    Verb::Get,
+    Verb::List,
+    Verb::Create,
+    Verb::Apply,
+    Verb::Patch,
+    Verb::Delete,
+    Verb::Exec,
+];
+
+/// The verb spelled `name` (as [`verb_name`] spells it).
+pub(crate) fn verb_named(name: &str) -> Option<Verb> {
+    VERBS.into_iter().find(|v| verb_name(*v) == name)
+}
+
 pub(crate) fn verb_name(verb: Verb) -> &'static str {
     match verb {
         Verb::Get => "get",
@@ -171,10 +187,11 @@ impl Scope {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn capability(
+    /// A capability as a module declares it (also for the grants' tests).
+    pub(crate) fn capability(
         group: &str,
         kinds: &[&str],
         verbs: &[Verb],
