@@ -24,6 +24,17 @@ pub mod operator;
 pub mod praxis;
 pub mod providers;
 
+/// A build done once per process: `build`'s path, or its error's message
+/// for every caller (anyhow::Error is not Clone).
+pub fn built_once(
+    cell: &'static std::sync::OnceLock<Result<PathBuf, String>>,
+    build: impl FnOnce() -> anyhow::Result<PathBuf>,
+) -> anyhow::Result<PathBuf> {
+    cell.get_or_init(|| build().map_err(|err| format!("{err:#}")))
+        .clone()
+        .map_err(anyhow::Error::msg)
+}
+
 /// Root of the repository (the test bed lives in `.testbed/` under it).
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

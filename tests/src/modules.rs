@@ -10,7 +10,7 @@ use std::{
     sync::OnceLock,
 };
 
-use anyhow::{Context, anyhow, bail};
+use anyhow::{Context, bail};
 
 use crate::repo_root;
 
@@ -19,12 +19,8 @@ const TARGET: &str = "wasm32-wasip2";
 /// The directory holding the modules' `.wasm` files, building them first if
 /// this process has not yet.
 pub fn test_modules_dir() -> anyhow::Result<PathBuf> {
-    // anyhow::Error is not Clone: keep the message so every caller sees it.
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| build().map_err(|err| format!("{err:#}")))
-        .clone()
-        .map_err(|message| anyhow!(message))
+    crate::built_once(&BUILT, build)
 }
 
 /// Path of one module, by crate name without extension (`sample_provider`).

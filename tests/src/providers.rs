@@ -2,7 +2,7 @@
 
 use std::{path::PathBuf, process::Command, sync::OnceLock};
 
-use anyhow::{Context, anyhow, bail};
+use anyhow::{Context, bail};
 
 use crate::repo_root;
 
@@ -18,10 +18,7 @@ pub fn target_dir() -> PathBuf {
 /// `--providers` points at), built by `scripts/providers.sh` once per process.
 pub fn bundled_providers_dir() -> anyhow::Result<PathBuf> {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| build().map_err(|err| format!("{err:#}")))
-        .clone()
-        .map_err(|message| anyhow!(message))
+    crate::built_once(&BUILT, build)
 }
 
 /// Path of one bundled module, e.g. `bundled_provider("carrier2mount")`.
@@ -60,10 +57,7 @@ fn build() -> anyhow::Result<PathBuf> {
 /// profile for modules, wasm32-wasip2), once per process.
 pub fn template_provider() -> anyhow::Result<PathBuf> {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| build_template().map_err(|err| format!("{err:#}")))
-        .clone()
-        .map_err(|message| anyhow!(message))
+    crate::built_once(&BUILT, build_template)
 }
 
 fn build_template() -> anyhow::Result<PathBuf> {
