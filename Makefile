@@ -4,7 +4,7 @@ SHELL := bash
 TESTBED := tests/testbed
 KUBECONFIG_TESTBED := $(CURDIR)/.testbed/kubeconfig
 
-.PHONY: deps testbed testbed-up testbed-down testbed-clean test lint fmt run providers image-context crds bench-runtime bench-mounts bench-gateway
+.PHONY: deps testbed testbed-up testbed-down testbed-clean test lint fmt run new-provider providers image-context crds bench-runtime bench-mounts bench-gateway
 
 deps: ## install missing tools (Debian packages, rustup target)
 	@scripts/deps.sh
@@ -33,6 +33,9 @@ fmt:
 
 run: deps ## test bed + CRDs + providers + operator, a sample mount to ACTIVE; Ctrl-C stops the operator
 	@scripts/run.sh
+
+new-provider: ## a provider crate of your own from providers/template: make new-provider NAME=my-provider DIR=../my-provider
+	@scripts/new-provider.sh "$(NAME)" "$(DIR)"
 
 providers: deps ## build the bundled provider modules into dist/providers/
 	@scripts/providers.sh dist/providers

@@ -14,6 +14,10 @@ echo "run: building pontoon and the bundled providers" >&2
 cargo build --quiet --locked -p pontoon
 scripts/providers.sh dist/providers
 pontoon=$target/debug/pontoon
+# For a second terminal: `source .testbed/env` puts this checkout's kubectl,
+# helm and pontoon on the PATH and points KUBECONFIG at the test bed.
+printf 'export KUBECONFIG=%q\nexport PATH=%q:%q:"$PATH"\n' \
+  "$kubeconfig" "$bin" "$(cd "$(dirname "$pontoon")" && pwd)" >"$tb/env"
 "$pontoon" crds | k apply --server-side --force-conflicts -f - >/dev/null
 
 k create namespace gefyra --dry-run=client -o yaml | k apply -f - >/dev/null
@@ -49,13 +53,11 @@ fi
 
 cat <<EOF2
 
-Pontoon is running (log: $log). Look around with:
-  export KUBECONFIG=$kubeconfig
-  $bin/kubectl -n gefyra get gefyrabridgemounts
-  $bin/kubectl -n gefyra describe gefyrabridgemount web-mount
-  $bin/kubectl -n demo get deploy,svc,pods -o wide
-  $bin/kubectl -n demo get pods -o custom-columns=POD:.metadata.name,IMAGE:.spec.containers[0].image
-  $bin/kubectl -n gefyra get configmap gefyra-carrier2-restore-configmap -o yaml
+Pontoon is running (log: $log). In another terminal, in this directory:
+  source .testbed/env
+  kubectl -n gefyra get gbridgemounts
+  kubectl -n gefyra describe gbridgemount web-mount
+  kubectl -n demo get pods -o custom-columns=POD:.metadata.name,IMAGE:.spec.containers[0].image
 
 Creating GefyraBridgeMount gefyra/web-mount on deployment/web (container app):
 EOF2
@@ -94,5 +96,5 @@ echo
 k -n demo get pods -o custom-columns='POD:.metadata.name,IMAGE:.spec.containers[0].image,READY:.status.containerStatuses[0].ready'
 echo
 echo "The operator keeps running; Ctrl-C stops it (deleting the mount first restores the Deployment:"
-echo "  $bin/kubectl -n gefyra delete gefyrabridgemount web-mount)."
+echo "  kubectl -n gefyra delete gbridgemount web-mount)."
 wait "$operator"

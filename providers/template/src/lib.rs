@@ -10,7 +10,8 @@
 //! than typed k8s-openapi structs: every typed kind a module decodes adds its
 //! deserializer to the component (a Pod's alone is several hundred KiB).
 //! Build: `cargo build --profile wasm-release --target wasm32-wasip2 -p
-//! provider-template` gives `provider_template.wasm` (about 160 KiB).
+//! provider-template` gives `provider_template.wasm` (about 150 KiB); `make
+//! new-provider` copies this crate into one of your own.
 
 use pontoon_provider_sdk::{
     TargetKind,
@@ -49,7 +50,8 @@ impl Guest for Template {
     fn metadata() -> Metadata {
         use Verb::*;
         Metadata {
-            name: "template".into(),
+            // The crate name: rename the crate and the provider follows.
+            name: env!("CARGO_PKG_NAME").into(),
             version: env!("CARGO_PKG_VERSION").into(),
             description: "Provider template: owns one ConfigMap per mount".into(),
             scope: vec![
