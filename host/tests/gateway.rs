@@ -765,6 +765,75 @@ async fn a_route_change_changes_the_config_and_rolls_the_pods() -> anyhow::Resul
     Ok(())
 }
 
+/// The children are not written again while nothing changes (every status
+/// change of one wakes the Gateway), but a child someone deleted or edited
+/// is put back as the Gateway says it should be.
+#[tokio::test]
+async fn a_child_deleted_or_edited_by_hand_is_put_back() -> anyhow::Result<()> {
+    let bed = Bed::new("gw-heal").await?;
+    service(&bed.ns, "web").await?;
+    bed.gateway(
+        "gw",
+        json!([{ "name": "http", "port": 80, "protocol": "HTTP" }]),
+    )
+    .await?;
+    bed.wait_gateway("gw", "Programmed", "True").await?;
+    let configmaps = bed.ns.api::<ConfigMap>();
+    let deployments = bed.ns.api::<Deployment>();
+    let config = |c: &ConfigMap| {
+        c.data
+            .as_ref()
+            .and_then(|d| d.get("config.yaml"))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let original = config(&configmaps.get("praxis-gw").await?);
+    assert!(original.contains("listeners"), "{original}");
+
+    configmaps
+        .delete("praxis-gw", &DeleteParams::default())
+        .await?;
+    let restored = |c: Option<&ConfigMap>| c.is_some_and(|c| config(c) == original);
+    wait_for(&configmaps, "praxis-gw", restored, TIMEOUT)
+        .await
+        .context("a deleted ConfigMap comes back")?;
+
+    configmaps
+        .patch(
+            "praxis-gw",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "data": { "config.yaml": "edited: by hand\n" } })),
+        )
+        .await?;
+    wait_for(&configmaps, "praxis-gw", restored, TIMEOUT)
+        .await
+        .context("an edited config is written back")?;
+
+    let image = |d: &Deployment| {
+        d.spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .and_then(|p| p.containers.first())
+            .and_then(|c| c.image.clone())
+            .unwrap_or_default()
+    };
+    let praxis = image(&deployments.get("praxis-gw").await?);
+    deployments
+        .patch(
+            "praxis-gw",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({ "spec": { "template": { "spec": {
+                "containers": [{ "name": "praxis", "image": "example.org/not-praxis:1" }] } } } })),
+        )
+        .await?;
+    let back = |d: Option<&Deployment>| d.is_some_and(|d| image(d) == praxis);
+    wait_for(&deployments, "praxis-gw", back, TIMEOUT)
+        .await
+        .context("an edited Deployment is put back")?;
+    bed.wait_gateway("gw", "Programmed", "True").await?;
+    Ok(())
+}
+
 #[tokio::test]
 async fn deleting_a_gateway_removes_its_children_and_its_route_entries() -> anyhow::Result<()> {
     let bed = Bed::new("gw-delete").await?;

@@ -13,7 +13,8 @@ use gateway_api::{
     referencegrants::ReferenceGrant,
 };
 use k8s_openapi::api::{
-    core::v1::{Namespace, Secret, Service},
+    apps::v1::Deployment,
+    core::v1::{ConfigMap, Namespace, Secret, Service},
     discovery::v1::EndpointSlice,
 };
 use kube::{
@@ -52,6 +53,23 @@ pub struct Stores {
     pub services: Store<Service>,
     pub slices: Store<EndpointSlice>,
     pub namespaces: Store<PartialObjectMeta<Namespace>>,
+    /// The data planes' Deployments (labelled as `children` labels them).
+    pub deployments: Store<Deployment>,
+    /// The data planes' ConfigMaps, metadata only.
+    pub config_maps: Store<PartialObjectMeta<ConfigMap>>,
+}
+
+/// What the last apply of a Gateway's children wrote: while the children
+/// would be written the same and nobody else changed them, they are not
+/// written again (every status change of a child wakes its Gateway).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Applied {
+    /// Hash of the Deployment and Service as applied (the Deployment
+    /// carries the config's hash).
+    pub desired: u64,
+    pub config_map_version: Option<String>,
+    pub deployment_generation: Option<i64>,
+    pub service_version: Option<String>,
 }
 
 /// What one Gateway's config was built from, besides its routes.
@@ -72,6 +90,7 @@ pub struct GatewayContext {
     pub translator: Translator,
     pub recorder: Recorder,
     references: Mutex<HashMap<ObjectRef<Gateway>, References>>,
+    applied: Mutex<HashMap<ObjectRef<Gateway>, Applied>>,
 }
 
 impl GatewayContext {
@@ -89,7 +108,21 @@ impl GatewayContext {
             translator,
             recorder,
             references: Mutex::default(),
+            applied: Mutex::default(),
         }
+    }
+
+    fn applied(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectRef<Gateway>, Applied>> {
+        self.applied.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What the last apply of this Gateway's children wrote.
+    pub fn last_applied(&self, gateway: &ObjectRef<Gateway>) -> Option<Applied> {
+        self.applied().get(gateway).cloned()
+    }
+
+    pub fn record_applied(&self, gateway: ObjectRef<Gateway>, applied: Applied) {
+        self.applied().insert(gateway, applied);
     }
 
     fn references(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectRef<Gateway>, References>> {
@@ -102,6 +135,7 @@ impl GatewayContext {
 
     pub fn forget(&self, gateway: &ObjectRef<Gateway>) {
         self.references().remove(gateway);
+        self.applied().remove(gateway);
     }
 
     /// The Gateways whose config used the Service `namespace/name`.

@@ -100,6 +100,10 @@ pub async fn run(
     let mut services = Shared::<Service>::new();
     let mut slices = Shared::<EndpointSlice>::new();
     let mut namespaces = Shared::<PartialObjectMeta<Namespace>>::new();
+    // The data planes' children: their Deployments (availability) and
+    // ConfigMaps (only their versions: the configs are not kept twice).
+    let mut deployments = Shared::<Deployment>::new();
+    let mut config_maps = Shared::<PartialObjectMeta<ConfigMap>>::new();
 
     let stores = Stores {
         classes: classes.store.clone(),
@@ -109,6 +113,8 @@ pub async fn run(
         services: services.store.clone(),
         slices: slices.store.clone(),
         namespaces: namespaces.store.clone(),
+        deployments: deployments.store.clone(),
+        config_maps: config_maps.store.clone(),
     };
     let ctx = Arc::new(GatewayContext::new(
         client.clone(),
@@ -149,15 +155,11 @@ pub async fn run(
         let by_secret = move |s: PartialObjectMeta<Secret>| {
             c.gateways_using_secret(&s.namespace().unwrap_or_default(), &s.name_any())
         };
-        let children = watcher::Config::default().labels(&format!(
-            "app.kubernetes.io/name=praxis,app.kubernetes.io/managed-by={}",
-            children::MANAGED_BY
-        ));
         Controller::for_shared_stream(gateways.subscribe(), stores.gateways.clone())
             .with_config(bounded())
-            .owns(Api::<ConfigMap>::all(client.clone()), children.clone())
-            .owns(Api::<Deployment>::all(client.clone()), children.clone())
-            .owns(Api::<Service>::all(client.clone()), children)
+            .owns_shared_stream(config_maps.subscribe())
+            .owns_shared_stream(deployments.subscribe())
+            .owns_shared_stream(services.subscribe())
             .watches_shared_stream(classes.subscribe(), by_class)
             .watches_shared_stream(routes.subscribe(), by_route)
             .watches_shared_stream(grants.subscribe(), all)
@@ -202,7 +204,13 @@ pub async fn run(
     grants.start(Api::all(client.clone()), any.clone());
     services.start(Api::all(client.clone()), any.clone());
     slices.start(Api::all(client.clone()), any.clone());
-    namespaces.start(Api::all(client.clone()), any);
+    namespaces.start(Api::all(client.clone()), any.clone());
+    let children = any.labels(&format!(
+        "app.kubernetes.io/name=praxis,app.kubernetes.io/managed-by={}",
+        children::MANAGED_BY
+    ));
+    deployments.start(Api::all(client.clone()), children.clone());
+    config_maps.start(Api::all(client.clone()), children);
     // No reconcile may judge a route against half-filled stores.
     futures::try_join!(
         stores.classes.wait_until_ready(),
@@ -212,6 +220,8 @@ pub async fn run(
         stores.services.wait_until_ready(),
         stores.slices.wait_until_ready(),
         stores.namespaces.wait_until_ready(),
+        stores.deployments.wait_until_ready(),
+        stores.config_maps.wait_until_ready(),
     )?;
     health.set_ready(CACHES, true);
     tracing::info!(

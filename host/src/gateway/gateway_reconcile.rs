@@ -5,6 +5,7 @@
 
 use std::{
     collections::{BTreeMap, HashSet},
+    hash::{Hash, Hasher},
     sync::Arc,
     time::Duration,
 };
@@ -35,7 +36,7 @@ use serde_json::json;
 use super::{
     Error, children,
     config::{self, ConfigError},
-    context::{GatewayContext, References, StoreView},
+    context::{Applied, GatewayContext, References, StoreView},
     model::{self, GatewayModel},
     resolve::listeners::{self, ListenerState},
     route_reconcile, routes,
@@ -315,6 +316,7 @@ async fn apply(gateway: &Gateway, ctx: &GatewayContext) -> Result<Action, Error>
     }
     let mut attached = vec![0_i32; states.len()];
     let mut data_plane = DataPlane::Absent;
+    let mut address_list = Vec::new();
 
     if accepted.is_ok() {
         let mut model = GatewayModel {
@@ -380,7 +382,7 @@ async fn apply(gateway: &Gateway, ctx: &GatewayContext) -> Result<Action, Error>
         });
         // Rules Praxis cannot express were left out by `routes::evaluate`
         // (and reported on their routes), with the same `check_rule`.
-        data_plane = match config::generate(&model, &ctx.settings.config) {
+        (data_plane, address_list) = match config::generate(&model, &ctx.settings.config) {
             Ok(yaml) => apply_children(gateway, ctx, &yaml, &states).await?,
             Err(err) => {
                 publish(
@@ -391,7 +393,10 @@ async fn apply(gateway: &Gateway, ctx: &GatewayContext) -> Result<Action, Error>
                     config_message(&err),
                 )
                 .await;
-                DataPlane::Pending(format!("the Praxis config cannot be generated: {err}"))
+                (
+                    DataPlane::Pending(format!("the Praxis config cannot be generated: {err}")),
+                    Vec::new(),
+                )
             }
         };
     }
@@ -403,6 +408,7 @@ async fn apply(gateway: &Gateway, ctx: &GatewayContext) -> Result<Action, Error>
         &attached,
         accepted,
         &data_plane,
+        address_list,
         generation,
         now,
     )
@@ -436,16 +442,16 @@ async fn publish(
     }
 }
 
-/// Applies the data plane; returns whether it is ready.
+/// Applies the data plane unless it is as last applied; returns whether it
+/// is ready, and the addresses of its Service.
 async fn apply_children(
     gateway: &Gateway,
     ctx: &GatewayContext,
     config: &str,
     states: &[ListenerState],
-) -> Result<DataPlane, Error> {
+) -> Result<(DataPlane, Vec<GatewayStatusAddresses>), Error> {
     let namespace = gateway.namespace().unwrap_or_default();
     let name = children::name(gateway);
-    let params = PatchParams::apply(FIELD_MANAGER).force();
     let hash = children::config_hash(config);
     let mut certificates: Vec<_> = states
         .iter()
@@ -454,27 +460,51 @@ async fn apply_children(
         .collect();
     certificates.sort();
     certificates.dedup();
-
-    let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
-    let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
-    let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
-    let config_map = Patch::Apply(children::config_map(gateway, config));
-    let deployment = Patch::Apply(children::deployment(
+    let deployment = children::deployment(
         gateway,
         &ctx.settings.praxis_image,
         &hash,
         states,
         &certificates,
-    ));
-    let service = Patch::Apply(children::service(gateway, states));
-    // The three at once: the Deployment's rollout, the longest wait, starts
-    // a round trip or two earlier. A kubelet retries mounting a ConfigMap
-    // that is not there yet, so the order does not matter to the pods.
-    let (_, deployment, service) = tokio::try_join!(
-        config_maps.patch(&name, &params, &config_map),
-        deployments.patch(&name, &params, &deployment),
-        services.patch(&name, &params, &service),
-    )?;
+    );
+    let service = children::service(gateway, states);
+    let desired = fingerprint(&deployment, &service)?;
+    let key = ObjectRef::from_obj(gateway);
+
+    let unchanged = ctx
+        .last_applied(&key)
+        .filter(|applied| applied.desired == desired)
+        .and_then(|applied| as_applied(ctx, &namespace, &name, &applied));
+    let (deployment, service) = match unchanged {
+        Some(children) => children,
+        None => {
+            let params = PatchParams::apply(FIELD_MANAGER).force();
+            let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
+            let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
+            let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
+            let config_map = Patch::Apply(children::config_map(gateway, config));
+            let (deployment, service) = (Patch::Apply(deployment), Patch::Apply(service));
+            // The three at once: the Deployment's rollout, the longest wait,
+            // starts a round trip or two earlier. A kubelet retries mounting
+            // a ConfigMap that is not there yet, so the order does not
+            // matter to the pods.
+            let (config_map, deployment, service) = tokio::try_join!(
+                config_maps.patch(&name, &params, &config_map),
+                deployments.patch(&name, &params, &deployment),
+                services.patch(&name, &params, &service),
+            )?;
+            ctx.record_applied(
+                key,
+                Applied {
+                    desired,
+                    config_map_version: config_map.resource_version(),
+                    deployment_generation: deployment.metadata.generation,
+                    service_version: service.resource_version(),
+                },
+            );
+            (Arc::new(deployment), Arc::new(service))
+        }
+    };
 
     let available = deployment.status.as_ref().is_some_and(|s| {
         s.observed_generation >= deployment.metadata.generation
@@ -483,16 +513,61 @@ async fn apply_children(
             && s.replicas.unwrap_or(0) == s.updated_replicas.unwrap_or(0)
     });
     if !available {
-        return Ok(DataPlane::Pending(format!(
-            "waiting for Deployment {name} to be available with the current config"
-        )));
+        return Ok((
+            DataPlane::Pending(format!(
+                "waiting for Deployment {name} to be available with the current config"
+            )),
+            Vec::new(),
+        ));
     }
-    if addresses(&service).is_empty() {
-        return Ok(DataPlane::Pending(format!(
-            "waiting for Service {name} to get a load-balancer address"
-        )));
+    let addresses = addresses(&service);
+    if addresses.is_empty() {
+        return Ok((
+            DataPlane::Pending(format!(
+                "waiting for Service {name} to get a load-balancer address"
+            )),
+            Vec::new(),
+        ));
     }
-    Ok(DataPlane::Ready)
+    Ok((DataPlane::Ready, addresses))
+}
+
+/// Identifies the Deployment and Service as they would be applied (the
+/// Deployment carries the config's hash, so the ConfigMap is covered too).
+fn fingerprint(deployment: &Deployment, service: &Service) -> Result<u64, Error> {
+    let mut hasher = std::hash::DefaultHasher::new();
+    serde_json::to_vec(deployment)?.hash(&mut hasher);
+    serde_json::to_vec(service)?.hash(&mut hasher);
+    Ok(hasher.finish())
+}
+
+/// The Deployment and Service as the stores show them, if all three
+/// children are still as this controller last applied them: same ConfigMap
+/// version, same Deployment generation (its status may have moved on), same
+/// Service version. Anything else (a child deleted or edited, a store not yet
+/// showing the last apply) applies them again.
+fn as_applied(
+    ctx: &GatewayContext,
+    namespace: &str,
+    name: &str,
+    applied: &Applied,
+) -> Option<(Arc<Deployment>, Arc<Service>)> {
+    let config_map = ctx
+        .stores
+        .config_maps
+        .get(&ObjectRef::new(name).within(namespace))?;
+    let deployment = ctx
+        .stores
+        .deployments
+        .get(&ObjectRef::new(name).within(namespace))?;
+    let service = ctx
+        .stores
+        .services
+        .get(&ObjectRef::new(name).within(namespace))?;
+    (config_map.resource_version() == applied.config_map_version
+        && deployment.metadata.generation == applied.deployment_generation
+        && service.resource_version() == applied.service_version)
+        .then_some((deployment, service))
 }
 
 /// The Service's load-balancer addresses, as Gateway status lists them.
@@ -526,21 +601,11 @@ async fn write_status(
     attached: &[i32],
     accepted: Result<(), (&'static str, String)>,
     data_plane: &DataPlane,
+    address_list: Vec<GatewayStatusAddresses>,
     generation: Option<i64>,
     now: Timestamp,
 ) -> Result<(), Error> {
     let current = gateway.status.clone().unwrap_or_default();
-    let address_list = if *data_plane == DataPlane::Ready {
-        let services: Api<Service> =
-            Api::namespaced(ctx.client.clone(), &gateway.namespace().unwrap_or_default());
-        services
-            .get_opt(&children::name(gateway))
-            .await?
-            .map(|s| addresses(&s))
-            .unwrap_or_default()
-    } else {
-        Vec::new()
-    };
     let conditions = status::gateway_conditions(
         current.conditions.as_deref().unwrap_or_default(),
         accepted,
