@@ -34,6 +34,8 @@ pub const ADMIN_PORT: i32 = 9901;
 /// The pod template annotation whose change rolls the pods when the config changes.
 pub const CONFIG_HASH_ANNOTATION: &str = "gateway.pontoon.dev/config-hash";
 pub const MANAGED_BY: &str = "pontoon";
+/// The label naming the Gateway a data plane's objects (pods too) belong to.
+pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 
 /// `praxis-{gateway}`.
 pub fn name(gateway: &Gateway) -> String {
@@ -48,7 +50,7 @@ pub fn labels(gateway: &Gateway) -> BTreeMap<String, String> {
     [
         ("app.kubernetes.io/name", "praxis"),
         (
-            "app.kubernetes.io/instance",
+            INSTANCE_LABEL,
             gateway.metadata.name.as_deref().unwrap_or_default(),
         ),
         ("app.kubernetes.io/managed-by", MANAGED_BY),

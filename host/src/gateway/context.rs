@@ -14,7 +14,7 @@ use gateway_api::{
 };
 use k8s_openapi::api::{
     apps::v1::Deployment,
-    core::v1::{ConfigMap, Namespace, Secret, Service},
+    core::v1::{ConfigMap, Namespace, Pod, Secret, Service},
     discovery::v1::EndpointSlice,
 };
 use kube::{
@@ -57,6 +57,8 @@ pub struct Stores {
     pub deployments: Store<Deployment>,
     /// The data planes' ConfigMaps, metadata only.
     pub config_maps: Store<PartialObjectMeta<ConfigMap>>,
+    /// The data planes' pods.
+    pub pods: Store<Pod>,
 }
 
 /// What the last apply of a Gateway's children wrote: while the children

@@ -11,7 +11,7 @@ use gateway_api::{
 };
 use k8s_openapi::api::{
     apps::v1::Deployment,
-    core::v1::{ConfigMap, Namespace, Secret, Service},
+    core::v1::{ConfigMap, Namespace, Pod, Secret, Service},
     discovery::v1::EndpointSlice,
 };
 use kube::{
@@ -104,6 +104,9 @@ pub async fn run(
     // ConfigMaps (only their versions: the configs are not kept twice).
     let mut deployments = Shared::<Deployment>::new();
     let mut config_maps = Shared::<PartialObjectMeta<ConfigMap>>::new();
+    // And their pods: a first rollout is served once its pods are Ready,
+    // before the ReplicaSet and then the Deployment report it.
+    let mut pods = Shared::<Pod>::new();
 
     let stores = Stores {
         classes: classes.store.clone(),
@@ -115,6 +118,7 @@ pub async fn run(
         namespaces: namespaces.store.clone(),
         deployments: deployments.store.clone(),
         config_maps: config_maps.store.clone(),
+        pods: pods.store.clone(),
     };
     let ctx = Arc::new(GatewayContext::new(
         client.clone(),
@@ -151,6 +155,10 @@ pub async fn run(
         };
         let c = ctx.clone();
         let by_namespace = move |_: Arc<PartialObjectMeta<Namespace>>| our_gateways(&c);
+        let by_pod = |pod: Arc<Pod>| {
+            let gateway = pod.labels().get(children::INSTANCE_LABEL)?;
+            Some(ObjectRef::<Gateway>::new(gateway).within(&pod.namespace()?))
+        };
         let c = ctx.clone();
         let by_secret = move |s: PartialObjectMeta<Secret>| {
             c.gateways_using_secret(&s.namespace().unwrap_or_default(), &s.name_any())
@@ -160,6 +168,7 @@ pub async fn run(
             .owns_shared_stream(config_maps.subscribe())
             .owns_shared_stream(deployments.subscribe())
             .owns_shared_stream(services.subscribe())
+            .watches_shared_stream(pods.subscribe(), by_pod)
             .watches_shared_stream(classes.subscribe(), by_class)
             .watches_shared_stream(routes.subscribe(), by_route)
             .watches_shared_stream(grants.subscribe(), all)
@@ -210,7 +219,8 @@ pub async fn run(
         children::MANAGED_BY
     ));
     deployments.start(Api::all(client.clone()), children.clone());
-    config_maps.start(Api::all(client.clone()), children);
+    config_maps.start(Api::all(client.clone()), children.clone());
+    pods.start(Api::all(client.clone()), children);
     // No reconcile may judge a route against half-filled stores.
     futures::try_join!(
         stores.classes.wait_until_ready(),
@@ -222,6 +232,7 @@ pub async fn run(
         stores.namespaces.wait_until_ready(),
         stores.deployments.wait_until_ready(),
         stores.config_maps.wait_until_ready(),
+        stores.pods.wait_until_ready(),
     )?;
     health.set_ready(CACHES, true);
     tracing::info!(

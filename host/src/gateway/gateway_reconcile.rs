@@ -77,19 +77,22 @@ pub async fn reconcile(
     let claimed =
         gateway.annotations().get(CONTROLLER_ANNOTATION) == Some(&ctx.settings.controller_name);
     let has_finalizer = gateway.finalizers().iter().any(|f| f == FINALIZER);
-    let gateway = if (!claimed || !has_finalizer) && gateway.metadata.deletion_timestamp.is_none() {
-        // Mark and finalizer in one write, and go on with what it returned:
-        // a new Gateway is applied in this reconcile, not two watch events
-        // later.
-        claim(&api, &gateway, &ctx.settings.controller_name)
+    if (!claimed || !has_finalizer) && gateway.metadata.deletion_timestamp.is_none() {
+        // Mark and finalizer in one write, made while the data plane is
+        // applied: a new Gateway's Deployment starts rolling out at once,
+        // not a round trip (or two watch events) later.
+        let claim = tokio::spawn(claim(
+            api.clone(),
+            Arc::clone(&gateway),
+            ctx.settings.controller_name.clone(),
+        ));
+        return apply(&gateway, &ctx, Some(claim))
             .await
-            .map_err(finalizer::Error::ApplyFailed)?
-    } else {
-        gateway
-    };
+            .map_err(finalizer::Error::ApplyFailed);
+    }
     finalizer(&api, FINALIZER, gateway, |event| async {
         match event {
-            finalizer::Event::Apply(gateway) => apply(&gateway, &ctx).await,
+            finalizer::Event::Apply(gateway) => apply(&gateway, &ctx, None).await,
             finalizer::Event::Cleanup(gateway) => {
                 cleanup(&gateway, &ctx).await?;
                 Ok(Action::await_change())
@@ -100,13 +103,9 @@ pub async fn reconcile(
 }
 
 /// Marks a Gateway as served by this controller and puts the finalizer on
-/// it; the Gateway as written. The finalizer list is replaced whole, so the
-/// write is bound to the version read (a conflict retries).
-async fn claim(
-    api: &Api<Gateway>,
-    gateway: &Gateway,
-    controller: &str,
-) -> Result<Arc<Gateway>, Error> {
+/// it. The finalizer list is replaced whole, so the write is bound to the
+/// version read (a conflict retries).
+async fn claim(api: Api<Gateway>, gateway: Arc<Gateway>, controller: String) -> Result<(), Error> {
     let mut finalizers = gateway.finalizers().to_vec();
     if !finalizers.iter().any(|f| f == FINALIZER) {
         finalizers.push(FINALIZER.to_string());
@@ -116,14 +115,13 @@ async fn claim(
         "finalizers": finalizers,
         "resourceVersion": gateway.resource_version(),
     } });
-    let claimed = api
-        .patch(
-            &gateway.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&body),
-        )
-        .await?;
-    Ok(Arc::new(claimed))
+    api.patch(
+        &gateway.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&body),
+    )
+    .await?;
+    Ok(())
 }
 
 /// Removes our finalizer (and mark) from a Gateway that is no longer ours.
@@ -282,7 +280,14 @@ fn candidate_routes(gateway: &Gateway, ctx: &GatewayContext) -> Vec<Arc<HttpRout
     routes
 }
 
-async fn apply(gateway: &Gateway, ctx: &GatewayContext) -> Result<Action, Error> {
+/// Judges the Gateway, applies its data plane and writes its status; a
+/// `claim` under way is waited for before the status is written (the claim
+/// is bound to the version it read, which a status write would change).
+async fn apply(
+    gateway: &Gateway,
+    ctx: &GatewayContext,
+    claim: Option<tokio::task::JoinHandle<Result<(), Error>>>,
+) -> Result<Action, Error> {
     let now = Timestamp::now();
     let generation = gateway.metadata.generation;
     let secrets = fetch_secrets(gateway, ctx).await?;
@@ -401,6 +406,9 @@ async fn apply(gateway: &Gateway, ctx: &GatewayContext) -> Result<Action, Error>
         };
     }
     ctx.remember(ObjectRef::from_obj(gateway), references);
+    if let Some(claim) = claim {
+        claim.await.map_err(|e| Error::Claim(e.to_string()))??;
+    }
     write_status(
         gateway,
         ctx,
@@ -413,6 +421,7 @@ async fn apply(gateway: &Gateway, ctx: &GatewayContext) -> Result<Action, Error>
         now,
     )
     .await?;
+    tracing::debug!(gateway = %ObjectRef::from_obj(gateway), ?data_plane, "reconciled");
     Ok(match data_plane {
         DataPlane::Pending(_) => Action::requeue(Duration::from_secs(10)),
         _ => Action::requeue(RESYNC),
@@ -475,6 +484,7 @@ async fn apply_children(
         .last_applied(&key)
         .filter(|applied| applied.desired == desired)
         .and_then(|applied| as_applied(ctx, &namespace, &name, &applied));
+    tracing::debug!(gateway = %key, apply = unchanged.is_none(), "data plane");
     let (deployment, service) = match unchanged {
         Some(children) => children,
         None => {
@@ -511,7 +521,7 @@ async fn apply_children(
             && s.updated_replicas.unwrap_or(0) >= 1
             && s.available_replicas.unwrap_or(0) >= 1
             && s.replicas.unwrap_or(0) == s.updated_replicas.unwrap_or(0)
-    });
+    }) || pods_serve(ctx, gateway, &hash);
     if !available {
         return Ok((
             DataPlane::Pending(format!(
@@ -530,6 +540,44 @@ async fn apply_children(
         ));
     }
     Ok((DataPlane::Ready, addresses))
+}
+
+/// Whether the Gateway's pods all serve the current config: at least one,
+/// every one not going away Ready, with this config and the Praxis image.
+/// True as soon as a first rollout's pod is Ready (the ReplicaSet and then
+/// the Deployment report it a controller round or two later); during a
+/// rolling update old pods are still there, and the Deployment's own status
+/// decides.
+fn pods_serve(ctx: &GatewayContext, gateway: &Gateway, config_hash: &str) -> bool {
+    let namespace = gateway.metadata.namespace.as_deref();
+    let instance = gateway.metadata.name.as_deref();
+    let mut pods = ctx
+        .stores
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| {
+            p.metadata.namespace.as_deref() == namespace
+                && p.labels().get(children::INSTANCE_LABEL).map(String::as_str) == instance
+                && p.metadata.deletion_timestamp.is_none()
+        })
+        .peekable();
+    pods.peek().is_some()
+        && pods.all(|pod| {
+            let current = pod.annotations().get(children::CONFIG_HASH_ANNOTATION)
+                == Some(&config_hash.to_string())
+                && pod.spec.as_ref().is_some_and(|s| {
+                    s.containers
+                        .iter()
+                        .any(|c| c.image.as_deref() == Some(&ctx.settings.praxis_image))
+                });
+            let ready = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            current && ready
+        })
 }
 
 /// Identifies the Deployment and Service as they would be applied (the
@@ -627,6 +675,7 @@ async fn write_status(
     if unchanged {
         return Ok(());
     }
+    tracing::debug!(gateway = %ObjectRef::from_obj(gateway), "writing status");
     let api: Api<Gateway> =
         Api::namespaced(ctx.client.clone(), &gateway.namespace().unwrap_or_default());
     let body = json!({ "status": {

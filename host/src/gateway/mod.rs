@@ -21,4 +21,6 @@ pub enum Error {
     Kube(#[from] kube::Error),
     #[error("cannot encode an object: {0}")]
     Encode(#[from] serde_json::Error),
+    #[error("the claim of a Gateway did not finish: {0}")]
+    Claim(String),
 }
