@@ -74,7 +74,10 @@ where
     /// Starts the watch (after every subscription was taken).
     fn start(&mut self, api: Api<K>, config: watcher::Config) {
         if let Some(writer) = self.writer.take() {
-            let stream = reflector::reflector(writer, watcher(api, config))
+            // Nothing reads managedFields, and parsed they are most of a
+            // small object's memory (1000 routes: several MiB).
+            let objects = watcher(api, config).modify(|o| o.managed_fields_mut().clear());
+            let stream = reflector::reflector(writer, objects)
                 .default_backoff()
                 .for_each(|_| std::future::ready(()));
             tokio::spawn(stream);
