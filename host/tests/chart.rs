@@ -370,26 +370,41 @@ async fn installed_the_chart_runs_the_operator_within_its_rbac() -> anyhow::Resu
     // Nothing of the release is left.
     let selector = format!("app.kubernetes.io/instance={release}");
     let params = ListParams::default().labels(&selector);
-    assert!(ns.api::<Deployment>().list(&params).await?.items.is_empty());
-    assert!(ns.api::<Service>().list(&params).await?.items.is_empty());
-    assert!(
-        ns.api::<ServiceAccount>()
-            .list(&params)
-            .await?
-            .items
-            .is_empty()
-    );
-    assert!(ns.api::<Role>().list(&params).await?.items.is_empty());
-    assert!(
-        ns.api::<RoleBinding>()
-            .list(&params)
-            .await?
-            .items
-            .is_empty()
-    );
-    let roles: Api<ClusterRole> = Api::all(client);
-    assert!(roles.list(&params).await?.items.is_empty());
+    let left = [
+        ("Deployment", names(ns.api::<Deployment>(), &params).await?),
+        ("Service", names(ns.api::<Service>(), &params).await?),
+        (
+            "ServiceAccount",
+            names(ns.api::<ServiceAccount>(), &params).await?,
+        ),
+        ("Role", names(ns.api::<Role>(), &params).await?),
+        (
+            "RoleBinding",
+            names(ns.api::<RoleBinding>(), &params).await?,
+        ),
+        (
+            "ClusterRole",
+            names(Api::<ClusterRole>::all(client), &params).await?,
+        ),
+    ];
+    for (kind, names) in left {
+        assert!(names.is_empty(), "helm uninstall left {kind} {names:?}");
+    }
     Ok(())
+}
+
+/// The names of the objects `params` selects.
+async fn names<K>(api: Api<K>, params: &ListParams) -> anyhow::Result<Vec<String>>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    Ok(api
+        .list(params)
+        .await?
+        .items
+        .iter()
+        .map(kube::ResourceExt::name_any)
+        .collect())
 }
 
 async fn run_installed(

@@ -91,6 +91,17 @@ impl Bed {
 
     /// Waits until the Gateway's condition `type_` has `status`; on timeout
     /// shows the status and the operator's log.
+    /// Service `web` and an HTTP Gateway on port 80, waited for until Programmed.
+    async fn programmed_http_gateway(&self, name: &str) -> anyhow::Result<Gateway> {
+        service(&self.ns, "web").await?;
+        self.gateway(
+            name,
+            json!([{ "name": "http", "port": 80, "protocol": "HTTP" }]),
+        )
+        .await?;
+        self.wait_gateway(name, "Programmed", "True").await
+    }
+
     async fn wait_gateway(&self, name: &str, type_: &str, status: &str) -> anyhow::Result<Gateway> {
         let ok = |g: Option<&Gateway>| {
             g.and_then(|g| g.status.as_ref())
@@ -714,13 +725,7 @@ async fn routes_attach_or_are_refused_with_the_specs_reasons() -> anyhow::Result
 async fn a_route_change_changes_the_config_and_rolls_the_pods() -> anyhow::Result<()> {
     let bed = Bed::new("gw-change").await?;
     let own = bed.ns.name().to_string();
-    service(&bed.ns, "web").await?;
-    bed.gateway(
-        "gw",
-        json!([{ "name": "http", "port": 80, "protocol": "HTTP" }]),
-    )
-    .await?;
-    bed.wait_gateway("gw", "Programmed", "True").await?;
+    bed.programmed_http_gateway("gw").await?;
     bed.route(
         &own,
         "r",
@@ -771,13 +776,7 @@ async fn a_route_change_changes_the_config_and_rolls_the_pods() -> anyhow::Resul
 #[tokio::test]
 async fn a_child_deleted_or_edited_by_hand_is_put_back() -> anyhow::Result<()> {
     let bed = Bed::new("gw-heal").await?;
-    service(&bed.ns, "web").await?;
-    bed.gateway(
-        "gw",
-        json!([{ "name": "http", "port": 80, "protocol": "HTTP" }]),
-    )
-    .await?;
-    bed.wait_gateway("gw", "Programmed", "True").await?;
+    bed.programmed_http_gateway("gw").await?;
     let configmaps = bed.ns.api::<ConfigMap>();
     let deployments = bed.ns.api::<Deployment>();
     let config = |c: &ConfigMap| {
@@ -838,13 +837,7 @@ async fn a_child_deleted_or_edited_by_hand_is_put_back() -> anyhow::Result<()> {
 async fn deleting_a_gateway_removes_its_children_and_its_route_entries() -> anyhow::Result<()> {
     let bed = Bed::new("gw-delete").await?;
     let own = bed.ns.name().to_string();
-    service(&bed.ns, "web").await?;
-    bed.gateway(
-        "gw",
-        json!([{ "name": "http", "port": 80, "protocol": "HTTP" }]),
-    )
-    .await?;
-    bed.wait_gateway("gw", "Programmed", "True").await?;
+    bed.programmed_http_gateway("gw").await?;
     bed.route(
         &own,
         "r",

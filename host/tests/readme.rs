@@ -104,45 +104,52 @@ impl Readme {
         })
     }
 
+    /// Notes a block marked `skip` (which must say why); false for any other.
+    fn skipped(&mut self, block: &Block) -> anyhow::Result<bool> {
+        let Some(why) = block
+            .marker
+            .as_deref()
+            .and_then(|m| m.strip_prefix("skip:"))
+        else {
+            return Ok(false);
+        };
+        ensure!(
+            why.len() > 10,
+            "README line {}: a skipped block must say why",
+            block.line
+        );
+        self.skipped
+            .push(format!("line {}: {}", block.line, block.text));
+        Ok(true)
+    }
+
     /// The next block that is not marked `skip`, which must contain
     /// `expected` (so that this test and the README stay in step).
     fn next(&mut self, expected: &str) -> anyhow::Result<Block> {
-        for block in self.blocks.by_ref() {
-            match block.marker.as_deref() {
-                Some(m) if m.starts_with("skip:") => {
-                    ensure!(
-                        m.len() > "skip:".len() + 10,
-                        "README line {}: a skipped block must say why",
-                        block.line
-                    );
-                    self.skipped
-                        .push(format!("line {}: {}", block.line, block.text));
-                }
-                _ if block.text.contains(expected) => return Ok(block),
-                _ => bail!(
-                    "README line {}: the next block to run does not contain {expected:?}:\n{}",
-                    block.line,
-                    block.text
-                ),
+        while let Some(block) = self.blocks.next() {
+            if self.skipped(&block)? {
+                continue;
             }
+            ensure!(
+                block.text.contains(expected),
+                "README line {}: the next block to run does not contain {expected:?}:\n{}",
+                block.line,
+                block.text
+            );
+            return Ok(block);
         }
         bail!("the README has no further block containing {expected:?}")
     }
 
     /// Every block was run or skipped with a reason; the skipped ones.
     fn finish(mut self) -> anyhow::Result<Vec<String>> {
-        for block in self.blocks {
-            match block.marker.as_deref() {
-                Some(m) if m.starts_with("skip:") => {
-                    self.skipped
-                        .push(format!("line {}: {}", block.line, block.text));
-                }
-                _ => bail!(
-                    "README line {}: a block neither run by this test nor marked skip:\n{}",
-                    block.line,
-                    block.text
-                ),
-            }
+        while let Some(block) = self.blocks.next() {
+            ensure!(
+                self.skipped(&block)?,
+                "README line {}: a block neither run by this test nor marked skip:\n{}",
+                block.line,
+                block.text
+            );
         }
         Ok(self.skipped)
     }

@@ -102,26 +102,14 @@ pub async fn reconcile(
     .await
 }
 
-/// Marks a Gateway as served by this controller and puts the finalizer on
-/// it. The finalizer list is replaced whole, so the write is bound to the
-/// version read (a conflict retries).
+/// Marks a Gateway as served by this controller and puts the finalizer on it.
 async fn claim(api: Api<Gateway>, gateway: Arc<Gateway>, controller: String) -> Result<(), Error> {
-    let mut finalizers = gateway.finalizers().to_vec();
-    if !finalizers.iter().any(|f| f == FINALIZER) {
-        finalizers.push(FINALIZER.to_string());
+    let mut finalizers: Vec<&String> = gateway.finalizers().iter().collect();
+    let ours = FINALIZER.to_string();
+    if !finalizers.contains(&&ours) {
+        finalizers.push(&ours);
     }
-    let body = json!({ "metadata": {
-        "annotations": { CONTROLLER_ANNOTATION: controller },
-        "finalizers": finalizers,
-        "resourceVersion": gateway.resource_version(),
-    } });
-    api.patch(
-        &gateway.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&body),
-    )
-    .await?;
-    Ok(())
+    write_mark(&api, &gateway, &finalizers, Some(&controller)).await
 }
 
 /// Removes our finalizer (and mark) from a Gateway that is no longer ours.
@@ -131,9 +119,21 @@ async fn release(api: &Api<Gateway>, gateway: &Gateway) -> Result<(), Error> {
         .iter()
         .filter(|f| *f != FINALIZER)
         .collect();
+    write_mark(api, gateway, &kept, None).await
+}
+
+/// Writes a Gateway's finalizers and our controller mark (`None` removes
+/// it). The finalizer list is replaced whole, so the write is bound to the
+/// version read (a conflict retries).
+async fn write_mark(
+    api: &Api<Gateway>,
+    gateway: &Gateway,
+    finalizers: &[&String],
+    controller: Option<&str>,
+) -> Result<(), Error> {
     let body = json!({ "metadata": {
-        "finalizers": kept,
-        "annotations": { CONTROLLER_ANNOTATION: null },
+        "finalizers": finalizers,
+        "annotations": { CONTROLLER_ANNOTATION: controller },
         "resourceVersion": gateway.resource_version(),
     } });
     api.patch(
@@ -564,8 +564,11 @@ fn pods_serve(ctx: &GatewayContext, gateway: &Gateway, config_hash: &str) -> boo
         .peekable();
     pods.peek().is_some()
         && pods.all(|pod| {
-            let current = pod.annotations().get(children::CONFIG_HASH_ANNOTATION)
-                == Some(&config_hash.to_string())
+            let current = pod
+                .annotations()
+                .get(children::CONFIG_HASH_ANNOTATION)
+                .map(String::as_str)
+                == Some(config_hash)
                 && pod.spec.as_ref().is_some_and(|s| {
                     s.containers
                         .iter()
