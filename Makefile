@@ -19,7 +19,7 @@ testbed-down: ## stop the test bed's processes (data is kept)
 	@$(TESTBED)/down.sh
 
 testbed-clean: testbed-down ## wipe the test bed's data (binaries are kept)
-	rm -rf .testbed/etcd .testbed/pki .testbed/logs .testbed/run .testbed/pods .testbed/exec-shim .testbed/kubeconfig
+	rm -rf .testbed/etcd .testbed/pki .testbed/logs .testbed/run .testbed/pods .testbed/process-pods .testbed/exec-shim .testbed/kubeconfig
 
 test: deps ## unit + integration tests on the test bed (started and stopped as needed)
 	@scripts/test.sh

@@ -7,7 +7,8 @@ set -euo pipefail
 # per-pod /tmp and the traffic tests' network namespaces, nsenter, flock for
 # the build cache), iproute2 (ip, in those namespaces), busybox (exec'd
 # commands may call it), curl (the test bed; requests in the traffic tests),
-# python3 (the strict TLS client of the tests); to build praxis
+# python3 (the strict TLS client of the tests); nftables, iptables and
+# conntrack (kube-proxy in the test bed's network namespace); to build praxis
 # (scripts/praxis.sh): cmake and make (zlib-ng, jemalloc), gcc, pkg-config
 # and libssl-dev (openssl-sys links the system's OpenSSL).
 have() { # COMMAND: on PATH, or in an sbin directory a non-root PATH may lack
@@ -15,7 +16,7 @@ have() { # COMMAND: on PATH, or in an sbin directory a non-root PATH may lack
 }
 missing=()
 for pair in openssl:openssl unshare:util-linux nsenter:util-linux flock:util-linux ip:iproute2 \
-  busybox:busybox curl:curl python3:python3 cmake:cmake make:make cc:gcc pkg-config:pkg-config; do
+  busybox:busybox curl:curl python3:python3 nft:nftables iptables:iptables conntrack:conntrack cmake:cmake make:make cc:gcc pkg-config:pkg-config; do
   have "${pair%%:*}" || missing+=("${pair#*:}")
 done
 [[ -e /usr/include/openssl/ssl.h ]] || missing+=(libssl-dev)

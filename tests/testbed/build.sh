@@ -5,7 +5,7 @@
 # run, or a fresh clone on the same machine, compiles nothing:
 #
 #   platform  etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-#             kubectl, kwok, helm (and kwok's Exec CRD): keyed by go.mod,
+#             kube-proxy, kubectl, kwok, helm (and kwok's Exec CRD): keyed by go.mod,
 #             go.sum and the recipe build_platform below. ~5 minutes on two
 #             cores; rebuilt only when a pin or that recipe changes.
 #   tools     the test bed's own small programs, one cache entry each, keyed
@@ -14,10 +14,16 @@
 #               carrier2       (carrier2/)  -> pod-bin (on the PATH of pods' exec only; see lib.sh)
 #               echo-backend   (echo/)      -> bin/ (traffic tests run it themselves,
 #                                              in their network namespaces)
+#               pod-runner     (podrun/)    -> bin/ (runs the process pods; see
+#                                              process-images.yaml)
+#   conformance the Gateway API conformance suite (gateway-conformance.test)
+#             and its echo server (echo-basic, a process image), from the
+#             module tests/conformance; keyed by its go.mod, go.sum and the
+#             recipe build_conformance; a minute or two.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-platform_binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm)
+platform_binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubectl kwok helm)
 
 # build_platform DIR: compiles the platform into DIR/bin and DIR/share. Its
 # text is part of the platform's key: edit it and the platform is rebuilt.
@@ -55,10 +61,20 @@ build_platform() {
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     stamp+=" -X $pkg.gitVersion=$kube -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
   done
-  for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  for cmd in kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubectl; do
     go build -trimpath -ldflags "-s -w$stamp" -o "$out/bin/$cmd" "k8s.io/kubernetes/cmd/$cmd"
   done
   cp "$kwok_dir/kustomize/crd/bases/kwok.x-k8s.io_execs.yaml" "$out/share/"
+}
+
+# build_conformance DIR: the suite as a test binary and its echo server,
+# from tests/conformance (pinned to the Gateway API release Pontoon ships).
+build_conformance() {
+  local out=$1
+  mkdir -p "$out"
+  (cd ../conformance &&
+    go build -trimpath -ldflags "-s -w" -o "$out/echo-basic" sigs.k8s.io/gateway-api/conformance/echo-basic &&
+    go test -c -trimpath -o "$out/gateway-conformance.test" sigs.k8s.io/gateway-api/conformance)
 }
 
 # build_tool PACKAGE NAME DIR: one of the test bed's own programs, built
@@ -77,7 +93,10 @@ platform_key() {
   { cat go.mod go.sum; declare -f build_platform; } | hash16
 }
 tool_key() { # PACKAGE
-  { cat go.mod go.sum; declare -f build_tool; sha256sum "$1"/*.go; } | hash16
+  { cat go.mod go.sum; declare -f build_tool; sha256sum "$1"/*.go internal/*/*.go; } | hash16
+}
+conformance_key() {
+  { cat ../conformance/go.mod ../conformance/go.sum; declare -f build_conformance; } | hash16
 }
 
 # cached DIR BUILDER ARGS...: unless DIR exists, runs `BUILDER ARGS... WORK`
@@ -140,6 +159,13 @@ carrier2_key=$(tool_key carrier2)
 cached "$cache_root/tools/carrier2-$carrier2_key" build_tool carrier2 carrier2
 echo_backend_key=$(tool_key echo)
 cached "$cache_root/tools/echo-backend-$echo_backend_key" build_tool echo echo-backend
+pod_runner_key=$(tool_key podrun)
+cached "$cache_root/tools/pod-runner-$pod_runner_key" build_tool podrun pod-runner
+conformance_key=$(conformance_key)
+if [[ ! -e "$cache_root/conformance-$conformance_key" ]]; then
+  echo "testbed: building the Gateway API conformance suite and echo-basic (once per pin set)" >&2
+fi
+cached "$cache_root/conformance-$conformance_key" build_conformance
 
 rm -f "$bin/.key" # the marker of the single cache key before
 install_into platform "$platform_key" "$bin" "${platform_binaries[@]/#/$platform/bin/}"
@@ -147,3 +173,6 @@ install_into platform "$platform_key" "$tb/share" "$platform"/share/*
 install_into pod-exec-sync "$pod_exec_sync_key" "$bin" "$cache_root/tools/pod-exec-sync-$pod_exec_sync_key/pod-exec-sync"
 install_into carrier2 "$carrier2_key" "$pod_bin" "$cache_root/tools/carrier2-$carrier2_key/carrier2"
 install_into echo-backend "$echo_backend_key" "$bin" "$cache_root/tools/echo-backend-$echo_backend_key/echo-backend"
+install_into pod-runner "$pod_runner_key" "$bin" "$cache_root/tools/pod-runner-$pod_runner_key/pod-runner"
+install_into conformance "$conformance_key" "$bin" "$cache_root/conformance-$conformance_key/echo-basic" \
+  "$cache_root/conformance-$conformance_key/gateway-conformance.test"

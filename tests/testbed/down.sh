@@ -14,4 +14,13 @@ for c in "${components[@]}"; do
   fi
   rm -f "$run/$c.pid"
 done
+# The network namespaces (the pods', then the test bed's), and whatever
+# still runs in them.
+for ns in /run/netns/"$netns"-* /run/netns/"$netns"; do
+  [[ -e "$ns" ]] || continue
+  ns=${ns##*/}
+  pids=$(ip netns pids "$ns" 2>/dev/null || true)
+  [[ -z "$pids" ]] || kill -KILL $pids 2>/dev/null || true
+  for _ in $(seq 50); do ip netns del "$ns" 2>/dev/null && break; sleep 0.1; done
+done
 echo "testbed: stopped $stopped processes"

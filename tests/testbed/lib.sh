@@ -14,7 +14,14 @@ cache_root=${PONTOON_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pontoon}/testbed
 # that lives under /tmp (as a CI clone may).
 pod_bin=$cache_root/pod-bin/$(printf '%s' "$tb" | sha256sum | cut -c1-12)
 
-components=(pod-exec-sync kwok kube-scheduler kube-controller-manager kube-apiserver etcd)
+# The test bed's network namespace (an `ip netns` name, one per test bed):
+# where kube-proxy programs Services and the process pods' veths end, with
+# the pods' own namespaces named after it (see podrun/).
+netns=pontoon-$(printf '%s' "$tb" | sha256sum | cut -c1-8)
+
+components=(kube-proxy pod-runner pod-exec-sync kwok kube-scheduler kube-controller-manager kube-apiserver etcd)
+# What runs only where the test bed can make network namespaces (as root).
+optional_components=(kube-proxy pod-runner)
 
 # start NAME COMMAND...: runs COMMAND in its own session, logging to logs/NAME.log.
 start() {
@@ -32,8 +39,18 @@ running() {
 
 all_running() {
   local c
-  for c in "${components[@]}"; do running "$c" >/dev/null || return 1; done
+  for c in "${components[@]}"; do
+    [[ " ${optional_components[*]} " == *" $c "* ]] && ! can_run_processes && continue
+    running "$c" >/dev/null || return 1
+  done
 }
+
+# can_run_processes: whether process pods can run here (network namespaces
+# need root).
+can_run_processes() { [[ $(id -u) -eq 0 ]]; }
+
+# in_netns COMMAND...: runs COMMAND in the test bed's network namespace.
+in_netns() { nsenter --net="/run/netns/$netns" -- "$@"; }
 
 # wait_until SECONDS WHAT COMMAND...: retries COMMAND until it succeeds.
 wait_until() {

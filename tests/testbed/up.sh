@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Starts the test bed in the background on loopback: etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kwok (fake nodes and pods) and
-# pod-exec-sync. Returns once the API answers and the nodes are Ready.
+# pod-exec-sync; as root also its network namespace with kube-proxy and
+# pod-runner, which really runs the pods of the images in
+# process-images.yaml. Returns once the API answers and the nodes are Ready.
 # Running it again while the test bed is up leaves the one cluster as it is,
 # unless that was started from other binaries, certificates or settings than
 # the checkout's: then it is restarted with them (etcd's data is kept).
@@ -13,6 +15,8 @@ apiserver_port=${TESTBED_APISERVER_PORT:-16443}
 kwok_port=${TESTBED_KWOK_PORT:-10247}
 service_cidr=10.96.0.0/16
 pod_cidr=10.244.0.0/16
+# LoadBalancer ingress addresses (stages.yaml gives them out).
+load_balancer_cidr=10.97.0.0/16
 
 # The recipe of the certificates below; raise it whenever make_pki changes:
 # up.sh then replaces an older pki/ and restarts a test bed serving it.
@@ -70,12 +74,15 @@ fingerprint() {
     # Not the echo backend's: tests run it themselves, the cluster never does.
     find "$bin" "$tb/share" -maxdepth 1 -name '.*.key' ! -name .echo-backend.key -print0 |
       sort -z | xargs -0 -r cat
-    (cd "$here" && sha256sum up.sh stages.yaml nodes.yaml)
+    (cd "$here" && sha256sum up.sh stages.yaml nodes.yaml process-images.yaml)
+    ! can_run_processes || "$root/scripts/praxis.sh"
     (cd "$pki" && sha256sum version ./*.crt ./*.pub)
   } | sha256sum | cut -c1-16
 }
 
 "$here/build.sh"
+# Process pods of Pontoon's data-plane image run the real praxis.
+! can_run_processes || "$root/scripts/praxis.sh" >/dev/null
 
 # --- certificates and keys (kept across restarts, remade by a new recipe) ---
 if [[ "$(cat "$pki/version" 2>/dev/null)" != "$pki_version" ]]; then
@@ -173,11 +180,50 @@ start kwok env "PATH=$tb/exec-shim:$PATH" "TESTBED_REAL_PATH=$PATH:$pod_bin" "$b
   --node-ip 127.0.0.1 --node-port "$kwok_port" --server-address "127.0.0.1:$kwok_port" \
   --tls-cert-file "$pki/kwok.crt" --tls-private-key-file "$pki/kwok.key" \
   --cidr "$pod_cidr" --node-lease-duration-seconds 40
-start pod-exec-sync "$bin/pod-exec-sync" --kubeconfig "$kubeconfig" --root "$tb/pods"
+
+# --- the network the process pods share -------------------------------------
+# One namespace, its own address (the pods' gateway) on its loopback device:
+# the Service and load-balancer ranges are routed there from that address,
+# and kube-proxy's NAT sends them on to the pods' veths. Nothing in it
+# reaches the host's network.
+make_network() {
+  ip netns add "$netns"
+  ip -n "$netns" -batch - <<EOF
+link set lo up
+addr add 169.254.1.1/32 dev lo
+route add $service_cidr dev lo src 169.254.1.1
+route add $load_balancer_cidr dev lo src 169.254.1.1
+EOF
+  in_netns sh -c 'echo 1 > /proc/sys/net/ipv4/ip_forward'
+}
+process_images=()
+if can_run_processes; then
+  make_network
+  process_images=(--images "$here/process-images.yaml")
+  praxis=$("$root/scripts/praxis.sh")
+  mkdir -p "$logs/pods"
+  # The API server is relayed into the namespace at the same address, so
+  # kube-proxy and clients there use the same kubeconfig.
+  start pod-runner "$bin/pod-runner" --kubeconfig "$kubeconfig" "${process_images[@]}" \
+    --bin-dirs "$bin:${praxis%/*}" --state "$tb/process-pods" --logs "$logs/pods" \
+    --netns "$netns" --api-relay "127.0.0.1:$apiserver_port"
+  wait_until 30 "the API server inside the network namespace" \
+    in_netns "$bin/kubectl" --kubeconfig "$kubeconfig" get --raw /readyz
+  start kube-proxy nsenter --net="/run/netns/$netns" -- "$bin/kube-proxy" \
+    --kubeconfig "$kubeconfig" --hostname-override kwok-node-0 --proxy-mode nftables \
+    --cluster-cidr "$pod_cidr" --conntrack-max-per-core 0 --nodeport-addresses 169.254.1.1/32 \
+    --healthz-bind-address 127.0.0.1:10256 --metrics-bind-address 127.0.0.1:10249
+else
+  echo "testbed: not root: no network namespace, so pods of process images are only faked, like every other" >&2
+fi
+start pod-exec-sync "$bin/pod-exec-sync" --kubeconfig "$kubeconfig" --root "$tb/pods" "${process_images[@]}"
 
 kubectl apply --server-side -f "$here/nodes.yaml" >/dev/null
 wait_until 60 "the nodes to be Ready" kubectl wait --for condition=Ready node --all --timeout 5s
 wait_until 30 "the default service account" kubectl get serviceaccount default -n default
+if can_run_processes; then
+  wait_until 30 "kube-proxy to be healthy" in_netns curl -fsS http://127.0.0.1:10256/healthz
+fi
 
 echo "$wanted" > "$run/fingerprint"
 echo "testbed: up; export KUBECONFIG=$kubeconfig (kubectl: $bin/kubectl)"

@@ -8,7 +8,10 @@
 // namespace, so pods exec'd in parallel never see each other's files.
 //
 // Once the Exec exists it annotates the pod; the test bed's pod-ready stage
-// waits for that annotation, so a Ready pod can always be exec'd into.
+// waits for that annotation, so a Ready pod can always be exec'd into. In the
+// same write it marks a pod whose images are in the mapping file
+// (process-images.yaml) as a process pod: kwok then leaves its readiness to
+// pod-runner, which really runs it.
 package main
 
 import (
@@ -34,14 +37,20 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"pontoon.dev/testbed/internal/images"
 )
 
-const readyAnnotation = "testbed.pontoon.dev/exec-ready"
+const (
+	readyAnnotation   = "testbed.pontoon.dev/exec-ready"
+	processAnnotation = "testbed.pontoon.dev/process"
+)
 
 var execGVR = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: "execs"}
 
 type syncer struct {
 	root    string
+	images  *images.File
 	pods    kubernetes.Interface
 	dynamic dynamic.Interface
 	lister  cache.Indexer
@@ -51,18 +60,27 @@ type syncer struct {
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", "admin kubeconfig of the test bed")
 	root := flag.String("root", "", "directory holding one working directory per pod")
+	imagesFile := flag.String("images", "", "the mapping file of process images (optional)")
 	flag.Parse()
 	if *kubeconfig == "" || *root == "" {
-		fmt.Fprintln(os.Stderr, "usage: pod-exec-sync --kubeconfig FILE --root DIR")
+		fmt.Fprintln(os.Stderr, "usage: pod-exec-sync --kubeconfig FILE --root DIR [--images FILE]")
 		os.Exit(2)
 	}
-	if err := run(*kubeconfig, *root); err != nil {
+	mapping := &images.File{}
+	if *imagesFile != "" {
+		var err error
+		if mapping, err = images.Load(*imagesFile); err != nil {
+			klog.ErrorS(err, "pod-exec-sync cannot start")
+			os.Exit(1)
+		}
+	}
+	if err := run(*kubeconfig, *root, mapping); err != nil {
 		klog.ErrorS(err, "pod-exec-sync stopped")
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, root string) error {
+func run(kubeconfig, root string, mapping *images.File) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
@@ -82,6 +100,7 @@ func run(kubeconfig, root string) error {
 	informer := factory.Core().V1().Pods().Informer()
 	s := &syncer{
 		root:    root,
+		images:  mapping,
 		pods:    pods,
 		dynamic: dyn,
 		lister:  informer.GetIndexer(),
@@ -152,6 +171,9 @@ func (s *syncer) sync(ctx context.Context, key string) error {
 		return err
 	}
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, readyAnnotation, pod.UID)
+	if s.images.Mapped(pod) {
+		patch = fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:"true"}}}`, readyAnnotation, pod.UID, processAnnotation)
+	}
 	_, err = s.pods.CoreV1().Pods(namespace).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil

@@ -1,0 +1,242 @@
+// Command pod-runner makes the test bed's pods of mapped images really run.
+//
+// kwok only writes pods' statuses. For a pod whose containers' images are in
+// the mapping file (process-images.yaml), pod-exec-sync marks the pod as a
+// process pod, kwok makes it Running with its IP but not ready, and this
+// agent then runs one local process per mapped container:
+//
+//   - in a network namespace of the pod's own, holding the pod's IP on its
+//     eth0, wired by a veth pair to the test bed's network namespace (where
+//     kube-proxy programs Services, and where traffic tests run);
+//   - in a mount namespace of its own: the host's files as a copy-on-write
+//     overlay, the pod's volumes (ConfigMap, Secret, emptyDir, projected,
+//     downward API) at their mountPaths, a /tmp of its own;
+//   - with the container's command, args and env (downward API included).
+//
+// It reports a container ready once its readiness probe passes (or its port
+// answers), restarts a process that exits, and stops the processes and
+// removes the namespace when the pod goes away. Each process logs to
+// <logs>/<namespace>_<pod>_<container>.log.
+//
+// It also relays the API server into the test bed's network namespace (on
+// the same loopback address and port), so kube-proxy and the clients that
+// run there use the test bed's own kubeconfig.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"pontoon.dev/testbed/internal/images"
+)
+
+// ProcessAnnotation marks a pod whose containers the test bed runs (set by
+// pod-exec-sync from the same mapping file; kwok's stages read it).
+const ProcessAnnotation = "testbed.pontoon.dev/process"
+
+type agent struct {
+	images  *images.File
+	binDirs []string
+	state   string
+	logs    string
+	netns   string // the test bed's network namespace (a name under /run/netns)
+	client  kubernetes.Interface
+	lister  cache.Indexer
+	queue   workqueue.TypedRateLimitingInterface[string]
+
+	mu   sync.Mutex
+	pods map[string]*podRun // by namespace/name
+}
+
+func main() {
+	if len(os.Args) == 3 && os.Args[1] == "launch" {
+		if err := launch(os.Args[2]); err != nil {
+			fmt.Fprintf(os.Stderr, "pod-runner launch: %v\n", err)
+			os.Exit(127)
+		}
+		return
+	}
+	kubeconfig := flag.String("kubeconfig", "", "admin kubeconfig of the test bed")
+	imagesFile := flag.String("images", "", "the mapping file: image pattern -> local program")
+	binDirs := flag.String("bin-dirs", "", "colon-separated directories holding the mapped programs")
+	state := flag.String("state", "", "directory for the pods' volumes and overlays")
+	logs := flag.String("logs", "", "directory for the processes' logs")
+	netns := flag.String("netns", "", "the test bed's network namespace (ip netns name)")
+	relay := flag.String("api-relay", "", "HOST:PORT of the API server to relay into the network namespace")
+	flag.Parse()
+	if *kubeconfig == "" || *imagesFile == "" || *state == "" || *logs == "" || *netns == "" {
+		fmt.Fprintln(os.Stderr, "usage: pod-runner --kubeconfig FILE --images FILE --bin-dirs DIRS --state DIR --logs DIR --netns NAME [--api-relay HOST:PORT]")
+		os.Exit(2)
+	}
+	if err := run(*kubeconfig, *imagesFile, *binDirs, *state, *logs, *netns, *relay); err != nil {
+		klog.ErrorS(err, "pod-runner stopped")
+		os.Exit(1)
+	}
+}
+
+func run(kubeconfig, imagesFile, binDirs, state, logs, netns, relay string) error {
+	mapping, err := images.Load(imagesFile)
+	if err != nil {
+		return err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	for _, dir := range []string{state, logs} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	// What a previous agent left (it was killed): its pods start afresh.
+	removeStale(netns, state)
+	if relay != "" {
+		if err := relayInto(ctx, netnsPath(netns), relay); err != nil {
+			return fmt.Errorf("relaying the API server: %w", err)
+		}
+	}
+
+	factory := informers.NewSharedInformerFactory(client, 10*time.Minute)
+	informer := factory.Core().V1().Pods().Informer()
+	a := &agent{
+		images:  mapping,
+		binDirs: filepath.SplitList(binDirs),
+		state:   state,
+		logs:    logs,
+		netns:   netns,
+		client:  client,
+		lister:  informer.GetIndexer(),
+		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		pods:    map[string]*podRun{},
+	}
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			a.queue.Add(key)
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		return fmt.Errorf("pod cache never synced")
+	}
+	klog.InfoS("pod-runner ready", "images", len(mapping.Images), "netns", netns)
+	go func() {
+		<-ctx.Done()
+		a.queue.ShutDown()
+	}()
+	for a.next(ctx) {
+	}
+	a.stopAll()
+	return nil
+}
+
+func (a *agent) next(ctx context.Context) bool {
+	key, quit := a.queue.Get()
+	if quit {
+		return false
+	}
+	defer a.queue.Done(key)
+	if err := a.sync(ctx, key); err != nil {
+		klog.ErrorS(err, "sync failed, retrying", "pod", key)
+		a.queue.AddRateLimited(key)
+		return true
+	}
+	a.queue.Forget(key)
+	return true
+}
+
+func (a *agent) sync(ctx context.Context, key string) error {
+	obj, exists, err := a.lister.GetByKey(key)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	current := a.pods[key]
+	a.mu.Unlock()
+	var pod *corev1.Pod
+	if exists {
+		pod = obj.(*corev1.Pod)
+	}
+	gone := pod == nil || pod.DeletionTimestamp != nil ||
+		(current != nil && current.uid != pod.UID)
+	if current != nil && gone {
+		a.mu.Lock()
+		delete(a.pods, key)
+		a.mu.Unlock()
+		current.stop()
+		klog.InfoS("pod stopped", "pod", key)
+		current = nil
+	}
+	if pod == nil || pod.DeletionTimestamp != nil || current != nil {
+		return nil
+	}
+	if pod.Annotations[ProcessAnnotation] != "true" || pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" {
+		return nil
+	}
+	run, err := a.start(ctx, pod)
+	if err != nil {
+		return fmt.Errorf("starting %s: %w", key, err)
+	}
+	a.mu.Lock()
+	a.pods[key] = run
+	a.mu.Unlock()
+	klog.InfoS("pod started", "pod", key, "ip", pod.Status.PodIP)
+	return nil
+}
+
+func (a *agent) stopAll() {
+	a.mu.Lock()
+	runs := a.pods
+	a.pods = map[string]*podRun{}
+	a.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.stop() }()
+	}
+	wg.Wait()
+}
+
+// removeStale deletes the pods' network namespaces (and their processes)
+// and state that a previous agent left behind.
+func removeStale(netns, state string) {
+	entries, _ := os.ReadDir("/run/netns")
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), netns+"-") {
+			deleteNetns(e.Name())
+		}
+	}
+	old, _ := os.ReadDir(state)
+	for _, e := range old {
+		_ = os.RemoveAll(filepath.Join(state, e.Name()))
+	}
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/vishvananda/netns"
+	"k8s.io/klog/v2"
+)
+
+// nodeAddress is the test bed network namespace's own address, on its
+// dummy device and on the host side of every pod's veth: the pods' gateway.
+const nodeAddress = "169.254.1.1"
+
+func netnsPath(name string) string { return "/run/netns/" + name }
+
+// ip runs `ip [-n NAMESPACE] -batch -` with the given lines.
+func ip(namespace string, lines ...string) error {
+	args := []string{"-batch", "-"}
+	if namespace != "" {
+		args = append([]string{"-n", namespace}, args...)
+	}
+	cmd := exec.Command("ip", args...)
+	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// wirePod gives the pod a network namespace with its IP on eth0, routed
+// through a veth pair to the test bed's namespace.
+func wirePod(node, pod, veth, podIP string) error {
+	if err := ip("", "netns add "+pod); err != nil {
+		return err
+	}
+	if err := ip(node,
+		fmt.Sprintf("link add %s type veth peer name eth0 netns %s", veth, pod),
+		fmt.Sprintf("addr add %s/32 dev %s", nodeAddress, veth),
+		fmt.Sprintf("link set %s up", veth),
+		fmt.Sprintf("route add %s/32 dev %s src %s", podIP, veth, nodeAddress),
+	); err != nil {
+		return err
+	}
+	return ip(pod,
+		"link set lo up",
+		fmt.Sprintf("addr add %s/32 dev eth0", podIP),
+		"link set eth0 up",
+		fmt.Sprintf("route add %s dev eth0 scope link", nodeAddress),
+		fmt.Sprintf("route add default via %s dev eth0 src %s", nodeAddress, podIP),
+	)
+}
+
+// deleteNetns kills what still runs in a pod's namespace and deletes it
+// (its veth pair goes with it).
+func deleteNetns(name string) {
+	if out, err := exec.Command("ip", "netns", "pids", name).Output(); err == nil {
+		for _, field := range strings.Fields(string(out)) {
+			if pid, err := strconv.Atoi(field); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
+	// The kernel frees the namespace once its last process is reaped.
+	for i := 0; i < 50; i++ {
+		if err := ip("", "netns del "+name); err == nil || !exists(netnsPath(name)) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// inNetns runs fn on a thread inside the network namespace at path; sockets
+// fn creates stay in it. The thread is thrown away afterwards.
+func inNetns(path string, fn func() error) error {
+	errs := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		// Never unlocked: the thread, left in the other namespace, ends with
+		// this goroutine.
+		handle, err := netns.GetFromPath(path)
+		if err != nil {
+			errs <- err
+			return
+		}
+		defer handle.Close()
+		if err := netns.Set(handle); err != nil {
+			errs <- err
+			return
+		}
+		errs <- fn()
+	}()
+	return <-errs
+}
+
+// dialIn opens a TCP connection from inside the network namespace at path.
+func dialIn(ctx context.Context, path, address string, timeout time.Duration) (net.Conn, error) {
+	var conn net.Conn
+	err := inNetns(path, func() error {
+		var err error
+		dialer := net.Dialer{Timeout: timeout}
+		conn, err = dialer.DialContext(ctx, "tcp", address)
+		return err
+	})
+	return conn, err
+}
+
+// relayInto listens on address inside the namespace at path and forwards
+// every connection to the same address outside it.
+func relayInto(ctx context.Context, path, address string) error {
+	var listener net.Listener
+	if err := inNetns(path, func() error {
+		var err error
+		listener, err = net.Listen("tcp", address)
+		return err
+	}); err != nil {
+		return err
+	}
+	go func() {
+		<-ctx.Done()
+		_ = listener.Close()
+	}()
+	go func() {
+		for {
+			in, err := listener.Accept()
+			if err != nil {
+				if ctx.Err() == nil {
+					klog.ErrorS(err, "relay stopped accepting")
+				}
+				return
+			}
+			go func() {
+				defer in.Close()
+				out, err := net.DialTimeout("tcp", address, 5*time.Second)
+				if err != nil {
+					klog.ErrorS(err, "relay cannot reach the API server")
+					return
+				}
+				defer out.Close()
+				done := make(chan struct{}, 2)
+				go func() { _, _ = io.Copy(out, in); closeWrite(out); done <- struct{}{} }()
+				go func() { _, _ = io.Copy(in, out); closeWrite(in); done <- struct{}{} }()
+				<-done
+				<-done
+			}()
+		}
+	}()
+	return nil
+}
+
+func closeWrite(c net.Conn) {
+	if tcp, ok := c.(*net.TCPConn); ok {
+		_ = tcp.CloseWrite()
+	}
+}
