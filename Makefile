@@ -4,7 +4,7 @@ SHELL := bash
 TESTBED := tests/testbed
 KUBECONFIG_TESTBED := $(CURDIR)/.testbed/kubeconfig
 
-.PHONY: deps testbed testbed-up testbed-down testbed-clean test lint fmt run new-provider providers image-context crds bench-runtime bench-mounts bench-gateway
+.PHONY: deps testbed testbed-up testbed-down testbed-clean test lint fmt run new-provider providers image-context crds bench-runtime bench-mounts bench-gateway conformance
 
 deps: ## install missing tools (Debian packages, rustup target)
 	@scripts/deps.sh
@@ -59,3 +59,6 @@ bench-gateway: testbed-up ## figures for Gateway API: 1000 routes' config via WA
 	cargo build --release --locked -p pontoon
 	cargo run --release --locked -p pontoon --example bench_config
 	cargo run --release --locked -p pontoon --example bench_gateway
+
+conformance: deps ## the official Gateway API conformance suite (GATEWAY-HTTP) against Pontoon on the test bed; report in .testbed/conformance-report.yaml
+	@scripts/conformance.sh

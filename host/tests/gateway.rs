@@ -371,7 +371,7 @@ async fn a_gateway_with_http_and_https_listeners_is_programmed_with_an_address()
     let parsed: serde_json::Value = yaml_serde::from_str(&config)?;
     assert!(parsed.is_object(), "config.yaml is YAML: {config}");
     assert!(
-        config.contains("/etc/praxis/tls/"),
+        config.contains("/etc/praxis-tls/"),
         "the HTTPS listener uses the mounted certificate:\n{config}"
     );
     let d = bed.ns.api::<Deployment>().get("praxis-web").await?;

@@ -173,13 +173,18 @@ done
 case "$pod_bin/" in
   /tmp/*) echo "testbed: warning: $pod_bin is under /tmp, which exec'd commands cannot see; set PONTOON_CACHE_DIR elsewhere" >&2 ;;
 esac
+# kwok hands out pod IPs from the start of its range each time it starts,
+# blind to the IPs that pods from before still hold; so each start takes the
+# next /20 of the pod range, and a process pod never shares its IP.
+generation=$(( ($(cat "$run/pod-range" 2>/dev/null || echo 15) + 1) % 16 ))
+echo "$generation" > "$run/pod-range"
 start kwok env "PATH=$tb/exec-shim:$PATH" "TESTBED_REAL_PATH=$PATH:$pod_bin" "$bin/kwok" \
   --kubeconfig "$kubeconfig" --config "$here/stages.yaml" \
   --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
   --enable-crds Exec \
   --node-ip 127.0.0.1 --node-port "$kwok_port" --server-address "127.0.0.1:$kwok_port" \
   --tls-cert-file "$pki/kwok.crt" --tls-private-key-file "$pki/kwok.key" \
-  --cidr "$pod_cidr" --node-lease-duration-seconds 40
+  --cidr "10.244.$((generation * 16)).0/20" --node-lease-duration-seconds 40
 
 # --- the network the process pods share -------------------------------------
 # One namespace, its own address (the pods' gateway) on its loopback device:

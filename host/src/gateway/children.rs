@@ -322,7 +322,7 @@ mod tests {
             .iter()
             .map(|m| m.mount_path.as_str())
             .collect();
-        assert_eq!(mounts, ["/etc/praxis", "/etc/praxis/tls/infra-site"]);
+        assert_eq!(mounts, ["/etc/praxis", "/etc/praxis-tls/infra-site"]);
         // Port 80 once (two listeners share it), the unsupported listener not at all, the admin port.
         let ports: Vec<i32> = c
             .ports

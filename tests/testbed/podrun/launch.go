@@ -22,6 +22,9 @@ type Launch struct {
 	// WorkingDir inside the container; "/" when empty.
 	WorkingDir string  `json:"workingDir"`
 	Mounts     []Mount `json:"mounts"`
+	// UID and GID from the pod's securityContext; root when absent.
+	UID *int64 `json:"uid,omitempty"`
+	GID *int64 `json:"gid,omitempty"`
 }
 
 // Mount binds Source (a file or directory of the agent's) at Target.
@@ -99,6 +102,22 @@ func launch(specFile string) error {
 	}
 	if err := os.Chdir(dir); err != nil {
 		return err
+	}
+	// The program itself runs as the securityContext says (the binary is
+	// exec'd through its open descriptor, so its directories need not be
+	// searchable by that user).
+	if spec.GID != nil {
+		if err := syscall.Setgroups(nil); err != nil {
+			return err
+		}
+		if err := syscall.Setgid(int(*spec.GID)); err != nil {
+			return fmt.Errorf("runAsGroup %d: %w", *spec.GID, err)
+		}
+	}
+	if spec.UID != nil {
+		if err := syscall.Setuid(int(*spec.UID)); err != nil {
+			return fmt.Errorf("runAsUser %d: %w", *spec.UID, err)
+		}
 	}
 	return syscall.Exec(fmt.Sprintf("/proc/self/fd/%d", binary.Fd()), spec.Argv, spec.Env)
 }

@@ -129,8 +129,9 @@ func run(kubeconfig, imagesFile, binDirs, state, logs, netns, relay string) erro
 		netns:   netns,
 		client:  client,
 		lister:  informer.GetIndexer(),
-		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
-		pods:    map[string]*podRun{},
+		// Retries soon: what fails here (a pod's ConfigMap not there yet) is fixed soon.
+		queue: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 5*time.Second)),
+		pods:  map[string]*podRun{},
 	}
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {

@@ -41,6 +41,7 @@ func ip(namespace string, lines ...string) error {
 // wirePod gives the pod a network namespace with its IP on eth0, routed
 // through a veth pair to the test bed's namespace.
 func wirePod(node, pod, veth, podIP string) error {
+	unwirePod(node, pod, veth)
 	if err := ip("", "netns add "+pod); err != nil {
 		return err
 	}
@@ -52,6 +53,13 @@ func wirePod(node, pod, veth, podIP string) error {
 	); err != nil {
 		return err
 	}
+	// As container runtimes do: any user may bind low ports in a pod (praxis
+	// runs as UID 100 and listens on 80).
+	if err := inNetns(netnsPath(pod), func() error {
+		return os.WriteFile("/proc/sys/net/ipv4/ip_unprivileged_port_start", []byte("0"), 0o644)
+	}); err != nil {
+		return err
+	}
 	return ip(pod,
 		"link set lo up",
 		fmt.Sprintf("addr add %s/32 dev eth0", podIP),
@@ -59,6 +67,13 @@ func wirePod(node, pod, veth, podIP string) error {
 		fmt.Sprintf("route add %s dev eth0 scope link", nodeAddress),
 		fmt.Sprintf("route add default via %s dev eth0 src %s", nodeAddress, podIP),
 	)
+}
+
+// unwirePod removes the pod's veth pair (at once: a namespace's devices go
+// only some time after the namespace) and its namespace.
+func unwirePod(node, pod, veth string) {
+	_ = ip(node, "link del "+veth)
+	deleteNetns(pod)
 }
 
 // deleteNetns kills what still runs in a pod's namespace and deletes it

@@ -34,6 +34,7 @@ type podRun struct {
 	name       string
 	ip         string
 	netns      string
+	veth       string
 	dir        string
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
@@ -97,9 +98,9 @@ func (a *agent) start(ctx context.Context, pod *corev1.Pod) (*podRun, error) {
 		}
 		ready[c.Name] = prepared{binary, argv, env}
 	}
-	deleteNetns(r.netns)
-	if err := wirePod(a.netns, r.netns, "pt"+short[:11], r.ip); err != nil {
-		deleteNetns(r.netns)
+	r.veth = "pt" + short[:11]
+	if err := wirePod(a.netns, r.netns, r.veth, r.ip); err != nil {
+		unwirePod(a.netns, r.netns, r.veth)
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -117,6 +118,7 @@ func (a *agent) start(ctx context.Context, pod *corev1.Pod) (*podRun, error) {
 			Env:        p.env,
 			WorkingDir: c.spec.WorkingDir,
 		}
+		spec.UID, spec.GID = identity(pod, &c.spec)
 		for _, m := range c.spec.VolumeMounts {
 			source := filepath.Join(volumes, m.Name)
 			if m.SubPath != "" {
@@ -128,7 +130,7 @@ func (a *agent) start(ctx context.Context, pod *corev1.Pod) (*podRun, error) {
 		data, _ := json.Marshal(spec)
 		if err := os.WriteFile(specFile, data, 0o600); err != nil {
 			cancel()
-			deleteNetns(r.netns)
+			unwirePod(a.netns, r.netns, r.veth)
 			return nil, err
 		}
 		log := filepath.Join(a.logs, fmt.Sprintf("%s_%s_%s.log", pod.Namespace, pod.Name, c.spec.Name))
@@ -434,6 +436,27 @@ func (r *podRun) stop() {
 		}
 		<-done
 	}
-	deleteNetns(r.netns)
+	unwirePod(r.agent.netns, r.netns, r.veth)
 	_ = os.RemoveAll(r.dir)
+}
+
+// identity is the user and group a container runs as: its securityContext,
+// else the pod's; a user without a group gets group 0, as runtimes give.
+func identity(pod *corev1.Pod, c *corev1.Container) (uid, gid *int64) {
+	if p := pod.Spec.SecurityContext; p != nil {
+		uid, gid = p.RunAsUser, p.RunAsGroup
+	}
+	if s := c.SecurityContext; s != nil {
+		if s.RunAsUser != nil {
+			uid = s.RunAsUser
+		}
+		if s.RunAsGroup != nil {
+			gid = s.RunAsGroup
+		}
+	}
+	if uid != nil && gid == nil {
+		root := int64(0)
+		gid = &root
+	}
+	return uid, gid
 }

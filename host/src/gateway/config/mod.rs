@@ -105,6 +105,9 @@ pub enum ConfigError {
     },
     #[error("HTTPS listener {listener} has no certificate")]
     MissingCertificate { listener: String },
+    /// Praxis refuses to start without a listener.
+    #[error("no listener can be served")]
+    NoListeners,
     /// Each header RegularExpression and each hostname-precedence classifier
     /// is a Praxis branch; Praxis allows [`MAX_BRANCHES`] per config.
     #[error(
@@ -183,6 +186,9 @@ pub fn check_rule(rule: &Rule) -> Result<Vec<CheckedMatch>, String> {
 /// express; [`check_rule`] first to leave them out.
 pub fn generate(model: &GatewayModel, options: &GenerateOptions) -> Result<String, ConfigError> {
     let groups = listeners::group(model)?;
+    if groups.is_empty() {
+        return Err(ConfigError::NoListeners);
+    }
     let mut config = Config {
         listeners: Vec::with_capacity(groups.len()),
         admin: options.health_address.map(|a| Admin {

@@ -43,8 +43,8 @@ fn https(
     Listener {
         protocol: Protocol::Https,
         certificates: vec![CertificateFiles {
-            cert_path: format!("/etc/praxis/tls/{secret}/tls.crt"),
-            key_path: format!("/etc/praxis/tls/{secret}/tls.key"),
+            cert_path: format!("/etc/praxis-tls/{secret}/tls.crt"),
+            key_path: format!("/etc/praxis-tls/{secret}/tls.key"),
         }],
         ..http(name, port, hostname, routes)
     }

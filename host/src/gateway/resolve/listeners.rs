@@ -19,8 +19,10 @@ use crate::gateway::model::{CertificateFiles, Protocol};
 /// The route kind every supported listener takes.
 pub const HTTP_ROUTE_KIND: &str = "HTTPRoute";
 pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
-/// Where the Praxis Deployment mounts the listeners' certificates.
-pub const TLS_MOUNT_ROOT: &str = "/etc/praxis/tls";
+/// Where the Praxis Deployment mounts the listeners' certificates: beside the
+/// read-only config volume, not inside it (a container runtime cannot make a
+/// mount point inside a read-only volume).
+pub const TLS_MOUNT_ROOT: &str = "/etc/praxis-tls";
 
 /// Why a condition is not what a user hopes: its reason and a message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -534,7 +536,7 @@ mod tests {
         assert_eq!(short.volume_name(), "tls-infra-cert");
         assert_eq!(
             short.files().cert_path,
-            "/etc/praxis/tls/infra-cert/tls.crt"
+            "/etc/praxis-tls/infra-cert/tls.crt"
         );
     }
 }

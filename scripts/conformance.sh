@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# `make conformance`: the official Gateway API conformance suite (profile
+# GATEWAY-HTTP, from the Go module tests/conformance pins) against Pontoon on
+# the test bed, whose process pods really run the suite's echo servers and
+# Pontoon's praxis data planes. Starts the test bed and the operator (its
+# Gateway controllers only), creates the GatewayClass `pontoon`, passes the
+# features its status reports, prints the suite's summary and leaves the
+# report in .testbed/conformance-report.yaml.
+#
+#   CONFORMANCE_ARGS   more flags for the suite, e.g. --run-test HTTPRouteSimpleSameNamespace
+#                      or --skip-tests A,B
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source tests/testbed/lib.sh
+export KUBECONFIG=$kubeconfig
+k() { "$bin/kubectl" "$@"; }
+target=${CARGO_TARGET_DIR:-target}
+
+can_run_processes ||
+  { echo "conformance: needs root: the suite's traffic goes through the test bed's network namespace" >&2; exit 1; }
+tests/testbed/up.sh
+echo "conformance: building pontoon and the bundled modules" >&2
+cargo build --quiet --locked -p pontoon
+scripts/providers.sh dist/providers >/dev/null
+pontoon=$target/debug/pontoon
+"$pontoon" crds | k apply --server-side --force-conflicts -f - >/dev/null
+
+log=$logs/conformance-operator.log
+"$pontoon" run --controllers gateway-api --providers dist/providers --cache-dir "$tb/module-cache" \
+  --metrics-addr 127.0.0.1:0 >"$log" 2>&1 &
+operator=$!
+trap 'kill "$operator" 2>/dev/null || true; wait "$operator" 2>/dev/null || true' EXIT
+
+k apply -f - >/dev/null <<'YAML'
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: pontoon}
+spec:
+  controllerName: pontoon.dev/gateway-controller
+YAML
+k wait --for=condition=Accepted gatewayclass/pontoon --timeout=60s >/dev/null
+features=$(k get gatewayclass pontoon -o jsonpath='{range .status.supportedFeatures[*]}{.name}{","}{end}')
+features=${features%,}
+echo "conformance: GatewayClass pontoon accepted; supported features: $features" >&2
+
+report=$tb/conformance-report.yaml
+rm -f "$report"
+start=$(date +%s)
+status=0
+# In the test bed's network namespace: the Gateways' addresses are reachable
+# there, and the API server is relayed there at its usual address.
+in_netns "$bin/gateway-conformance.test" -test.run '^TestConformance$' -test.v -test.timeout 60m \
+  --gateway-class pontoon --conformance-profiles GATEWAY-HTTP --supported-features "$features" \
+  --organization pontoon --project pontoon --url https://github.com/pontoon-dev/pontoon \
+  --version "$(git describe --always --dirty 2>/dev/null || echo dev)" --contact pontoon-maintainers \
+  --report-output "$report" ${CONFORMANCE_ARGS:-} >"$logs/conformance.log" 2>&1 || status=$?
+elapsed=$(( $(date +%s) - start ))
+
+# The summary: the suite's verdict per test, then the report's profile.
+grep -E '^\s*--- (PASS|FAIL|SKIP): TestConformance/[^/ ]+ ' "$logs/conformance.log" |
+  sed -E 's/^\s*--- //' || true
+awk '/^\s*--- PASS: TestConformance\/[^\/ ]+ / {p++} /^\s*--- FAIL: TestConformance\/[^\/ ]+ / {f++}
+     /^\s*--- SKIP: TestConformance\/[^\/ ]+ / {s++}
+     END { printf "conformance: %d passed, %d failed, %d skipped\n", p, f, s }' "$logs/conformance.log"
+[[ ! -f "$report" ]] || sed -n '/^profiles:/,$p' "$report"
+echo "conformance: ${elapsed}s; log $logs/conformance.log, report $report" >&2
+exit "$status"
