@@ -18,6 +18,17 @@ all_running || started=1
 log=$(mktemp)
 status=0
 KUBECONFIG="$kubeconfig" cargo test --workspace --locked 2>&1 | tee "$log" || status=$?
+# Then the official Gateway API conformance suite against the same operator
+# (it needs the test bed's process pods, hence root).
+conformance=""
+if can_run_processes; then
+  conformance_log=$(mktemp)
+  scripts/conformance.sh 2>&1 | tee "$conformance_log" || status=1
+  conformance=$(grep '^conformance: GATEWAY-HTTP' "$conformance_log" || echo "conformance: did not run to the end")
+  rm -f "$conformance_log"
+else
+  conformance="conformance: skipped: not root (the suite's traffic needs the test bed's network namespace)"
+fi
 if [[ -n "$started" ]]; then
   trap - EXIT
   "$testbed/down.sh"
@@ -25,5 +36,6 @@ fi
 # One closing line over every test binary (cargo prints one per binary).
 awk '/^test result:/ { passed += $4; failed += $6; ignored += $8 }
      END { printf "tests: %d passed, %d failed, %d skipped\n", passed, failed, ignored }' "$log"
+echo "$conformance"
 rm -f "$log"
 exit "$status"

@@ -388,13 +388,27 @@ async fn a_gateway_with_http_and_https_listeners_is_programmed_with_an_address()
         .context("no securityContext")?;
     assert_eq!(sc.run_as_user, Some(100));
     assert_eq!(sc.read_only_root_filesystem, Some(true));
-    let volumes: Vec<String> = pod
+    // The certificate, copied into the Gateway's own Secret (pods mount
+    // Secrets of their namespace only), is what the pods mount.
+    let mounted: Vec<String> = pod
         .volumes
         .unwrap_or_default()
         .iter()
-        .map(|v| v.name.clone())
+        .filter_map(|v| v.secret.as_ref()?.secret_name.clone())
         .collect();
-    assert!(volumes.iter().any(|v| v.contains("site")), "{volumes:?}");
+    assert_eq!(mounted, ["praxis-web-certificates"]);
+    let copy = bed
+        .ns
+        .api::<Secret>()
+        .get("praxis-web-certificates")
+        .await?;
+    let keys: Vec<String> = copy.data.unwrap_or_default().into_keys().collect();
+    let site = format!("{}-site", bed.ns.name());
+    assert_eq!(keys, [format!("{site}.crt"), format!("{site}.key")]);
+    assert!(
+        config.contains(&format!("/etc/praxis-tls/{site}.crt")),
+        "{config}"
+    );
     let svc = bed.ns.api::<Service>().get("praxis-web").await?;
     let spec = svc.spec.context("no spec")?;
     assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
@@ -704,6 +718,20 @@ async fn routes_attach_or_are_refused_with_the_specs_reasons() -> anyhow::Result
         accepted_time(&before),
         "an unchanged condition keeps its time"
     );
+
+    // Deleting the grant takes the permission away again, at once (a
+    // deletion is a change as much as a creation).
+    other
+        .api::<ReferenceGrant>()
+        .delete("from-gw-routes", &Default::default())
+        .await?;
+    bed.wait_route(
+        &own,
+        "cross",
+        "RefNotPermitted once the grant is gone",
+        |cs| is(cs, "ResolvedRefs", "False", "RefNotPermitted"),
+    )
+    .await?;
 
     // attachedRoutes counts what attached.
     let attached = |g: Option<&Gateway>| {

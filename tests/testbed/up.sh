@@ -202,8 +202,11 @@ EOF
   in_netns sh -c 'echo 1 > /proc/sys/net/ipv4/ip_forward'
 }
 process_images=()
+rm -f "$run/netns"
 if can_run_processes; then
   make_network
+  # For tests: where to send traffic to pods and Services.
+  echo "$netns" > "$run/netns"
   process_images=(--images "$here/process-images.yaml")
   praxis=$("$root/scripts/praxis.sh")
   mkdir -p "$logs/pods"

@@ -3,7 +3,7 @@
 //! ConfigMap with the Praxis config, a hardened single-replica Deployment
 //! running Praxis, and a LoadBalancer Service for the listener ports.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, sync::Arc};
 
 use gateway_api::gateways::Gateway;
 use k8s_openapi::{
@@ -12,7 +12,7 @@ use k8s_openapi::{
         core::v1::{
             Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort,
             HTTPGetAction, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile,
-            SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec, Volume,
+            Secret, SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec, Volume,
             VolumeMount,
         },
     },
@@ -60,15 +60,6 @@ pub fn labels(gateway: &Gateway) -> BTreeMap<String, String> {
     .collect()
 }
 
-/// The hash of a config, as the pods' annotation carries it.
-pub fn config_hash(config: &str) -> String {
-    Sha256::digest(config.as_bytes())
-        .iter()
-        .take(16)
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 fn meta(gateway: &Gateway) -> ObjectMeta {
     ObjectMeta {
         name: Some(name(gateway)),
@@ -93,7 +84,67 @@ pub fn config_map(gateway: &Gateway, config: &str) -> ConfigMap {
     }
 }
 
-/// The Praxis Deployment: the config and every certificate Secret mounted
+/// The name of the Gateway's certificate Secret.
+pub fn certificates_name(gateway: &Gateway) -> String {
+    format!("{}-certificates", name(gateway))
+}
+
+/// The Gateway's own Secret holding every certificate and key its listeners
+/// use (`CertificateSecret::keys`), copied from the Secrets they name: a pod
+/// can mount Secrets of its own namespace only, and a listener may use one of
+/// another namespace that a ReferenceGrant allows. None without certificates.
+pub fn certificates(
+    gateway: &Gateway,
+    certificates: &[CertificateSecret],
+    secrets: &BTreeMap<(String, String), Arc<Secret>>,
+) -> Option<Secret> {
+    if certificates.is_empty() {
+        return None;
+    }
+    let mut data = BTreeMap::new();
+    for cert in certificates {
+        let source = secrets
+            .get(&(cert.namespace.clone(), cert.name.clone()))
+            .and_then(|s| s.data.as_ref());
+        let (cert_key, key_key) = cert.keys();
+        for (from, to) in [("tls.crt", cert_key), ("tls.key", key_key)] {
+            if let Some(value) = source.and_then(|d| d.get(from)) {
+                data.insert(to, value.clone());
+            }
+        }
+    }
+    let mut metadata = meta(gateway);
+    metadata.name = Some(certificates_name(gateway));
+    Some(Secret {
+        metadata,
+        type_: Some("Opaque".into()),
+        data: Some(data),
+        ..Default::default()
+    })
+}
+
+/// The hash the pods carry: of the config and of the certificates, so that
+/// either changing rolls the pods.
+pub fn data_plane_hash(config: &str, certificates: Option<&Secret>) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(config.as_bytes());
+    for (key, value) in certificates
+        .and_then(|s| s.data.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        hasher.update(key.as_bytes());
+        hasher.update(&value.0);
+    }
+    hasher
+        .finalize()
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The Praxis Deployment: the config and the certificates mounted
 /// read-only, probes on the admin port, a non-root, read-only, capability-
 /// less container, and the config's hash on the pods.
 pub fn deployment(
@@ -118,18 +169,18 @@ pub fn deployment(
         read_only: Some(true),
         ..Default::default()
     }];
-    for cert in certificates {
+    if !certificates.is_empty() {
         volumes.push(Volume {
-            name: cert.volume_name(),
+            name: "certificates".into(),
             secret: Some(SecretVolumeSource {
-                secret_name: Some(cert.name.clone()),
+                secret_name: Some(certificates_name(gateway)),
                 ..Default::default()
             }),
             ..Default::default()
         });
         mounts.push(VolumeMount {
-            name: cert.volume_name(),
-            mount_path: format!("{TLS_MOUNT_ROOT}/{}-{}", cert.namespace, cert.name),
+            name: "certificates".into(),
+            mount_path: TLS_MOUNT_ROOT.into(),
             read_only: Some(true),
             ..Default::default()
         });
@@ -248,6 +299,7 @@ pub fn service(gateway: &Gateway, listeners: &[ListenerState]) -> Service {
 mod tests {
     use super::*;
     use crate::gateway::resolve::{listeners, view::ListView};
+    use k8s_openapi::ByteString;
 
     fn gateway() -> Gateway {
         serde_json::from_value(serde_json::json!({
@@ -322,7 +374,7 @@ mod tests {
             .iter()
             .map(|m| m.mount_path.as_str())
             .collect();
-        assert_eq!(mounts, ["/etc/praxis", "/etc/praxis-tls/infra-site"]);
+        assert_eq!(mounts, ["/etc/praxis", "/etc/praxis-tls"]);
         // Port 80 once (two listeners share it), the unsupported listener not at all, the admin port.
         let ports: Vec<i32> = c
             .ports
@@ -347,8 +399,17 @@ mod tests {
 
     #[test]
     fn the_hash_follows_the_config() {
-        assert_eq!(config_hash("a"), config_hash("a"));
-        assert_ne!(config_hash("a"), config_hash("b"));
-        assert_eq!(config_hash("a").len(), 32);
+        assert_eq!(data_plane_hash("a", None), data_plane_hash("a", None));
+        assert_ne!(data_plane_hash("a", None), data_plane_hash("b", None));
+        assert_eq!(data_plane_hash("a", None).len(), 32);
+        // A renewed certificate rolls the pods too.
+        let certs = |pem: &str| Secret {
+            data: Some([("infra-site.crt".to_string(), ByteString(pem.into()))].into()),
+            ..Default::default()
+        };
+        assert_ne!(
+            data_plane_hash("a", Some(&certs("old"))),
+            data_plane_hash("a", Some(&certs("new")))
+        );
     }
 }

@@ -4,7 +4,7 @@
 
 use std::{future::Future, sync::Arc, time::Duration};
 
-use futures::{FutureExt, StreamExt};
+use futures::{FutureExt, StreamExt, channel::mpsc};
 use gateway_api::{
     gatewayclasses::GatewayClass, gateways::Gateway, httproutes::HttpRoute,
     referencegrants::ReferenceGrant,
@@ -48,6 +48,9 @@ where
 {
     store: Store<K>,
     writer: Option<reflector::store::Writer<K>>,
+    /// Subscribers to deletions, which a shared store's dispatcher does not
+    /// pass on (it sends applied objects only).
+    deleted: Vec<mpsc::UnboundedSender<Arc<K>>>,
 }
 
 impl<K> Shared<K>
@@ -60,7 +63,17 @@ where
         Self {
             store,
             writer: Some(writer),
+            deleted: Vec::new(),
         }
+    }
+
+    /// Every object applied or deleted: what a controller watching this kind
+    /// must hear of (a ReferenceGrant or route going away changes a config
+    /// as much as one arriving).
+    fn changes(&mut self) -> impl futures::Stream<Item = Arc<K>> + Send + 'static {
+        let (tx, rx) = mpsc::unbounded();
+        self.deleted.push(tx);
+        futures::stream::select(self.subscribe(), rx)
     }
 
     fn subscribe(&self) -> ReflectHandle<K> {
@@ -77,9 +90,18 @@ where
             // Nothing reads managedFields, and parsed they are most of a
             // small object's memory (1000 routes: several MiB).
             let objects = watcher(api, config).modify(|o| o.managed_fields_mut().clear());
+            let deleted = std::mem::take(&mut self.deleted);
             let stream = reflector::reflector(writer, objects)
                 .default_backoff()
-                .for_each(|_| std::future::ready(()));
+                .for_each(move |event| {
+                    if let Ok(watcher::Event::Delete(object)) = event {
+                        let object = Arc::new(object);
+                        for subscriber in &deleted {
+                            let _ = subscriber.unbounded_send(object.clone());
+                        }
+                    }
+                    std::future::ready(())
+                });
             tokio::spawn(stream);
         }
     }
@@ -168,16 +190,16 @@ pub async fn run(
         };
         Controller::for_shared_stream(gateways.subscribe(), stores.gateways.clone())
             .with_config(bounded())
-            .owns_shared_stream(config_maps.subscribe())
-            .owns_shared_stream(deployments.subscribe())
-            .owns_shared_stream(services.subscribe())
-            .watches_shared_stream(pods.subscribe(), by_pod)
-            .watches_shared_stream(classes.subscribe(), by_class)
-            .watches_shared_stream(routes.subscribe(), by_route)
-            .watches_shared_stream(grants.subscribe(), all)
-            .watches_shared_stream(services.subscribe(), by_service)
-            .watches_shared_stream(slices.subscribe(), by_slice)
-            .watches_shared_stream(namespaces.subscribe(), by_namespace)
+            .owns_shared_stream(config_maps.changes())
+            .owns_shared_stream(deployments.changes())
+            .owns_shared_stream(services.changes())
+            .watches_shared_stream(pods.changes(), by_pod)
+            .watches_shared_stream(classes.changes(), by_class)
+            .watches_shared_stream(routes.changes(), by_route)
+            .watches_shared_stream(grants.changes(), all)
+            .watches_shared_stream(services.changes(), by_service)
+            .watches_shared_stream(slices.changes(), by_slice)
+            .watches_shared_stream(namespaces.changes(), by_namespace)
             .watches_stream(
                 watcher(
                     Api::<PartialObjectMeta<Secret>>::all(client.clone()),
@@ -202,11 +224,11 @@ pub async fn run(
         let all_by_namespace = move |_: Arc<PartialObjectMeta<Namespace>>| all_routes(&c);
         Controller::for_shared_stream(routes.subscribe(), stores.routes.clone())
             .with_config(bounded())
-            .watches_shared_stream(gateways.subscribe(), by_gateway)
-            .watches_shared_stream(classes.subscribe(), all_by_class)
-            .watches_shared_stream(grants.subscribe(), all_by_grant)
-            .watches_shared_stream(services.subscribe(), by_service)
-            .watches_shared_stream(namespaces.subscribe(), all_by_namespace)
+            .watches_shared_stream(gateways.changes(), by_gateway)
+            .watches_shared_stream(classes.changes(), all_by_class)
+            .watches_shared_stream(grants.changes(), all_by_grant)
+            .watches_shared_stream(services.changes(), by_service)
+            .watches_shared_stream(namespaces.changes(), all_by_namespace)
     };
 
     let any = watcher::Config::default().any_semantic();

@@ -292,7 +292,7 @@ async fn apply(
     let generation = gateway.metadata.generation;
     let secrets = fetch_secrets(gateway, ctx).await?;
     let secret_keys: HashSet<(String, String)> = secrets.keys().cloned().collect();
-    let view = StoreView::new(&ctx.stores, secrets);
+    let view = StoreView::new(&ctx.stores, secrets.clone());
     let states = listeners::evaluate(gateway, &view);
     let accepted = acceptance(gateway, ctx, &states);
 
@@ -388,7 +388,7 @@ async fn apply(
         // Rules Praxis cannot express were left out by `routes::evaluate`
         // (and reported on their routes), with the same `check_rule`.
         (data_plane, address_list) = match config::generate(&model, &ctx.settings.config) {
-            Ok(yaml) => apply_children(gateway, ctx, &yaml, &states).await?,
+            Ok(yaml) => apply_children(gateway, ctx, &yaml, &states, &secrets).await?,
             Err(err) => {
                 publish(
                     ctx,
@@ -458,10 +458,10 @@ async fn apply_children(
     ctx: &GatewayContext,
     config: &str,
     states: &[ListenerState],
+    secrets: &BTreeMap<(String, String), Arc<Secret>>,
 ) -> Result<(DataPlane, Vec<GatewayStatusAddresses>), Error> {
     let namespace = gateway.namespace().unwrap_or_default();
     let name = children::name(gateway);
-    let hash = children::config_hash(config);
     let mut certificates: Vec<_> = states
         .iter()
         .filter(|s| s.programmable())
@@ -469,6 +469,8 @@ async fn apply_children(
         .collect();
     certificates.sort();
     certificates.dedup();
+    let certificate_secret = children::certificates(gateway, &certificates, secrets);
+    let hash = children::data_plane_hash(config, certificate_secret.as_ref());
     let deployment = children::deployment(
         gateway,
         &ctx.settings.praxis_image,
@@ -494,14 +496,29 @@ async fn apply_children(
             let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
             let config_map = Patch::Apply(children::config_map(gateway, config));
             let (deployment, service) = (Patch::Apply(deployment), Patch::Apply(service));
-            // The three at once: the Deployment's rollout, the longest wait,
+            let secret_api: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+            let certificates = async {
+                match &certificate_secret {
+                    Some(secret) => secret_api
+                        .patch(
+                            &children::certificates_name(gateway),
+                            &params,
+                            &Patch::Apply(secret),
+                        )
+                        .await
+                        .map(drop),
+                    None => Ok(()),
+                }
+            };
+            // All at once: the Deployment's rollout, the longest wait,
             // starts a round trip or two earlier. A kubelet retries mounting
-            // a ConfigMap that is not there yet, so the order does not
-            // matter to the pods.
-            let (config_map, deployment, service) = tokio::try_join!(
+            // a ConfigMap or Secret that is not there yet, so the order does
+            // not matter to the pods.
+            let (config_map, deployment, service, ()) = tokio::try_join!(
                 config_maps.patch(&name, &params, &config_map),
                 deployments.patch(&name, &params, &deployment),
                 services.patch(&name, &params, &service),
+                certificates,
             )?;
             ctx.record_applied(
                 key,
@@ -516,17 +533,17 @@ async fn apply_children(
         }
     };
 
-    let available = deployment.status.as_ref().is_some_and(|s| {
-        s.observed_generation >= deployment.metadata.generation
-            && s.updated_replicas.unwrap_or(0) >= 1
-            && s.available_replicas.unwrap_or(0) >= 1
-            && s.replicas.unwrap_or(0) == s.updated_replicas.unwrap_or(0)
-    }) || pods_serve(ctx, gateway, &hash);
+    // Serving: an available pod, with this config or (during a rolling
+    // update to it) the one before; the Gateway stays Programmed while its
+    // config rolls out, as its traffic is served throughout.
+    let available = deployment
+        .status
+        .as_ref()
+        .is_some_and(|s| s.available_replicas.unwrap_or(0) >= 1)
+        || pods_serve(ctx, gateway, &hash);
     if !available {
         return Ok((
-            DataPlane::Pending(format!(
-                "waiting for Deployment {name} to be available with the current config"
-            )),
+            DataPlane::Pending(format!("waiting for Deployment {name} to be available")),
             Vec::new(),
         ));
     }
@@ -545,9 +562,7 @@ async fn apply_children(
 /// Whether the Gateway's pods all serve the current config: at least one,
 /// every one not going away Ready, with this config and the Praxis image.
 /// True as soon as a first rollout's pod is Ready (the ReplicaSet and then
-/// the Deployment report it a controller round or two later); during a
-/// rolling update old pods are still there, and the Deployment's own status
-/// decides.
+/// the Deployment report it a controller round or two later).
 fn pods_serve(ctx: &GatewayContext, gateway: &Gateway, config_hash: &str) -> bool {
     let namespace = gateway.metadata.namespace.as_deref();
     let instance = gateway.metadata.name.as_deref();

@@ -56,26 +56,20 @@ pub struct CertificateSecret {
 }
 
 impl CertificateSecret {
-    /// Where the Deployment mounts it.
+    /// Where the Deployment mounts it: its files in the Gateway's own
+    /// certificate Secret (see `children::certificates`).
     pub fn files(&self) -> CertificateFiles {
-        let dir = format!("{TLS_MOUNT_ROOT}/{}-{}", self.namespace, self.name);
+        let (cert, key) = self.keys();
         CertificateFiles {
-            cert_path: format!("{dir}/tls.crt"),
-            key_path: format!("{dir}/tls.key"),
+            cert_path: format!("{TLS_MOUNT_ROOT}/{cert}"),
+            key_path: format!("{TLS_MOUNT_ROOT}/{key}"),
         }
     }
 
-    /// The Deployment volume's name for it (a DNS label).
-    pub fn volume_name(&self) -> String {
-        let name = format!("tls-{}-{}", self.namespace, self.name);
-        if name.len() <= 63 {
-            name
-        } else {
-            use sha2::Digest;
-            let digest = sha2::Sha256::digest(name.as_bytes());
-            let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
-            format!("tls-{hex}")
-        }
+    /// Its certificate's and key's keys in the Gateway's certificate Secret.
+    pub fn keys(&self) -> (String, String) {
+        let stem = format!("{}-{}", self.namespace, self.name);
+        (format!("{stem}.crt"), format!("{stem}.key"))
     }
 }
 
@@ -523,20 +517,12 @@ mod tests {
     }
 
     #[test]
-    fn long_secret_names_still_make_valid_volume_names() {
-        let long = CertificateSecret {
-            namespace: "n".repeat(60),
-            name: "s".repeat(60),
-        };
-        assert!(long.volume_name().len() <= 63);
-        let short = CertificateSecret {
+    fn certificates_have_files_of_their_own_in_the_mount() {
+        let cert = CertificateSecret {
             namespace: "infra".into(),
             name: "cert".into(),
         };
-        assert_eq!(short.volume_name(), "tls-infra-cert");
-        assert_eq!(
-            short.files().cert_path,
-            "/etc/praxis-tls/infra-cert/tls.crt"
-        );
+        assert_eq!(cert.files().cert_path, "/etc/praxis-tls/infra-cert.crt");
+        assert_eq!(cert.files().key_path, "/etc/praxis-tls/infra-cert.key");
     }
 }

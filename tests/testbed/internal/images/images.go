@@ -5,6 +5,7 @@ package images
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
@@ -22,7 +23,8 @@ type File struct {
 type Image struct {
 	// Match is a path.Match pattern against the container's image reference.
 	Match string `json:"match"`
-	// Program is the local binary (a name looked up in the bin dirs, or a path).
+	// Program is the local binary: a path, or a name looked up in the bin
+	// dirs, then on the PATH.
 	Program string `json:"program"`
 	// Entrypoint and Cmd are the image's ENTRYPOINT and CMD, as a container
 	// runtime reads them from the image: `command` replaces the entrypoint
@@ -111,5 +113,9 @@ func (image *Image) Resolve(dirs []string) (string, error) {
 			return candidate, nil
 		}
 	}
-	return "", fmt.Errorf("program %q of image %q is in none of %v", image.Program, image.Match, dirs)
+	// Then the host's own programs (busybox, say).
+	if found, err := exec.LookPath(image.Program); err == nil {
+		return found, nil
+	}
+	return "", fmt.Errorf("program %q of image %q is in none of %v, nor on the PATH", image.Program, image.Match, dirs)
 }

@@ -1,0 +1,292 @@
+//! Process pods: the test bed really runs the pods of the images mapped in
+//! `tests/testbed/process-images.yaml` (pod-runner), in its network
+//! namespace where kube-proxy serves Services. What a user of the cluster
+//! would notice: the pod answers on its IP, through its Service's ClusterIP
+//! and load-balancer address, with its volumes' files, only while it exists
+//! and is reported Ready only when its readiness probe passes.
+//!
+//! Skipped, saying why, where the test bed has no network namespace (not
+//! run as root).
+
+use std::{collections::BTreeSet, process::Command, time::Duration};
+
+use anyhow::Context;
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{ConfigMap, Pod, Service},
+};
+use kube::{
+    ResourceExt,
+    api::{DeleteParams, PostParams},
+};
+use pontoon_tests::{TestNamespace, testbed_dir, wait_for, wait_for_list};
+use serde_json::json;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+/// The test bed's own busybox image (process-images.yaml).
+const BUSYBOX: &str = "testbed.pontoon.dev/busybox:1";
+
+/// The test bed's network namespace, where pods and Services are reachable.
+struct Network {
+    netns: String,
+}
+
+impl Network {
+    fn of_testbed() -> Option<Self> {
+        match std::fs::read_to_string(testbed_dir().join("run/netns")) {
+            Ok(name) => Some(Self {
+                netns: name.trim().to_string(),
+            }),
+            Err(_) => {
+                println!(
+                    "note: skipping: the test bed runs no process pods here (up.sh makes its network namespace only as root)"
+                );
+                None
+            }
+        }
+    }
+
+    /// `GET url` from inside the namespace: the body, or why there is none.
+    fn get(&self, url: &str) -> anyhow::Result<String> {
+        let output = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{}", self.netns))
+            .args(["--", "curl", "--silent", "--show-error", "--fail"])
+            .args(["--noproxy", "*", "--max-time", "3", url])
+            .output()
+            .context("cannot run curl in the test bed's network namespace")?;
+        anyhow::ensure!(
+            output.status.success(),
+            "GET {url}: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+        Ok(String::from_utf8(output.stdout)?)
+    }
+}
+
+/// busybox's httpd on 8080 serving /www: `pod/name` (downward API: the
+/// pod's name) and `config/greeting` (the ConfigMap `site`).
+fn web_pod_spec(probe_path: &str) -> serde_json::Value {
+    json!({
+        "containers": [{
+            "name": "web",
+            "image": BUSYBOX,
+            "command": ["busybox", "httpd", "-f", "-p", "8080", "-h", "/www"],
+            "ports": [{ "name": "http", "containerPort": 8080 }],
+            "readinessProbe": {
+                "httpGet": { "path": probe_path, "port": "http" },
+                "periodSeconds": 1
+            },
+            "volumeMounts": [
+                { "name": "pod", "mountPath": "/www/pod", "readOnly": true },
+                { "name": "config", "mountPath": "/www/config", "readOnly": true }
+            ]
+        }],
+        "volumes": [
+            { "name": "pod", "downwardAPI": { "items": [
+                { "path": "name", "fieldRef": { "fieldPath": "metadata.name" } }
+            ] } },
+            { "name": "config", "configMap": { "name": "site" } }
+        ]
+    })
+}
+
+async fn site_config_map(ns: &TestNamespace, greeting: &str) -> anyhow::Result<()> {
+    let map: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": "site" },
+        "data": { "greeting": greeting }
+    }))?;
+    ns.api::<ConfigMap>()
+        .create(&PostParams::default(), &map)
+        .await?;
+    Ok(())
+}
+
+fn ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Sends `count` requests to `url` and returns the distinct bodies.
+fn answers(net: &Network, url: &str, count: usize) -> anyhow::Result<BTreeSet<String>> {
+    (0..count).map(|_| net.get(url)).collect()
+}
+
+#[tokio::test]
+async fn a_process_pod_serves_on_its_ip_its_service_and_its_load_balancer_address()
+-> anyhow::Result<()> {
+    let Some(net) = Network::of_testbed() else {
+        return Ok(());
+    };
+    let ns = TestNamespace::new("process-pods").await?;
+    site_config_map(&ns, "hello from a ConfigMap").await?;
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": { "name": "web" },
+        "spec": {
+            "replicas": 2,
+            "selector": { "matchLabels": { "app": "web" } },
+            "template": {
+                "metadata": { "labels": { "app": "web" } },
+                "spec": web_pod_spec("/pod/name")
+            }
+        }
+    }))?;
+    ns.api::<Deployment>()
+        .create(&PostParams::default(), &deployment)
+        .await?;
+    let service: Service = serde_json::from_value(json!({
+        "metadata": { "name": "web" },
+        "spec": {
+            "type": "LoadBalancer",
+            "selector": { "app": "web" },
+            "ports": [{ "port": 80, "targetPort": "http" }]
+        }
+    }))?;
+    ns.api::<Service>()
+        .create(&PostParams::default(), &service)
+        .await?;
+
+    let pods = wait_for_list(
+        &ns.api::<Pod>(),
+        "app=web",
+        |pods: &[Pod]| pods.len() == 2 && pods.iter().all(ready),
+        TIMEOUT,
+    )
+    .await?;
+    let mut ips = BTreeSet::new();
+    let mut names = BTreeSet::new();
+    for pod in &pods {
+        let ip = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ip.clone())
+            .context("a Ready pod has no IP")?;
+        // Each pod answers on its own IP, with its own name (downward API)
+        // and the ConfigMap's content at the mount path.
+        assert_eq!(
+            net.get(&format!("http://{ip}:8080/pod/name"))?,
+            pod.name_any()
+        );
+        assert_eq!(
+            net.get(&format!("http://{ip}:8080/config/greeting"))?,
+            "hello from a ConfigMap"
+        );
+        ips.insert(ip);
+        names.insert(pod.name_any());
+    }
+    assert_eq!(ips.len(), 2, "the two pods share an IP: {ips:?}");
+
+    // Through the Service: its ClusterIP and its load-balancer address, both
+    // pods answering (kube-proxy picks at random; 40 tries miss one pod with
+    // a chance of 2^-39).
+    let service = wait_for(
+        &ns.api::<Service>(),
+        "web",
+        |s: Option<&Service>| {
+            s.and_then(|s| s.status.as_ref())
+                .and_then(|s| s.load_balancer.as_ref())
+                .and_then(|lb| lb.ingress.as_ref())
+                .is_some_and(|i| !i.is_empty())
+        },
+        TIMEOUT,
+    )
+    .await?
+    .context("the Service went away")?;
+    let cluster_ip = service
+        .spec
+        .as_ref()
+        .and_then(|s| s.cluster_ip.clone())
+        .context("no ClusterIP")?;
+    let lb_ip = service
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref())
+        .and_then(|i| i.first())
+        .and_then(|i| i.ip.clone())
+        .context("no load-balancer IP")?;
+    for address in [&cluster_ip, &lb_ip] {
+        let url = format!("http://{address}/pod/name");
+        // kube-proxy may program a new Service a moment after its endpoints.
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        while net.get(&url).is_err() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert_eq!(
+            answers(&net, &url, 40)?,
+            names,
+            "not every pod answered through {address}"
+        );
+    }
+
+    // A deleted pod's process stops: its IP answers no more.
+    let gone = &pods[0];
+    let gone_ip = gone.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap();
+    ns.api::<Pod>()
+        .delete(&gone.name_any(), &DeleteParams::default())
+        .await?;
+    let url = format!("http://{gone_ip}:8080/pod/name");
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    while net.get(&url).is_ok() {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the deleted pod {} still answers on {gone_ip}",
+            gone.name_any()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_failing_readiness_probe_keeps_a_process_pod_not_ready() -> anyhow::Result<()> {
+    let Some(net) = Network::of_testbed() else {
+        return Ok(());
+    };
+    let ns = TestNamespace::new("process-probe").await?;
+    site_config_map(&ns, "hi").await?;
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "web", "labels": { "app": "web" } },
+        "spec": web_pod_spec("/no-such-page")
+    }))?;
+    ns.api::<Pod>().create(&PostParams::default(), &pod).await?;
+    // Running, with its IP, and serving...
+    let running = wait_for(
+        &ns.api::<Pod>(),
+        "web",
+        |p: Option<&Pod>| {
+            p.and_then(|p| p.status.as_ref())
+                .is_some_and(|s| s.phase.as_deref() == Some("Running") && s.pod_ip.is_some())
+        },
+        TIMEOUT,
+    )
+    .await?
+    .context("the pod went away")?;
+    let ip = running.status.unwrap().pod_ip.unwrap();
+    let url = format!("http://{ip}:8080/pod/name");
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    while net.get(&url).is_err() {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the pod never served"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // ...yet not Ready while its probe's page is missing (five periods).
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let pod = ns.api::<Pod>().get("web").await?;
+    assert!(
+        !ready(&pod),
+        "Ready although its probe fails: {:?}",
+        pod.status
+    );
+    let container_ready = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.first())
+        .map(|c| c.ready);
+    assert_eq!(container_ready, Some(false));
+    Ok(())
+}
