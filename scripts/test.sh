@@ -17,7 +17,7 @@ all_running || started=1
 
 log=$(mktemp)
 status=0
-KUBECONFIG="$kubeconfig" cargo test --workspace --locked 2>&1 | tee "$log" || status=$?
+KUBECONFIG="$kubeconfig" cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log" || status=$?
 # Then the official Gateway API conformance suite against the same operator
 # (it needs the test bed's process pods, hence root).
 conformance=""

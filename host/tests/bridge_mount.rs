@@ -1114,14 +1114,23 @@ async fn health_readiness_and_metrics_show_an_active_mount() -> anyhow::Result<(
         (200, "ok\n"),
         "providers loaded, cache synced"
     );
-    let (status, metrics) = bed.operator.get("/metrics").await?;
-    assert_eq!(status, 200);
+    // The gauge counts the operator's own cache, which may see ACTIVE a
+    // moment after this test's watch did: the next scrape shows it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let metrics = loop {
+        let (status, metrics) = bed.operator.get("/metrics").await?;
+        assert_eq!(status, 200);
+        let active = sample(&metrics, r#"pontoon_bridge_mounts{state="ACTIVE"}"#);
+        if active == Some(1.0) {
+            break metrics;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the gauge never showed the ACTIVE mount: {metrics}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     let log = || bed.operator.log_tail(20);
-    assert_eq!(
-        sample(&metrics, r#"pontoon_bridge_mounts{state="ACTIVE"}"#),
-        Some(1.0),
-        "{metrics}"
-    );
     assert_eq!(
         sample(&metrics, r#"pontoon_bridge_mounts{state="ERROR"}"#),
         Some(0.0),
