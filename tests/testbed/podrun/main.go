@@ -62,6 +62,9 @@ type agent struct {
 
 	mu   sync.Mutex
 	pods map[string]*podRun // by namespace/name
+	// Pods being stopped (in the background, so that stopping one never
+	// delays starting another).
+	stopping sync.WaitGroup
 }
 
 func main() {
@@ -154,8 +157,18 @@ func run(kubeconfig, imagesFile, binDirs, state, logs, netns, relay string) erro
 		<-ctx.Done()
 		a.queue.ShutDown()
 	}()
-	for a.next(ctx) {
+	// Several workers: one pod slow to start or stop never holds up others.
+	var workers sync.WaitGroup
+	for range 4 {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for a.next(ctx) {
+			}
+		}()
 	}
+	workers.Wait()
+	a.stopping.Wait()
 	a.stopAll()
 	return nil
 }
@@ -193,8 +206,12 @@ func (a *agent) sync(ctx context.Context, key string) error {
 		a.mu.Lock()
 		delete(a.pods, key)
 		a.mu.Unlock()
-		current.stop()
-		klog.InfoS("pod stopped", "pod", key)
+		a.stopping.Add(1)
+		go func(run *podRun) {
+			defer a.stopping.Done()
+			run.stop()
+			klog.InfoS("pod stopped", "pod", key)
+		}(current)
 		current = nil
 	}
 	if pod == nil || pod.DeletionTimestamp != nil || current != nil {
@@ -203,7 +220,11 @@ func (a *agent) sync(ctx context.Context, key string) error {
 	if pod.Annotations[ProcessAnnotation] != "true" || pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" {
 		return nil
 	}
-	run, err := a.start(ctx, pod)
+	klog.V(1).InfoS("starting pod", "pod", key)
+	// Bounded: a start that hangs (an API call, a command) is retried.
+	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	run, err := a.start(startCtx, pod)
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", key, err)
 	}

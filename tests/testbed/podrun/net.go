@@ -29,7 +29,9 @@ func ip(namespace string, lines ...string) error {
 	if namespace != "" {
 		args = append([]string{"-n", namespace}, args...)
 	}
-	cmd := exec.Command("ip", args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ip", args...)
 	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -79,7 +81,9 @@ func unwirePod(node, pod, veth string) {
 // deleteNetns kills what still runs in a pod's namespace and deletes it
 // (its veth pair goes with it).
 func deleteNetns(name string) {
-	if out, err := exec.Command("ip", "netns", "pids", name).Output(); err == nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "ip", "netns", "pids", name).Output(); err == nil {
 		for _, field := range strings.Fields(string(out)) {
 			if pid, err := strconv.Atoi(field); err == nil {
 				_ = syscall.Kill(pid, syscall.SIGKILL)

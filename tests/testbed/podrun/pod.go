@@ -201,8 +201,8 @@ func (r *podRun) supervise(ctx context.Context, c *containerRun, specFile, log s
 
 // probe reports the container ready while its readiness probe passes: the
 // pod's own probe (HTTP GET or TCP), else the mapping's port, else as soon
-// as the process runs. Checked every 100 ms until first ready, then at the
-// probe's period.
+// as the process runs. Checked every 20 ms in a process's first two seconds
+// and every 100 ms after until ready, then at the probe's period.
 func (r *podRun) probe(ctx context.Context, c *containerRun, image *images.Image) {
 	probe := c.spec.ReadinessProbe
 	period, failures := time.Second, 3
@@ -235,15 +235,20 @@ func (r *podRun) probe(ctx context.Context, c *containerRun, image *images.Image
 				c.ready = false
 			}
 		}
-		changed, ready := was != c.ready, c.ready
+		changed, ready, started := was != c.ready, c.ready, c.started.Time
 		c.mu.Unlock()
 		if changed {
 			klog.InfoS("readiness", "pod", r.namespace+"/"+r.name, "container", c.spec.Name, "ready", !was)
 			r.writeStatus(ctx)
 		}
+		// Until ready: often in the first seconds of a process, when most
+		// start serving, so that readiness shows within tens of milliseconds.
 		wait := period
 		if !ready {
 			wait = 100 * time.Millisecond
+			if time.Since(started) < 2*time.Second {
+				wait = 20 * time.Millisecond
+			}
 		}
 		select {
 		case <-ctx.Done():
