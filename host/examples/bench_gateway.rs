@@ -51,19 +51,11 @@ async fn main() -> anyhow::Result<()> {
     // First with faked data planes, by an operator of its own.
     let faked_class = format!("{class}-faked");
     let faked_controller = format!("pontoon.dev/{faked_class}");
-    let mut faked = BenchOperator::start(
+    let mut faked = gateway_operator(
         "bench-gateway-faked",
-        "standard_filters",
-        &[
-            "--namespace",
-            ns.name(),
-            "--controllers",
-            "gateway-api",
-            "--gateway-controller-name",
-            &faked_controller,
-            "--praxis-image",
-            FAKED_IMAGE,
-        ],
+        &ns,
+        &faked_controller,
+        &["--praxis-image", FAKED_IMAGE],
     )
     .await?;
     let faked_programmed = async {
@@ -79,19 +71,7 @@ async fn main() -> anyhow::Result<()> {
     let faked_programmed = faked_programmed
         .with_context(|| format!("see the operator's log {}", faked.log.display()))?;
 
-    let mut operator = BenchOperator::start(
-        "bench-gateway",
-        "standard_filters",
-        &[
-            "--namespace",
-            ns.name(),
-            "--controllers",
-            "gateway-api",
-            "--gateway-controller-name",
-            &controller_name,
-        ],
-    )
-    .await?;
+    let mut operator = gateway_operator("bench-gateway", &ns, &controller_name, &[]).await?;
     let pid = operator.pid();
     let outcome = run(&ns, &class, &controller_name, pid).await;
     let peak = memory_kib(pid, "VmHWM:");
@@ -229,6 +209,25 @@ async fn run(
         idle_kib,
         loaded_kib,
     })
+}
+
+/// An operator running only the Gateway API controllers, for `controller_name`.
+async fn gateway_operator(
+    bench: &str,
+    ns: &TestNamespace,
+    controller_name: &str,
+    extra: &[&str],
+) -> anyhow::Result<BenchOperator> {
+    let mut args = vec![
+        "--namespace",
+        ns.name(),
+        "--controllers",
+        "gateway-api",
+        "--gateway-controller-name",
+        controller_name,
+    ];
+    args.extend_from_slice(extra);
+    BenchOperator::start(bench, "standard_filters", &args).await
 }
 
 /// Waits until the class is Accepted (its operator runs).
