@@ -5,18 +5,24 @@
 //!
 //! - Gateway created -> `Programmed: True` (its ConfigMap, Deployment and
 //!   Service applied, the Deployment available, a load-balancer address),
-//!   p50 and p99 over 10 Gateways, one at a time: once with the data plane's
+//!   p50 and p99 over 20 Gateways, one at a time: once with the data plane's
 //!   pods only faked by kwok (an image the test bed does not run: the
 //!   operator's and the control plane's share, as the goal was set), once
 //!   with the real `praxis` as the test bed runs it (its pods Ready once
-//!   praxis answers on `/ready`);
+//!   praxis answers on `/ready`); with the faked pods, where that time
+//!   goes: when the bench's own watches first saw each step;
 //! - HTTPRoute changed -> the new config in the Gateway's ConfigMap, p50 and
-//!   p99 over 20 changes;
+//!   p99 over 20 changes, again with faked pods and with a real praxis (where
+//!   each change also rolls praxis processes on the same cores);
 //! - the operator's RSS idle (class accepted, nothing else), then with 1000
 //!   HTTPRoutes of two filters each on one Gateway (all in its config), and
 //!   its peak RSS over the run.
 
-use std::time::{Duration, Instant};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
 
 use anyhow::Context;
 use futures::{StreamExt, TryStreamExt, stream};
@@ -24,8 +30,15 @@ use gateway_api::{
     apis::standard::{gatewayclasses::GatewayClass, gateways::Gateway},
     httproutes::HttpRoute,
 };
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{ConfigMap, Pod, Service},
+};
+use kube::{
+    Resource, ResourceExt,
+    api::{Api, DeleteParams, Patch, PatchParams, PostParams},
+    runtime::{WatchStreamExt, watcher},
+};
 use pontoon_tests::{
     TestNamespace, backends,
     bench::{BenchOperator, memory_kib, percentile},
@@ -33,7 +46,7 @@ use pontoon_tests::{
 };
 use serde_json::json;
 
-const GATEWAYS: usize = 10;
+const GATEWAYS: usize = 20;
 const CHANGES: usize = 20;
 const ROUTES: usize = 1000;
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -47,6 +60,8 @@ async fn main() -> anyhow::Result<()> {
     let ns = TestNamespace::new("bench-gw").await?;
     let class = ns.name().to_string();
     let controller_name = format!("pontoon.dev/{class}");
+    // The routes' backend (faked pods: only its EndpointSlices matter here).
+    backends::deploy(&ns, "web", 2, 80, 8080).await?;
 
     // First with faked data planes, by an operator of its own.
     let faked_class = format!("{class}-faked");
@@ -58,9 +73,12 @@ async fn main() -> anyhow::Result<()> {
         &["--praxis-image", FAKED_IMAGE],
     )
     .await?;
-    let faked_programmed = async {
+    let timeline = Timeline::watch(&ns);
+    let faked_figures = async {
         accepted_class(&ns, &faked_class, &faked_controller).await?;
-        programmed(&ns, &faked_class, "faked", true).await
+        let programmed = programmed(&ns, &faked_class, "faked", false, Some(&timeline)).await?;
+        let changed = route_changes(&ns, &format!("faked-{}", GATEWAYS - 1)).await?;
+        anyhow::Ok((programmed, changed))
     }
     .await;
     pontoon_tests::gateway_api::remove_gateways_blocking(
@@ -68,8 +86,8 @@ async fn main() -> anyhow::Result<()> {
         std::slice::from_ref(&faked_class),
     );
     faked.kill()?;
-    let faked_programmed = faked_programmed
-        .with_context(|| format!("see the operator's log {}", faked.log.display()))?;
+    let (faked_programmed, faked_changed) =
+        faked_figures.with_context(|| format!("see the operator's log {}", faked.log.display()))?;
 
     let mut operator = gateway_operator("bench-gateway", &ns, &controller_name, &[]).await?;
     let pid = operator.pid();
@@ -89,6 +107,7 @@ async fn main() -> anyhow::Result<()> {
         percentile(&faked_programmed, 50),
         percentile(&faked_programmed, 99)
     );
+    timeline.print("faked");
     println!(
         "  a real praxis        p50 {:>7.3} s   p99 {:>7.3} s   (pods Ready once praxis serves)",
         percentile(&figures.programmed, 50),
@@ -96,7 +115,12 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("HTTPRoute changed -> new config in the ConfigMap, {CHANGES} changes:");
     println!(
-        "  p50 {:>7.3} s   p99 {:>7.3} s   (goal: <= 0.05 s)",
+        "  pods faked by kwok   p50 {:>7.3} s   p99 {:>7.3} s   (goal: <= 0.05 s)",
+        percentile(&faked_changed, 50),
+        percentile(&faked_changed, 99)
+    );
+    println!(
+        "  a real praxis        p50 {:>7.3} s   p99 {:>7.3} s   (each change rolls its pods)",
         percentile(&figures.changed, 50),
         percentile(&figures.changed, 99)
     );
@@ -131,39 +155,17 @@ async fn run(
     pid: u32,
 ) -> anyhow::Result<Figures> {
     accepted_class(ns, class, controller_name).await?;
-    backends::deploy(ns, "web", 2, 80, 8080).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let idle_kib = memory_kib(pid, "VmRSS:")?;
 
-    let programmed = programmed(ns, class, "gw", false).await?;
+    let programmed = programmed(ns, class, "gw", false, None).await?;
     let gateways: Api<Gateway> = ns.api();
     let edge = format!("gw-{}", GATEWAYS - 1);
     let config_map = format!("praxis-{edge}");
 
-    // HTTPRoute change -> ConfigMap.
+    let changed = route_changes(ns, &edge).await?;
     let routes: Api<HttpRoute> = ns.api();
     let maps: Api<ConfigMap> = ns.api();
-    routes
-        .create(&PostParams::default(), &route("changing", &edge, "/v0")?)
-        .await?;
-    wait_for(&maps, &config_map, holds("\"/v0\""), TIMEOUT).await?;
-    let mut changed = Vec::with_capacity(CHANGES);
-    for i in 1..=CHANGES {
-        let path = format!("/v{i}");
-        let patch = json!({ "spec": { "rules": [{
-            "matches": [{ "path": { "type": "PathPrefix", "value": path } }],
-            "backendRefs": [{ "name": "web", "port": 80 }] }] } });
-        let (params, patch) = (PatchParams::default(), Patch::Merge(patch));
-        let started = Instant::now();
-        let marker = format!("\"{path}\"");
-        let (patched, done) = tokio::join!(
-            routes.patch("changing", &params, &patch),
-            wait_for(&maps, &config_map, holds(&marker), TIMEOUT)
-        );
-        patched?;
-        done?;
-        changed.push(started.elapsed());
-    }
 
     // 1000 routes with two filters each.
     let started = Instant::now();
@@ -250,12 +252,13 @@ async fn accepted_class(
 }
 
 /// Gateway -> Programmed, one at a time; each deleted after (but the last,
-/// unless `delete_last`).
+/// unless `delete_last`); its start and end go on `timeline` if given.
 async fn programmed(
     ns: &TestNamespace,
     class: &str,
     prefix: &str,
     delete_last: bool,
+    timeline: Option<&Timeline>,
 ) -> anyhow::Result<Vec<Duration>> {
     let gateways: Api<Gateway> = ns.api();
     let mut programmed = Vec::with_capacity(GATEWAYS);
@@ -284,11 +287,44 @@ async fn programmed(
         created?;
         done?;
         programmed.push(started.elapsed());
+        if let Some(timeline) = timeline {
+            timeline.mark(&name, Step::Created, started);
+            timeline.mark(&name, Step::Programmed, Instant::now());
+        }
         if delete_last || i + 1 < GATEWAYS {
             gateways.delete(&name, &DeleteParams::default()).await?;
         }
     }
     Ok(programmed)
+}
+
+/// HTTPRoute changed -> the new config in `gateway`'s ConfigMap, `CHANGES` times.
+async fn route_changes(ns: &TestNamespace, gateway: &str) -> anyhow::Result<Vec<Duration>> {
+    let routes: Api<HttpRoute> = ns.api();
+    let maps: Api<ConfigMap> = ns.api();
+    let (name, config_map) = (format!("changing-{gateway}"), format!("praxis-{gateway}"));
+    routes
+        .create(&PostParams::default(), &route(&name, gateway, "/v0")?)
+        .await?;
+    wait_for(&maps, &config_map, holds("\"/v0\""), TIMEOUT).await?;
+    let mut changed = Vec::with_capacity(CHANGES);
+    for i in 1..=CHANGES {
+        let path = format!("/v{i}");
+        let patch = json!({ "spec": { "rules": [{
+            "matches": [{ "path": { "type": "PathPrefix", "value": path } }],
+            "backendRefs": [{ "name": "web", "port": 80 }] }] } });
+        let (params, patch) = (PatchParams::default(), Patch::Merge(patch));
+        let started = Instant::now();
+        let marker = format!("\"{path}\"");
+        let (patched, done) = tokio::join!(
+            routes.patch(&name, &params, &patch),
+            wait_for(&maps, &config_map, holds(&marker), TIMEOUT)
+        );
+        patched?;
+        done?;
+        changed.push(started.elapsed());
+    }
+    Ok(changed)
 }
 
 fn route(name: &str, gateway: &str, path: &str) -> anyhow::Result<HttpRoute> {
@@ -310,5 +346,145 @@ fn holds(needle: &str) -> impl Fn(Option<&ConfigMap>) -> bool + use<> {
     move |m: Option<&ConfigMap>| {
         m.and_then(|m| m.data.as_ref()?.get("config.yaml"))
             .is_some_and(|c| c.contains(&needle))
+    }
+}
+
+/// The steps from a Gateway's creation to `Programmed`, in their usual order.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Step {
+    Created,
+    /// The operator applied its Deployment.
+    Deployment,
+    /// The Deployment and ReplicaSet controllers made its pod.
+    Pod,
+    /// The scheduler bound it.
+    Scheduled,
+    /// The test bed's pod-exec-sync gave it its exec sandbox.
+    ExecSandbox,
+    /// kwok made it Running and Ready.
+    Ready,
+    /// kwok gave the Service its load-balancer address.
+    Address,
+    Programmed,
+}
+
+const STEPS: [(Step, &str); 7] = [
+    (Step::Deployment, "Deployment applied"),
+    (Step::Pod, "pod created"),
+    (Step::Scheduled, "pod scheduled"),
+    (Step::ExecSandbox, "exec sandbox"),
+    (Step::Ready, "pod Ready"),
+    (Step::Address, "LB address"),
+    (Step::Programmed, "Programmed"),
+];
+
+/// When the bench's own watches first saw each step of each Gateway (by
+/// its name, the data plane's `app.kubernetes.io/instance`).
+#[derive(Clone, Default)]
+struct Timeline(Arc<Mutex<HashMap<String, HashMap<Step, Instant>>>>);
+
+impl Timeline {
+    /// Starts watching the data planes' Deployments, pods and Services in `ns`.
+    fn watch(ns: &TestNamespace) -> Self {
+        let timeline = Self::default();
+        let labels = watcher::Config::default().labels("app.kubernetes.io/name=praxis");
+        let deployments: Api<Deployment> = ns.api();
+        timeline.follow(deployments, labels.clone(), |_| vec![Step::Deployment]);
+        let pods: Api<Pod> = ns.api();
+        timeline.follow(pods, labels.clone(), |pod| {
+            let mut steps = vec![Step::Pod];
+            if pod.spec.as_ref().is_some_and(|s| s.node_name.is_some()) {
+                steps.push(Step::Scheduled);
+            }
+            if pod
+                .annotations()
+                .contains_key("testbed.pontoon.dev/exec-ready")
+            {
+                steps.push(Step::ExecSandbox);
+            }
+            let ready = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            if ready {
+                steps.push(Step::Ready);
+            }
+            steps
+        });
+        let services: Api<Service> = ns.api();
+        timeline.follow(services, labels, |service| {
+            let ingress = service
+                .status
+                .as_ref()
+                .and_then(|s| s.load_balancer.as_ref()?.ingress.as_ref())
+                .is_some_and(|i| !i.is_empty());
+            if ingress {
+                vec![Step::Address]
+            } else {
+                Vec::new()
+            }
+        });
+        timeline
+    }
+
+    fn follow<K>(
+        &self,
+        api: Api<K>,
+        config: watcher::Config,
+        steps: impl Fn(&K) -> Vec<Step> + Send + 'static,
+    ) where
+        K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+    {
+        let timeline = self.clone();
+        tokio::spawn(
+            watcher(api, config)
+                .applied_objects()
+                .for_each(move |object| {
+                    if let Ok(object) = object
+                        && let Some(gateway) = object.labels().get("app.kubernetes.io/instance")
+                    {
+                        let now = Instant::now();
+                        for step in steps(&object) {
+                            timeline.mark(gateway, step, now);
+                        }
+                    }
+                    std::future::ready(())
+                }),
+        );
+    }
+
+    /// Records `step` of `gateway` at `at`, unless it was seen before.
+    fn mark(&self, gateway: &str, step: Step, at: Instant) {
+        #[allow(clippy::unwrap_used)]
+        let mut steps = self.0.lock().unwrap();
+        steps
+            .entry(gateway.to_string())
+            .or_default()
+            .entry(step)
+            .or_insert(at);
+    }
+
+    /// Prints the p50 of each step's time since its Gateway's creation,
+    /// over the Gateways named `prefix-*`.
+    fn print(&self, prefix: &str) {
+        #[allow(clippy::unwrap_used)]
+        let gateways = self.0.lock().unwrap();
+        let mine: Vec<_> = gateways
+            .iter()
+            .filter(|(name, _)| name.starts_with(&format!("{prefix}-")))
+            .map(|(_, steps)| steps)
+            .collect();
+        let figures: Vec<String> = STEPS
+            .iter()
+            .map(|(step, label)| {
+                let since: Vec<Duration> = mine
+                    .iter()
+                    .filter_map(|s| Some(s.get(step)?.duration_since(*s.get(&Step::Created)?)))
+                    .collect();
+                format!("{label} {:.3}", percentile(&since, 50))
+            })
+            .collect();
+        println!("    p50 since creation (s): {}", figures.join(", "));
     }
 }

@@ -857,6 +857,29 @@ async fn a_child_deleted_or_edited_by_hand_is_put_back() -> anyhow::Result<()> {
     wait_for(&deployments, "praxis-gw", back, TIMEOUT)
         .await
         .context("an edited Deployment is put back")?;
+
+    // A Service's status changes (its load-balancer address) are not edits;
+    // its selector is.
+    let services = bed.ns.api::<Service>();
+    let selector = |s: &Service| s.spec.as_ref().and_then(|s| s.selector.clone());
+    let wanted = selector(&services.get("praxis-gw").await?);
+    assert!(
+        wanted.is_some(),
+        "the data plane's Service selects its pods"
+    );
+    services
+        .patch(
+            "praxis-gw",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({ "spec": { "selector": { "app.kubernetes.io/instance": "elsewhere" } } }),
+            ),
+        )
+        .await?;
+    let selects = |s: Option<&Service>| s.is_some_and(|s| selector(s) == wanted);
+    wait_for(&services, "praxis-gw", selects, TIMEOUT)
+        .await
+        .context("an edited Service is put back")?;
     bed.wait_gateway("gw", "Programmed", "True").await?;
     Ok(())
 }

@@ -64,14 +64,18 @@ pub struct Stores {
 /// What the last apply of a Gateway's children wrote: while the children
 /// would be written the same and nobody else changed them, they are not
 /// written again (every status change of a child wakes its Gateway).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Applied {
     /// Hash of the Deployment and Service as applied (the Deployment
     /// carries the config's hash).
     pub desired: u64,
     pub config_map_version: Option<String>,
     pub deployment_generation: Option<i64>,
-    pub service_version: Option<String>,
+    /// When it was applied, and the Deployment and Service the API server
+    /// returned: what counts until the stores show them.
+    pub at: std::time::Instant,
+    pub deployment: Arc<Deployment>,
+    pub service: Arc<Service>,
 }
 
 /// What one Gateway's config was built from, besides its routes.

@@ -51,6 +51,10 @@ pub const CONTROLLER_ANNOTATION: &str = "gateway.pontoon.dev/controller";
 pub const FIELD_MANAGER: &str = "pontoon-gateway";
 /// The safety net: a Gateway is looked at this often even when nothing changes.
 const RESYNC: Duration = Duration::from_secs(300);
+/// How long after an apply the stores may still show the children as they
+/// were: the watch events of the apply wake the Gateway again, so writing
+/// the same children a second time would only load the API server.
+const STORE_LAG: Duration = Duration::from_secs(1);
 
 pub async fn reconcile(
     gateway: Arc<Gateway>,
@@ -322,6 +326,7 @@ async fn apply(
     let mut attached = vec![0_i32; states.len()];
     let mut data_plane = DataPlane::Absent;
     let mut address_list = Vec::new();
+    let mut recheck = None;
 
     if accepted.is_ok() {
         let mut model = GatewayModel {
@@ -388,7 +393,11 @@ async fn apply(
         // Rules Praxis cannot express were left out by `routes::evaluate`
         // (and reported on their routes), with the same `check_rule`.
         (data_plane, address_list) = match config::generate(&model, &ctx.settings.config) {
-            Ok(yaml) => apply_children(gateway, ctx, &yaml, &states, &secrets).await?,
+            Ok(yaml) => {
+                let served = apply_children(gateway, ctx, &yaml, &states, &secrets).await?;
+                recheck = served.recheck;
+                (served.data_plane, served.addresses)
+            }
             Err(err) => {
                 publish(
                     ctx,
@@ -422,10 +431,11 @@ async fn apply(
     )
     .await?;
     tracing::debug!(gateway = %ObjectRef::from_obj(gateway), ?data_plane, "reconciled");
-    Ok(match data_plane {
-        DataPlane::Pending(_) => Action::requeue(Duration::from_secs(10)),
-        _ => Action::requeue(RESYNC),
-    })
+    let next = match data_plane {
+        DataPlane::Pending(_) => Duration::from_secs(10),
+        _ => RESYNC,
+    };
+    Ok(Action::requeue(recheck.map_or(next, |r| r.min(next))))
 }
 
 fn config_message(err: &ConfigError) -> String {
@@ -451,6 +461,15 @@ async fn publish(
     }
 }
 
+/// What `apply_children` found.
+struct Served {
+    data_plane: DataPlane,
+    /// The Service's load-balancer addresses.
+    addresses: Vec<GatewayStatusAddresses>,
+    /// When to look again: the stores did not yet show the last apply.
+    recheck: Option<Duration>,
+}
+
 /// Applies the data plane unless it is as last applied; returns whether it
 /// is ready, and the addresses of its Service.
 async fn apply_children(
@@ -459,7 +478,7 @@ async fn apply_children(
     config: &str,
     states: &[ListenerState],
     secrets: &BTreeMap<(String, String), Arc<Secret>>,
-) -> Result<(DataPlane, Vec<GatewayStatusAddresses>), Error> {
+) -> Result<Served, Error> {
     let namespace = gateway.namespace().unwrap_or_default();
     let name = children::name(gateway);
     let mut certificates: Vec<_> = states
@@ -482,11 +501,31 @@ async fn apply_children(
     let desired = fingerprint(&deployment, &service)?;
     let key = ObjectRef::from_obj(gateway);
 
+    let mut recheck = None;
     let unchanged = ctx
         .last_applied(&key)
         .filter(|applied| applied.desired == desired)
-        .and_then(|applied| as_applied(ctx, &namespace, &name, &applied));
-    tracing::debug!(gateway = %key, apply = unchanged.is_none(), "data plane");
+        .and_then(|applied| {
+            as_applied(ctx, &namespace, &name, &applied).or_else(|| {
+                // Just applied: the stores lag behind (their events will
+                // wake the Gateway); a child deleted or edited meanwhile is
+                // found when the lag is over.
+                let lag = STORE_LAG.checked_sub(applied.at.elapsed())?;
+                recheck = Some(lag);
+                let stores = &ctx.stores;
+                Some((
+                    stores
+                        .deployments
+                        .get(&ObjectRef::new(&name).within(&namespace))
+                        .unwrap_or(applied.deployment),
+                    stores
+                        .services
+                        .get(&ObjectRef::new(&name).within(&namespace))
+                        .unwrap_or(applied.service),
+                ))
+            })
+        });
+    tracing::debug!(gateway = %key, apply = unchanged.is_none(), ?recheck, "data plane");
     let (deployment, service) = match unchanged {
         Some(children) => children,
         None => {
@@ -520,16 +559,19 @@ async fn apply_children(
                 services.patch(&name, &params, &service),
                 certificates,
             )?;
+            let (deployment, service) = (Arc::new(deployment), Arc::new(service));
             ctx.record_applied(
                 key,
                 Applied {
                     desired,
                     config_map_version: config_map.resource_version(),
                     deployment_generation: deployment.metadata.generation,
-                    service_version: service.resource_version(),
+                    at: std::time::Instant::now(),
+                    deployment: deployment.clone(),
+                    service: service.clone(),
                 },
             );
-            (Arc::new(deployment), Arc::new(service))
+            (deployment, service)
         }
     };
 
@@ -541,22 +583,27 @@ async fn apply_children(
         .as_ref()
         .is_some_and(|s| s.available_replicas.unwrap_or(0) >= 1)
         || pods_serve(ctx, gateway, &hash);
+    let pending = |why: String| Served {
+        data_plane: DataPlane::Pending(why),
+        addresses: Vec::new(),
+        recheck,
+    };
     if !available {
-        return Ok((
-            DataPlane::Pending(format!("waiting for Deployment {name} to be available")),
-            Vec::new(),
-        ));
+        return Ok(pending(format!(
+            "waiting for Deployment {name} to be available"
+        )));
     }
     let addresses = addresses(&service);
     if addresses.is_empty() {
-        return Ok((
-            DataPlane::Pending(format!(
-                "waiting for Service {name} to get a load-balancer address"
-            )),
-            Vec::new(),
-        ));
+        return Ok(pending(format!(
+            "waiting for Service {name} to get a load-balancer address"
+        )));
     }
-    Ok((DataPlane::Ready, addresses))
+    Ok(Served {
+        data_plane: DataPlane::Ready,
+        addresses,
+        recheck,
+    })
 }
 
 /// Whether the Gateway's pods all serve the current config: at least one,
@@ -609,8 +656,9 @@ fn fingerprint(deployment: &Deployment, service: &Service) -> Result<u64, Error>
 
 /// The Deployment and Service as the stores show them, if all three
 /// children are still as this controller last applied them: same ConfigMap
-/// version, same Deployment generation (its status may have moved on), same
-/// Service version. Anything else (a child deleted or edited, a store not yet
+/// version, same Deployment generation, same Service metadata and spec
+/// (their status may have moved on: an available pod, a load-balancer
+/// address). Anything else (a child deleted or edited, a store not yet
 /// showing the last apply) applies them again.
 fn as_applied(
     ctx: &GatewayContext,
@@ -630,9 +678,14 @@ fn as_applied(
         .stores
         .services
         .get(&ObjectRef::new(name).within(namespace))?;
+    let (ours, stored) = (&applied.service, &service);
+    let service_as_applied = stored.spec == ours.spec
+        && stored.metadata.labels == ours.metadata.labels
+        && stored.metadata.annotations == ours.metadata.annotations
+        && stored.metadata.owner_references == ours.metadata.owner_references;
     (config_map.resource_version() == applied.config_map_version
         && deployment.metadata.generation == applied.deployment_generation
-        && service.resource_version() == applied.service_version)
+        && service_as_applied)
         .then_some((deployment, service))
 }
 

@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -85,6 +86,10 @@ func run(kubeconfig, root string, mapping *images.File) error {
 	if err != nil {
 		return err
 	}
+	// client-go's default (5 per second, bursts of 10) is a kubelet's of
+	// long ago: a few pods a second made every later pod wait its turn
+	// before it could start. The test bed's controllers get the same.
+	cfg.QPS, cfg.Burst = 500, 1000
 	pods, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -126,8 +131,17 @@ func run(kubeconfig, root string, mapping *images.File) error {
 		<-ctx.Done()
 		s.queue.ShutDown()
 	}()
-	for s.next(ctx) {
+	// Several workers: two writes per pod, and pods come in bursts.
+	var workers sync.WaitGroup
+	for range 4 {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for s.next(ctx) {
+			}
+		}()
 	}
+	workers.Wait()
 	return nil
 }
 
