@@ -21,9 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sync"
 	"syscall"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,7 +30,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -40,6 +37,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"pontoon.dev/testbed/internal/images"
+	"pontoon.dev/testbed/internal/podqueue"
 )
 
 const (
@@ -55,7 +53,6 @@ type syncer struct {
 	pods    kubernetes.Interface
 	dynamic dynamic.Interface
 	lister  cache.Indexer
-	queue   workqueue.TypedRateLimitingInterface[string]
 }
 
 func main() {
@@ -101,63 +98,19 @@ func run(kubeconfig, root string, mapping *images.File) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	factory := informers.NewSharedInformerFactory(pods, 10*time.Minute)
-	informer := factory.Core().V1().Pods().Informer()
+	pq, err := podqueue.New(pods, workqueue.DefaultTypedControllerRateLimiter[string]())
+	if err != nil {
+		return err
+	}
 	s := &syncer{
 		root:    root,
 		images:  mapping,
 		pods:    pods,
 		dynamic: dyn,
-		lister:  informer.GetIndexer(),
-		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		lister:  pq.Lister,
 	}
-	enqueue := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			s.queue.Add(key)
-		}
-	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
-		DeleteFunc: enqueue,
-	}); err != nil {
-		return err
-	}
-	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-		return fmt.Errorf("pod cache never synced")
-	}
-	go func() {
-		<-ctx.Done()
-		s.queue.ShutDown()
-	}()
 	// Several workers: two writes per pod, and pods come in bursts.
-	var workers sync.WaitGroup
-	for range 4 {
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			for s.next(ctx) {
-			}
-		}()
-	}
-	workers.Wait()
-	return nil
-}
-
-func (s *syncer) next(ctx context.Context) bool {
-	key, quit := s.queue.Get()
-	if quit {
-		return false
-	}
-	defer s.queue.Done(key)
-	if err := s.sync(ctx, key); err != nil {
-		klog.ErrorS(err, "sync failed, retrying", "pod", key)
-		s.queue.AddRateLimited(key)
-		return true
-	}
-	s.queue.Forget(key)
-	return true
+	return pq.Run(ctx, 4, nil, s.sync)
 }
 
 func (s *syncer) sync(ctx context.Context, key string) error {

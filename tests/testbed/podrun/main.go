@@ -36,7 +36,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -44,6 +43,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"pontoon.dev/testbed/internal/images"
+	"pontoon.dev/testbed/internal/podqueue"
 )
 
 // ProcessAnnotation marks a pod whose containers the test bed runs (set by
@@ -58,7 +58,6 @@ type agent struct {
 	netns   string // the test bed's network namespace (a name under /run/netns)
 	client  kubernetes.Interface
 	lister  cache.Indexer
-	queue   workqueue.TypedRateLimitingInterface[string]
 
 	mu   sync.Mutex
 	pods map[string]*podRun // by namespace/name
@@ -122,8 +121,11 @@ func run(kubeconfig, imagesFile, binDirs, state, logs, netns, relay string) erro
 		}
 	}
 
-	factory := informers.NewSharedInformerFactory(client, 10*time.Minute)
-	informer := factory.Core().V1().Pods().Informer()
+	// Retries soon: what fails here (a pod's ConfigMap not there yet) is fixed soon.
+	pq, err := podqueue.New(client, workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 5*time.Second))
+	if err != nil {
+		return err
+	}
 	a := &agent{
 		images:  mapping,
 		binDirs: filepath.SplitList(binDirs),
@@ -131,61 +133,16 @@ func run(kubeconfig, imagesFile, binDirs, state, logs, netns, relay string) erro
 		logs:    logs,
 		netns:   netns,
 		client:  client,
-		lister:  informer.GetIndexer(),
-		// Retries soon: what fails here (a pod's ConfigMap not there yet) is fixed soon.
-		queue: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 5*time.Second)),
-		pods:  map[string]*podRun{},
+		lister:  pq.Lister,
+		pods:    map[string]*podRun{},
 	}
-	enqueue := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			a.queue.Add(key)
-		}
-	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
-		DeleteFunc: enqueue,
-	}); err != nil {
+	ready := func() { klog.InfoS("pod-runner ready", "images", len(mapping.Images), "netns", netns) }
+	if err := pq.Run(ctx, 4, ready, a.sync); err != nil {
 		return err
 	}
-	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-		return fmt.Errorf("pod cache never synced")
-	}
-	klog.InfoS("pod-runner ready", "images", len(mapping.Images), "netns", netns)
-	go func() {
-		<-ctx.Done()
-		a.queue.ShutDown()
-	}()
-	// Several workers: one pod slow to start or stop never holds up others.
-	var workers sync.WaitGroup
-	for range 4 {
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			for a.next(ctx) {
-			}
-		}()
-	}
-	workers.Wait()
 	a.stopping.Wait()
 	a.stopAll()
 	return nil
-}
-
-func (a *agent) next(ctx context.Context) bool {
-	key, quit := a.queue.Get()
-	if quit {
-		return false
-	}
-	defer a.queue.Done(key)
-	if err := a.sync(ctx, key); err != nil {
-		klog.ErrorS(err, "sync failed, retrying", "pod", key)
-		a.queue.AddRateLimited(key)
-		return true
-	}
-	a.queue.Forget(key)
-	return true
 }
 
 func (a *agent) sync(ctx context.Context, key string) error {
