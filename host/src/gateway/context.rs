@@ -70,7 +70,6 @@ pub struct Applied {
     /// carries the config's hash).
     pub desired: u64,
     pub config_map_version: Option<String>,
-    pub deployment_generation: Option<i64>,
     /// When it was applied, and the Deployment and Service the API server
     /// returned: what counts until the stores show them.
     pub at: std::time::Instant,

@@ -565,7 +565,6 @@ async fn apply_children(
                 Applied {
                     desired,
                     config_map_version: config_map.resource_version(),
-                    deployment_generation: deployment.metadata.generation,
                     at: std::time::Instant::now(),
                     deployment: deployment.clone(),
                     service: service.clone(),
@@ -684,7 +683,7 @@ fn as_applied(
         && stored.metadata.annotations == ours.metadata.annotations
         && stored.metadata.owner_references == ours.metadata.owner_references;
     (config_map.resource_version() == applied.config_map_version
-        && deployment.metadata.generation == applied.deployment_generation
+        && deployment.metadata.generation == applied.deployment.metadata.generation
         && service_as_applied)
         .then_some((deployment, service))
 }
