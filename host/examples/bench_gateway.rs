@@ -402,12 +402,7 @@ impl Timeline {
             {
                 steps.push(Step::ExecSandbox);
             }
-            let ready = pod
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-            if ready {
+            if pontoon_tests::pod_ready(pod) {
                 steps.push(Step::Ready);
             }
             steps

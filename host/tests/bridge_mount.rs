@@ -263,13 +263,6 @@ fn hpa(name: &str) -> anyhow::Result<HorizontalPodAutoscaler> {
     }))?)
 }
 
-fn is_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
 fn live(pods: Vec<Pod>) -> Vec<Pod> {
     pods.into_iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
@@ -286,7 +279,7 @@ async fn ready_pods(ns: &TestNamespace, selector: &str, count: usize) -> anyhow:
                 .iter()
                 .filter(|p| p.metadata.deletion_timestamp.is_none())
                 .collect();
-            ps.len() == count && ps.iter().all(|p| is_ready(p))
+            ps.len() == count && ps.iter().all(|p| pontoon_tests::pod_ready(p))
         },
         TIMEOUT,
     )
@@ -492,7 +485,7 @@ async fn assert_restored(
                 .collect();
             ps.len() == count
                 && ps.iter().all(|p| {
-                    is_ready(p)
+                    pontoon_tests::pod_ready(p)
                         && p.status
                             .as_ref()
                             .and_then(|s| s.container_statuses.as_ref())

@@ -118,11 +118,7 @@ async fn exec_from_a_provider_runs_in_the_pod_and_returns_its_output() -> anyhow
         "spec": { "containers": [{ "name": "app", "image": "busybox:1.36" }] }
     }))?;
     pods.create(&Default::default(), &pod).await?;
-    let ready = |p: Option<&Pod>| {
-        p.and_then(|p| p.status.as_ref())
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-    };
+    let ready = |p: Option<&Pod>| p.is_some_and(pontoon_tests::pod_ready);
     pontoon_tests::wait_for(&pods, "target", ready, Duration::from_secs(60)).await?;
 
     let runtime = PluginRuntime::new(Limits::default())?;

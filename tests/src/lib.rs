@@ -6,7 +6,7 @@ use std::{path::PathBuf, time::Duration};
 
 use anyhow::{Context, bail};
 use futures::TryStreamExt;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::{
     Api, Client, Config, ResourceExt,
     api::{DeleteParams, PostParams},
@@ -238,4 +238,13 @@ where
             }
         }
     }
+}
+
+/// Whether a pod's `Ready` condition is True (what `kubectl get pods` shows
+/// as all containers ready).
+pub fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
