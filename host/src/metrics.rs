@@ -154,6 +154,27 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
+    /// The counter and timer of `module`'s calls of `step` that returned,
+    /// looked up once for a batch of many calls.
+    pub fn returned_calls(&self, module: &str, step: &'static str) -> (Counter, Histogram) {
+        let calls = self
+            .provider_calls
+            .get_or_create(&CallLabels {
+                module: module.to_string(),
+                step,
+                result: "returned",
+            })
+            .clone();
+        let seconds = self
+            .provider_call_seconds
+            .get_or_create(&StepLabels {
+                module: module.to_string(),
+                step,
+            })
+            .clone();
+        (calls, seconds)
+    }
+
     /// Counts a call the sandbox stopped.
     pub fn sandbox_stop(&self, module: &str, cause: &'static str) {
         self.sandbox_stops

@@ -6,8 +6,10 @@ use std::{sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
+use pontoon::gateway::translate::{FilterRequest, Translator};
 use pontoon::plugins::{
     CallError, ClusterAccess, Limits, LoadError, LoadedModule, PluginRuntime, ProviderModule,
+    Registry,
     bindings::{Mount, Progress, ProviderError, RouteContext, Settings},
 };
 use pontoon_tests::{TestNamespace, modules::test_module};
@@ -465,6 +467,117 @@ async fn a_provider_declaring_more_than_its_grant_is_refused_naming_the_excess()
         err.contains("grants.yaml is not valid") && err.contains("read"),
         "{err}"
     );
+    Ok(())
+}
+
+/// `RequestHeaderModifier` setting `name: value`, as JSON.
+fn header_filter(name: &str, value: &str) -> String {
+    serde_json::json!({
+        "type": "RequestHeaderModifier",
+        "requestHeaderModifier": { "set": [{ "name": name, "value": value }] }
+    })
+    .to_string()
+}
+
+fn route_context(route: &str, filter_index: u32) -> RouteContext {
+    RouteContext {
+        route_namespace: "shop".into(),
+        route_name: route.into(),
+        rule_index: 0,
+        filter_index,
+        gateway_namespace: "infra".into(),
+        gateway_name: "edge".into(),
+    }
+}
+
+#[tokio::test]
+async fn a_filter_that_traps_fails_alone_in_its_batch() -> anyhow::Result<()> {
+    let runtime = PluginRuntime::new(Limits::default())?;
+    let LoadedModule::Filter(filter) = runtime.load_file(&test_module("header_filter")?).await?
+    else {
+        anyhow::bail!("header_filter did not load as a filter");
+    };
+    let filters: Vec<String> = (0..6)
+        .map(|i| match i {
+            1 | 4 => header_filter("x-panic", "boom"),
+            _ => header_filter("x-n", &i.to_string()),
+        })
+        .collect();
+    let contexts: Vec<RouteContext> = (0..6).map(|i| route_context("web", i)).collect();
+    let items: Vec<(&str, &RouteContext)> =
+        filters.iter().map(String::as_str).zip(&contexts).collect();
+    let results = filter.translate_all(&items).await;
+    assert_eq!(results.len(), 6, "one result per filter");
+    for (i, result) in results.iter().enumerate() {
+        match (i, result) {
+            (1 | 4, Err(err)) => {
+                let message = err.to_string();
+                assert!(
+                    message.contains("header-filter") && message.contains("panic"),
+                    "filter {i}: {message}"
+                );
+            }
+            (1 | 4, Ok(entries)) => panic!("filter {i} should have trapped: {entries:?}"),
+            (_, Ok(entries)) => {
+                let entry: serde_json::Value = serde_json::from_str(&entries[0])?;
+                assert_eq!(
+                    entry["request_set"][0]["value"],
+                    i.to_string(),
+                    "filter {i} gets its own translation, after the trap too"
+                );
+            }
+            (_, Err(err)) => panic!("filter {i} failed with its neighbour: {err}"),
+        }
+    }
+    Ok(())
+}
+
+/// A batch large enough to be split over the cores comes back in order, a
+/// trapped filter is refused alone, and only the module's answers are
+/// cached (a trap may pass, so it is tried again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_translator_keeps_order_across_parts_and_does_not_cache_traps() -> anyhow::Result<()> {
+    let runtime = PluginRuntime::new(Limits::default())?;
+    let mut registry = Registry::default();
+    registry.insert(runtime.load_file(&test_module("header_filter")?).await?);
+    let translator = Translator::new(Arc::new(registry));
+    let trapping = [7_usize, 900];
+    let requests: Arc<[FilterRequest]> = (0..1200_usize)
+        .map(|i| FilterRequest {
+            kind: "RequestHeaderModifier".into(),
+            filter: if trapping.contains(&i) {
+                header_filter("x-panic", "boom")
+            } else {
+                header_filter("x-n", &i.to_string())
+            },
+            context: route_context(&format!("route-{i}"), 0),
+        })
+        .collect();
+    let first = translator.translate(requests.clone()).await;
+    assert_eq!(first.len(), requests.len());
+    for (i, outcome) in first.iter().enumerate() {
+        match outcome {
+            Ok(filter) if !trapping.contains(&i) => {
+                assert_eq!(filter.entries[0]["request_set"][0]["value"], i.to_string());
+                assert_eq!(filter.module, "header-filter");
+            }
+            Err(issue) if trapping.contains(&i) => {
+                assert_eq!(issue.reason, "UnsupportedValue");
+                assert!(issue.message.contains("panic"), "{}", issue.message);
+            }
+            other => panic!("request {i}: unexpected {other:?}"),
+        }
+    }
+    // Again: answers come from the cache (the very entries handed out
+    // before), traps are run again and fail the same way.
+    let second = translator.translate(requests.clone()).await;
+    for (i, (a, b)) in first.iter().zip(&second).enumerate() {
+        match (a, b) {
+            (Ok(a), Ok(b)) => assert!(Arc::ptr_eq(&a.entries, &b.entries), "request {i}"),
+            (Err(a), Err(b)) => assert_eq!(a.message, b.message, "request {i}"),
+            _ => panic!("request {i} changed outcome"),
+        }
+    }
     Ok(())
 }
 

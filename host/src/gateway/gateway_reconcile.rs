@@ -344,16 +344,16 @@ async fn apply(
                 })
                 .collect(),
         };
-        for route in candidate_routes(gateway, ctx) {
-            let verdict = routes::evaluate(
-                &route,
-                gateway,
-                &states,
-                &view,
-                &ctx.translator,
-                &check_rule,
-            )
-            .await;
+        let verdicts = routes::evaluate_all(
+            &candidate_routes(gateway, ctx),
+            gateway,
+            &states,
+            &view,
+            &ctx.translator,
+            &check_rule,
+        )
+        .await;
+        for verdict in verdicts {
             references.services.extend(verdict.services.iter().cloned());
             references
                 .routes

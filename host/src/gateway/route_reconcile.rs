@@ -70,8 +70,8 @@ pub async fn reconcile(route: Arc<HttpRoute>, ctx: Arc<GatewayContext>) -> Resul
     let mut ours: Vec<HttpRouteStatusParents> = Vec::new();
     for gateway in &gateways {
         let states = listeners::evaluate(gateway, &view);
-        let verdict = routes::evaluate(
-            &route,
+        let verdicts = routes::evaluate_all(
+            std::slice::from_ref(&route),
             gateway,
             &states,
             &view,
@@ -79,7 +79,10 @@ pub async fn reconcile(route: Arc<HttpRoute>, ctx: Arc<GatewayContext>) -> Resul
             &check_rule,
         )
         .await;
-        for parent in &verdict.parents {
+        let judged = verdicts
+            .iter()
+            .flat_map(|verdict| verdict.parents.iter().map(move |p| (verdict, p)));
+        for (verdict, parent) in judged {
             let before = previous.iter().find(|p| {
                 p.controller_name == controller
                     && same_parent(&p.parent_ref, &parent.parent, &namespace)

@@ -4,13 +4,15 @@
 //! Gateway controller builds the data plane from it, the HTTPRoute
 //! controller the route's status, so both always agree.
 
+use std::sync::Arc;
+
 use gateway_api::{
     gateways::Gateway,
     httproutes::{HttpRoute, HttpRouteParentRefs, HttpRouteRules},
 };
 
 use super::{
-    model::{Match, Rule},
+    model::{Match, Rule, TranslatedFilter},
     resolve::{
         attach::{self, Attachment},
         backends,
@@ -18,7 +20,7 @@ use super::{
         matches,
         view::ClusterView,
     },
-    translate::{Translator, UNSUPPORTED_VALUE},
+    translate::{FilterRequest, Translator, UNSUPPORTED_VALUE},
 };
 use crate::plugins::bindings::RouteContext;
 
@@ -54,14 +56,62 @@ impl RouteVerdict {
     }
 }
 
-/// Judges `route` on `gateway`; `check_rule` says whether config generation
-/// can express a rule faithfully (`Err` with the reason when not).
-pub async fn evaluate(
-    route: &HttpRoute,
+/// Judges each of `routes` on `gateway`; `check_rule` says whether config
+/// generation can express a rule faithfully (`Err` with the reason when
+/// not). Every filter of every route goes to the translator in one batch:
+/// a Gateway's first reconcile translates all its routes' filters at once.
+pub async fn evaluate_all(
+    routes: &[Arc<HttpRoute>],
     gateway: &Gateway,
     listeners: &[ListenerState],
     view: &dyn ClusterView,
     translator: &Translator,
+    check_rule: &(dyn Fn(&Rule) -> Result<(), String> + Sync),
+) -> Vec<RouteVerdict> {
+    let gateway_namespace = gateway.metadata.namespace.clone().unwrap_or_default();
+    let gateway_name = gateway.metadata.name.clone().unwrap_or_default();
+    let mut requests: Vec<FilterRequest> = Vec::new();
+    // Whose each request is: (route, rule).
+    let mut owners = Vec::new();
+    let mut translated: Vec<Vec<Vec<Result<TranslatedFilter, Issue>>>> = Vec::new();
+    for (route_index, route) in routes.iter().enumerate() {
+        let rules = route.spec.rules.as_deref().unwrap_or_default();
+        translated.push(vec![Vec::new(); rules.len()]);
+        for (rule_index, rule) in rules.iter().enumerate() {
+            for (filter_index, filter) in rule.filters.iter().flatten().enumerate() {
+                let context = RouteContext {
+                    route_namespace: route.metadata.namespace.clone().unwrap_or_default(),
+                    route_name: route.metadata.name.clone().unwrap_or_default(),
+                    rule_index: u32::try_from(rule_index).unwrap_or(u32::MAX),
+                    filter_index: u32::try_from(filter_index).unwrap_or(u32::MAX),
+                    gateway_namespace: gateway_namespace.clone(),
+                    gateway_name: gateway_name.clone(),
+                };
+                requests.push(FilterRequest::new(filter, context));
+                owners.push((route_index, rule_index));
+            }
+        }
+    }
+    for ((route, rule), outcome) in owners
+        .into_iter()
+        .zip(translator.translate(requests.into()).await)
+    {
+        translated[route][rule].push(outcome);
+    }
+    routes
+        .iter()
+        .zip(translated)
+        .map(|(route, per_rule)| judge(route, gateway, listeners, view, per_rule, check_rule))
+        .collect()
+}
+
+/// One route's verdict, given its rules' translated filters.
+fn judge(
+    route: &HttpRoute,
+    gateway: &Gateway,
+    listeners: &[ListenerState],
+    view: &dyn ClusterView,
+    mut per_rule: Vec<Vec<Result<TranslatedFilter, Issue>>>,
     check_rule: &(dyn Fn(&Rule) -> Result<(), String> + Sync),
 ) -> RouteVerdict {
     let namespace = route.metadata.namespace.clone().unwrap_or_default();
@@ -81,46 +131,14 @@ pub async fn evaluate(
 
     let mut verdict = RouteVerdict {
         namespace: namespace.clone(),
-        name: name.clone(),
+        name,
         parents,
         rules: Vec::new(),
         refused_rules: Vec::new(),
         unresolved: Vec::new(),
         services: Vec::new(),
     };
-    let rules = route.spec.rules.clone().unwrap_or_default();
-
-    // Every filter of every rule, translated in one batch.
-    let mut requests = Vec::new();
-    for (rule_index, rule) in rules.iter().enumerate() {
-        for (filter_index, filter) in rule.filters.iter().flatten().enumerate() {
-            let context = RouteContext {
-                route_namespace: namespace.clone(),
-                route_name: name.clone(),
-                rule_index: u32::try_from(rule_index).unwrap_or(u32::MAX),
-                filter_index: u32::try_from(filter_index).unwrap_or(u32::MAX),
-                gateway_namespace: gateway.metadata.namespace.clone().unwrap_or_default(),
-                gateway_name: gateway.metadata.name.clone().unwrap_or_default(),
-            };
-            requests.push((
-                rule_index,
-                serde_json::to_value(filter).unwrap_or_default(),
-                context,
-            ));
-        }
-    }
-    let batch: Vec<_> = requests
-        .iter()
-        .map(|(_, f, c)| (f.clone(), c.clone()))
-        .collect();
-    let mut translated = translator.translate(&batch).await.into_iter();
-    let mut per_rule: Vec<Vec<Result<_, Issue>>> = vec![Vec::new(); rules.len()];
-    for (rule_index, _, _) in &requests {
-        if let Some(outcome) = translated.next() {
-            per_rule[*rule_index].push(outcome);
-        }
-    }
-
+    let rules = route.spec.rules.as_deref().unwrap_or_default();
     for (index, rule) in rules.iter().enumerate() {
         let resolved = backends::resolve(
             &namespace,

@@ -2,7 +2,9 @@
 //! the module that declares its type (`ExtensionRef:GROUP/KIND` for
 //! extension filters), one instance per module and batch, and every outcome
 //! is cached by its input (translations are pure), so a reconcile only calls
-//! a module for filters it has not seen.
+//! a module for filters it has not seen. A large batch (a Gateway's first
+//! reconcile) is split into one part per core, each part looked up,
+//! translated and parsed on a task of its own.
 
 use std::{
     collections::HashMap,
@@ -11,22 +13,32 @@ use std::{
 
 use serde_json::Value;
 
+use gateway_api::httproutes::{HttpRouteRulesFilters, HttpRouteRulesFiltersType as FilterType};
+
 use super::{model::TranslatedFilter, resolve::listeners::Issue};
 use crate::plugins::{CallError, FilterModule, Registry, bindings::RouteContext};
 
 /// Reason on a route whose filter cannot be used.
 pub const UNSUPPORTED_VALUE: &str = "UnsupportedValue";
+/// Reason kept for a module that trapped or ran out of time (not cached).
+const MODULE_FAILED: &str = "ModuleFailed";
 /// Cached outcomes kept at most; past that the cache starts over.
 const CACHE_LIMIT: usize = 50_000;
+/// Below this many filters per core a batch is one part: a part costs a
+/// task and an instance per module, which only pays off for a large batch.
+const PART_SIZE: usize = 256;
 
 /// A translation's input: the module, the filter's JSON and where it stands.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Key {
-    module: String,
+    module: Arc<str>,
     filter: String,
     /// The route context's fields, one per line (names cannot hold one).
     context: String,
 }
+
+/// A module and the requests it is to translate (index in the part, key).
+type ModuleMisses = (Arc<FilterModule>, Vec<(usize, Key)>);
 
 /// The cache's hasher: fast on the long keys above; the keys come from the
 /// cluster's own objects, hashed per process with a random seed.
@@ -39,35 +51,56 @@ enum Outcome {
 }
 
 pub struct Translator {
+    shared: Arc<Shared>,
+}
+
+/// What every part of a batch uses.
+struct Shared {
     registry: Arc<Registry>,
     cache: Mutex<Cache>,
 }
 
-/// The type a filter is handled by: its `type`, or for an extension filter
-/// `ExtensionRef:GROUP/KIND`.
-pub fn filter_kind(filter: &Value) -> String {
-    let kind = filter["type"].as_str().unwrap_or_default();
-    if kind == "ExtensionRef" {
-        let ext = &filter["extensionRef"];
-        format!(
-            "ExtensionRef:{}/{}",
-            ext["group"].as_str().unwrap_or_default(),
-            ext["kind"].as_str().unwrap_or_default()
-        )
-    } else {
-        kind.to_string()
+/// One HTTPRoute filter to translate, and where it stands.
+#[derive(Clone, Debug)]
+pub struct FilterRequest {
+    /// The type a module declares it handles: the filter's `type`, or for
+    /// an extension filter `ExtensionRef:GROUP/KIND`.
+    pub kind: String,
+    /// The filter object as JSON, as the module receives it.
+    pub filter: String,
+    pub context: RouteContext,
+}
+
+impl FilterRequest {
+    pub fn new(filter: &HttpRouteRulesFilters, context: RouteContext) -> Self {
+        let kind = match (&filter.r#type, &filter.extension_ref) {
+            (FilterType::ExtensionRef, Some(ext)) => {
+                format!("ExtensionRef:{}/{}", ext.group, ext.kind)
+            }
+            (kind, _) => serde_json::to_value(kind)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+        };
+        Self {
+            kind,
+            // serde_json's writer, several times faster than `Display`.
+            filter: serde_json::to_string(filter).unwrap_or_default(),
+            context,
+        }
     }
 }
 
-fn key(module: &str, filter: String, c: &RouteContext) -> Key {
+fn key(module: Arc<str>, filter: String, c: &RouteContext) -> Key {
+    let (rule, index) = (c.rule_index.to_string(), c.filter_index.to_string());
     Key {
-        module: module.to_string(),
+        module,
         filter,
         context: [
             c.route_namespace.as_str(),
             &c.route_name,
-            &c.rule_index.to_string(),
-            &c.filter_index.to_string(),
+            &rule,
+            &index,
             &c.gateway_namespace,
             &c.gateway_name,
         ]
@@ -75,88 +108,124 @@ fn key(module: &str, filter: String, c: &RouteContext) -> Key {
     }
 }
 
-/// A filter to translate: its place in the request list, its type and key.
-struct Miss {
-    index: usize,
-    kind: String,
-    key: Key,
-}
-
 impl Translator {
     pub fn new(registry: Arc<Registry>) -> Self {
         Self {
-            registry,
-            cache: Mutex::default(),
+            shared: Arc::new(Shared {
+                registry,
+                cache: Mutex::default(),
+            }),
         }
     }
 
+    /// Translates every request; results in the same order.
+    pub async fn translate(
+        &self,
+        requests: Arc<[FilterRequest]>,
+    ) -> Vec<Result<TranslatedFilter, Issue>> {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let parts = cores.min(requests.len() / PART_SIZE).max(1);
+        if parts == 1 {
+            return self.shared.translate_part(&requests).await;
+        }
+        let size = requests.len().div_ceil(parts);
+        // The other parts on tasks of their own, for idle workers to take;
+        // the first on this task, which would otherwise only wait.
+        let tasks: Vec<_> = (size..requests.len())
+            .step_by(size)
+            .map(|start| {
+                let (shared, requests) = (self.shared.clone(), requests.clone());
+                let end = (start + size).min(requests.len());
+                let task =
+                    tokio::spawn(async move { shared.translate_part(&requests[start..end]).await });
+                (end - start, task)
+            })
+            .collect();
+        let mut results = self.shared.translate_part(&requests[..size]).await;
+        results.reserve(requests.len() - size);
+        for (count, task) in tasks {
+            match task.await {
+                Ok(part) => results.extend(part),
+                // The task ended abnormally: its part fails like a trapped
+                // call (not cached, so the next reconcile tries again).
+                Err(err) => results.extend((0..count).map(|_| {
+                    Err(Issue::new(
+                        UNSUPPORTED_VALUE,
+                        format!("config filters were not run: the host task ended: {err}"),
+                    ))
+                })),
+            }
+        }
+        results
+    }
+}
+
+impl Shared {
     fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
         self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Translates every `(filter, where)`; results in the same order.
-    pub async fn translate(
-        &self,
-        requests: &[(Value, RouteContext)],
-    ) -> Vec<Result<TranslatedFilter, Issue>> {
-        let mut results: Vec<Option<Result<TranslatedFilter, Issue>>> = vec![None; requests.len()];
-        // Misses, grouped by module.
-        let mut misses: HashMap<String, Vec<Miss>> = HashMap::new();
+    /// One part of a batch: cache lookups, one instance per module for the
+    /// misses, their outcomes parsed and cached.
+    async fn translate_part(&self, part: &[FilterRequest]) -> Vec<Result<TranslatedFilter, Issue>> {
+        let mut results: Vec<Option<Result<TranslatedFilter, Issue>>> = vec![None; part.len()];
+        let mut keyed = Vec::with_capacity(part.len());
+        for (i, request) in part.iter().enumerate() {
+            let Some(module) = self.registry.filter_for(&request.kind) else {
+                results[i] = Some(Err(Issue::new(
+                    UNSUPPORTED_VALUE,
+                    format!(
+                        "filter {} of rule {} is not supported: no config filter module handles it",
+                        request.kind, request.context.rule_index
+                    ),
+                )));
+                continue;
+            };
+            let key = key(
+                module.shared_name(),
+                request.filter.clone(),
+                &request.context,
+            );
+            keyed.push((module, i, key));
+        }
+        // Misses, grouped by module (a handful of modules at most).
+        let mut misses: Vec<ModuleMisses> = Vec::new();
         {
             let cache = self.cache();
-            for (i, (filter, context)) in requests.iter().enumerate() {
-                let kind = filter_kind(filter);
-                let Some(module) = self.registry.filter_for(&kind) else {
-                    results[i] = Some(Err(Issue::new(
-                        UNSUPPORTED_VALUE,
-                        format!(
-                            "filter {kind} of rule {} is not supported: no config filter module handles it",
-                            context.rule_index
-                        ),
-                    )));
+            for (module, i, key) in keyed {
+                if let Some(outcome) = cache.get(&key) {
+                    results[i] = Some(finish(outcome, &part[i].kind, &key.module));
                     continue;
-                };
-                // serde_json's writer, several times faster than `Display`.
-                let text = serde_json::to_string(filter).unwrap_or_default();
-                let key = key(module.name(), text, context);
-                match cache.get(&key) {
-                    Some(outcome) => results[i] = Some(finish(outcome, &kind, module.name())),
-                    None => misses
-                        .entry(module.name().to_string())
-                        .or_default()
-                        .push(Miss {
-                            index: i,
-                            kind,
-                            key,
-                        }),
+                }
+                match misses.iter_mut().find(|(m, _)| Arc::ptr_eq(m, &module)) {
+                    Some((_, list)) => list.push((i, key)),
+                    None => misses.push((module, vec![(i, key)])),
                 }
             }
         }
-        for (module_name, items) in misses {
-            let Some(module) = self.registry.filter(&module_name) else {
-                continue;
-            };
-            let batch: Arc<[(String, RouteContext)]> = items
+        for (module, list) in misses {
+            let batch: Vec<(&str, &RouteContext)> = list
                 .iter()
-                .map(|miss| (miss.key.filter.clone(), requests[miss.index].1.clone()))
+                .map(|&(i, _)| (part[i].filter.as_str(), &part[i].context))
                 .collect();
-            let outcomes = translate_in_parallel(&module, batch).await;
-            let mut cache = self.cache();
-            if cache.len() + outcomes.len() > CACHE_LIMIT {
-                cache.clear();
-            }
-            cache.reserve(items.len());
-            for (miss, outcome) in items.into_iter().zip(outcomes) {
+            let outcomes = module.translate_all(&batch).await;
+            let mut fresh = Vec::with_capacity(list.len());
+            for ((i, key), outcome) in list.into_iter().zip(outcomes) {
                 let outcome = match outcome {
-                    Ok(entries) => parse_entries(&entries, &module_name),
+                    Ok(entries) => parse_entries(&entries, module.name()),
                     Err(err) => Outcome::Refused(refusal(&err)),
                 };
-                results[miss.index] = Some(finish(&outcome, &miss.kind, &module_name));
+                results[i] = Some(finish(&outcome, &part[i].kind, module.name()));
                 // A deadline or a trap may pass; only a module's own answer is pure.
-                if !matches!(&outcome, Outcome::Refused(issue) if issue.reason == "ModuleFailed") {
-                    cache.insert(miss.key, outcome);
+                if !matches!(&outcome, Outcome::Refused(issue) if issue.reason == MODULE_FAILED) {
+                    fresh.push((key, outcome));
                 }
             }
+            let mut cache = self.cache();
+            if cache.len() + fresh.len() > CACHE_LIMIT {
+                cache.clear();
+            }
+            cache.extend(fresh);
         }
         results
             .into_iter()
@@ -165,50 +234,6 @@ impl Translator {
             })
             .collect()
     }
-}
-
-/// Below this many misses a batch runs in one instance: splitting costs an
-/// instance per part, which only pays off for a large batch (the first
-/// reconcile of a Gateway with many routes).
-const PARALLEL_BATCH: usize = 256;
-
-/// Translates `batch` in up to one instance per core, each on its own task,
-/// results in `batch`'s order.
-async fn translate_in_parallel(
-    module: &Arc<FilterModule>,
-    batch: Arc<[(String, RouteContext)]>,
-) -> Vec<Result<Vec<String>, CallError>> {
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let parts = cores.min(batch.len() / PARALLEL_BATCH).max(1);
-    if parts == 1 {
-        return module.translate_all(&batch).await;
-    }
-    let size = batch.len().div_ceil(parts);
-    // Each task takes its part of the shared batch, not a copy of it.
-    let tasks: Vec<_> = (0..batch.len())
-        .step_by(size)
-        .map(|start| {
-            let (module, batch) = (module.clone(), batch.clone());
-            let end = (start + size).min(batch.len());
-            tokio::spawn(async move { module.translate_all(&batch[start..end]).await })
-        })
-        .collect();
-    let mut outcomes = Vec::with_capacity(batch.len());
-    for (task, chunk) in tasks.into_iter().zip(batch.chunks(size)) {
-        match task.await {
-            Ok(part) => outcomes.extend(part),
-            // The task ended abnormally: its part fails like a trapped
-            // call (not cached, so the next reconcile tries again).
-            Err(err) => outcomes.extend(chunk.iter().map(|_| {
-                Err(CallError::Trap {
-                    module: module.name().to_string(),
-                    step: "translate",
-                    message: format!("the host task ended: {err}"),
-                })
-            })),
-        }
-    }
-    outcomes
 }
 
 fn finish(outcome: &Outcome, kind: &str, module: &str) -> Result<TranslatedFilter, Issue> {
@@ -243,6 +268,6 @@ fn parse_entries(entries: &[String], module: &str) -> Outcome {
 fn refusal(err: &CallError) -> Issue {
     match err {
         CallError::Filter { .. } => Issue::new(UNSUPPORTED_VALUE, err.to_string()),
-        _ => Issue::new("ModuleFailed", err.to_string()),
+        _ => Issue::new(MODULE_FAILED, err.to_string()),
     }
 }

@@ -1,6 +1,6 @@
 //! A loaded config filter: HTTPRoute filter in, Praxis filter entries out.
 
-use std::{path::PathBuf, sync::Arc};
+use std::{path::PathBuf, sync::Arc, time::Instant};
 
 use super::{
     bindings::{FilterMetadata, RouteContext, filter::ConfigFilterProviderPre},
@@ -8,6 +8,7 @@ use super::{
     runtime::{PluginRuntime, file_label},
     state::CallState,
 };
+use crate::metrics::METRICS;
 
 pub struct FilterModule {
     runtime: Arc<PluginRuntime>,
@@ -31,7 +32,7 @@ impl FilterModule {
                 .call_metadata(&mut store)
                 .await
         };
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let ended = tokio::time::timeout(runtime.hard_deadline(), call).await;
         let metadata = runtime.loaded_metadata(&store, &path, started, ended, |m| &m.name)?;
         Ok(Self {
@@ -45,6 +46,11 @@ impl FilterModule {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The name, shared rather than copied (it keys every cached translation).
+    pub fn shared_name(&self) -> Arc<str> {
+        self.name.clone()
     }
 
     /// Translates one HTTPRoute filter (JSON) into Praxis filter entries (JSON each).
@@ -63,7 +69,7 @@ impl FilterModule {
                 .call_translate(&mut store, filter, context)
                 .await
         };
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let ended = tokio::time::timeout(self.runtime.hard_deadline(), call).await;
         self.runtime
             .settle(&store, "translate", started, ended)?
@@ -80,74 +86,82 @@ impl FilterModule {
     /// batch continues in a fresh one. Results are in `items`' order.
     pub async fn translate_all(
         &self,
-        items: &[(String, RouteContext)],
+        items: &[(&str, &RouteContext)],
     ) -> Vec<Result<Vec<String>, CallError>> {
+        // Looked up once: a batch may be thousands of calls.
+        let (returned, seconds) = METRICS.returned_calls(&self.name, "translate");
         let mut results = Vec::with_capacity(items.len());
-        let mut rest = items;
-        while !rest.is_empty() {
+        while results.len() < items.len() {
+            let rest = &items[results.len()..];
             let subject: Arc<str> = format!("{} filters", rest.len()).into();
             let mut store = self.runtime.store(self.name.clone(), subject, None);
-            let instantiated = tokio::time::timeout(
-                self.runtime.hard_deadline(),
-                self.pre.instantiate_async(&mut store),
-            )
-            .await;
-            let bindings = match instantiated {
-                Ok(Ok(bindings)) => bindings,
-                Ok(Err(trap)) => {
-                    let failure = self.runtime.failure(&store, "instantiate", trap);
-                    self.fail_all(&mut results, rest.len(), &failure);
-                    return results;
+            let mut started = Instant::now();
+            let mut instantiated = false;
+            // One backstop timer for the instance's run: its store's epoch
+            // deadline already counts from the start of the batch.
+            let run = tokio::time::timeout(self.runtime.hard_deadline(), async {
+                let bindings = self.pre.instantiate_async(&mut store).await?;
+                instantiated = true;
+                let filter = bindings.pontoon_provider_config_filter();
+                started = Instant::now();
+                for (text, context) in rest {
+                    let result = filter.call_translate(&mut store, text, context).await?;
+                    let now = Instant::now();
+                    returned.inc();
+                    seconds.observe((now - started).as_secs_f64());
+                    started = now;
+                    results.push(result.map_err(|error| CallError::Filter {
+                        module: self.name.to_string(),
+                        error,
+                    }));
                 }
-                Err(_) => {
+                wasmtime::Result::Ok(())
+            })
+            .await;
+            let stopped = match run {
+                Ok(Ok(())) => break,
+                // It would fail again: so does the rest of the batch.
+                Ok(Err(trap)) if !instantiated => {
+                    let failure = self.runtime.failure(&store, "instantiate", trap);
+                    self.fail_all(&mut results, items.len(), &failure);
+                    break;
+                }
+                Err(_) if !instantiated => {
                     let failure = CallError::Deadline {
                         module: self.name.to_string(),
                         step: "instantiate",
                         deadline: self.runtime.limits().deadline,
                     };
-                    self.fail_all(&mut results, rest.len(), &failure);
-                    return results;
+                    self.fail_all(&mut results, items.len(), &failure);
+                    break;
+                }
+                Ok(Err(trap)) => {
+                    self.runtime
+                        .settle::<()>(&store, "translate", started, Ok(Err(trap)))
+                }
+                Err(elapsed) => {
+                    self.runtime
+                        .settle::<()>(&store, "translate", started, Err(elapsed))
                 }
             };
-            let mut poisoned = false;
-            let mut done = 0;
-            for (filter, context) in rest {
-                let call = bindings
-                    .pontoon_provider_config_filter()
-                    .call_translate(&mut store, filter, context);
-                let started = std::time::Instant::now();
-                let ended = tokio::time::timeout(self.runtime.hard_deadline(), call).await;
-                let outcome = self.runtime.settle(&store, "translate", started, ended);
-                done += 1;
-                match outcome {
-                    Ok(result) => results.push(result.map_err(|error| CallError::Filter {
-                        module: self.name.to_string(),
-                        error,
-                    })),
-                    Err(err) => {
-                        results.push(Err(err));
-                        poisoned = true;
-                        break;
-                    }
-                }
-            }
-            rest = &rest[done..];
-            if !poisoned {
-                break;
+            // The call in flight fails; the rest go on in a fresh instance.
+            if let Err(failure) = stopped {
+                results.push(Err(failure));
             }
         }
         results
     }
 
-    /// Every remaining item of a batch fails the way its instance did.
+    /// Every remaining item of a batch, up to `total`, fails the way its
+    /// instance did.
     fn fail_all(
         &self,
         results: &mut Vec<Result<Vec<String>, CallError>>,
-        count: usize,
+        total: usize,
         failure: &CallError,
     ) {
         let message = failure.to_string();
-        results.extend((0..count).map(|_| {
+        results.extend((results.len()..total).map(|_| {
             Err(CallError::Trap {
                 module: self.name.to_string(),
                 step: "translate",

@@ -2,9 +2,12 @@
 //! Praxis applies remove, then set, then add, which gives the spec's
 //! results for distinct names (the spec forbids a name twice in one list).
 
-use serde_json::{Value, json};
-
-use crate::{Error, input::HeaderModifier, text};
+use crate::{
+    Error,
+    entry::{Entry, Headers, Pair},
+    input::{Header, HeaderModifier},
+    text,
+};
 
 /// Headers Praxis refuses to add to responses (hop-by-hop, RFC 9110).
 const RESPONSE_HOP_BY_HOP: [&str; 7] = [
@@ -17,58 +20,74 @@ const RESPONSE_HOP_BY_HOP: [&str; 7] = [
     "upgrade",
 ];
 
-pub fn request(m: &HeaderModifier) -> Result<Vec<Value>, Error> {
-    translate(m, "requestHeaderModifier", "request")
+pub fn request<'a>(m: &HeaderModifier<'a>) -> Result<Vec<Entry<'a>>, Error> {
+    let field = "requestHeaderModifier";
+    let mut entry = Headers::new();
+    entry.request_set = pairs(&m.set, field, "set", false)?;
+    entry.request_add = pairs(&m.add, field, "add", false)?;
+    entry.request_remove = names(&m.remove, field)?;
+    let empty = entry.request_set.is_empty()
+        && entry.request_add.is_empty()
+        && entry.request_remove.is_empty();
+    Ok(if empty {
+        Vec::new()
+    } else {
+        vec![Entry::Headers(entry)]
+    })
 }
 
-pub fn response(m: &HeaderModifier) -> Result<Vec<Value>, Error> {
-    translate(m, "responseHeaderModifier", "response")
+pub fn response<'a>(m: &HeaderModifier<'a>) -> Result<Vec<Entry<'a>>, Error> {
+    let field = "responseHeaderModifier";
+    let mut entry = Headers::new();
+    entry.response_set = pairs(&m.set, field, "set", true)?;
+    entry.response_add = pairs(&m.add, field, "add", true)?;
+    entry.response_remove = names(&m.remove, field)?;
+    let empty = entry.response_set.is_empty()
+        && entry.response_add.is_empty()
+        && entry.response_remove.is_empty();
+    Ok(if empty {
+        Vec::new()
+    } else {
+        vec![Entry::Headers(entry)]
+    })
 }
 
-fn translate(m: &HeaderModifier, field: &str, side: &str) -> Result<Vec<Value>, Error> {
-    let pairs = |list: &[crate::input::Header], op: &str| -> Result<Vec<Value>, Error> {
-        list.iter()
-            .enumerate()
-            .map(|(i, h)| {
-                // The field is named only on error: this runs per header of
-                // every route at each Gateway's first reconcile.
-                let at = || format!("{field}.{op}[{i}]");
-                let name =
-                    text::header_name(&h.name).map_err(|e| e.at(&format!("{}.name", at())))?;
-                if side == "response" && RESPONSE_HOP_BY_HOP.contains(&name.as_str()) {
-                    return Err(Error::unsupported(format!(
-                        "{}.name: Praxis does not add the hop-by-hop header `{name}` to responses",
-                        at()
-                    )));
-                }
-                let value =
-                    text::header_value(&h.value).map_err(|e| e.at(&format!("{}.value", at())))?;
-                Ok(json!({"name": name, "value": value}))
+fn pairs<'a>(
+    list: &[Header<'a>],
+    field: &str,
+    op: &str,
+    response: bool,
+) -> Result<Vec<Pair<'a>>, Error> {
+    list.iter()
+        .enumerate()
+        .map(|(i, h)| {
+            // The field is named only on error: this runs per header of
+            // every route at each Gateway's first reconcile.
+            let at = || format!("{field}.{op}[{i}]");
+            let name = text::header_name(&h.name).map_err(|e| e.at(&format!("{}.name", at())))?;
+            if response && RESPONSE_HOP_BY_HOP.contains(&name.as_ref()) {
+                return Err(Error::unsupported(format!(
+                    "{}.name: Praxis does not add the hop-by-hop header `{name}` to responses",
+                    at()
+                )));
+            }
+            text::header_value(&h.value).map_err(|e| e.at(&format!("{}.value", at())))?;
+            Ok(Pair {
+                name,
+                value: h.value.clone(),
             })
-            .collect()
-    };
-    let set = pairs(&m.set, "set")?;
-    let add = pairs(&m.add, "add")?;
-    let remove = m
-        .remove
-        .iter()
+        })
+        .collect()
+}
+
+fn names<'a>(
+    list: &[std::borrow::Cow<'a, str>],
+    field: &str,
+) -> Result<Vec<std::borrow::Cow<'a, str>>, Error> {
+    list.iter()
         .enumerate()
         .map(|(i, n)| text::header_name(n).map_err(|e| e.at(&format!("{field}.remove[{i}]"))))
-        .collect::<Result<Vec<_>, _>>()?;
-    if set.is_empty() && add.is_empty() && remove.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut entry = serde_json::Map::new();
-    entry.insert("filter".into(), "headers".into());
-    for (op, list) in [("set", set), ("add", add)] {
-        if !list.is_empty() {
-            entry.insert(format!("{side}_{op}"), Value::Array(list));
-        }
-    }
-    if !remove.is_empty() {
-        entry.insert(format!("{side}_remove"), json!(remove));
-    }
-    Ok(vec![Value::Object(entry)])
+        .collect()
 }
 
 #[cfg(test)]
@@ -122,6 +141,25 @@ mod tests {
                 "response_remove": ["server"]
             })
         );
+    }
+
+    #[test]
+    fn escaped_json_strings_are_read_as_their_text() {
+        // A JSON escape cannot be borrowed from the input: the decoded text
+        // is what Praxis gets, and what the checks see.
+        let text = r#"{"type":"RequestHeaderModifier","requestHeaderModifier":
+            {"set":[{"name":"X-\u0041","value":"a\tb \"c\""}]}}"#;
+        let entries = translate_values(text).unwrap();
+        assert_eq!(
+            entries[0]["request_set"],
+            json!([{"name": "x-a", "value": "a\tb \"c\""}])
+        );
+        let text =
+            r#"{"type":"RequestHeaderModifier","requestHeaderModifier":{"remove":["x-\u000a"]}}"#;
+        assert!(matches!(
+            translate_values(text),
+            Err(Error::InvalidInput(m)) if m.starts_with("requestHeaderModifier.remove[0]:")
+        ));
     }
 
     #[test]

@@ -2,13 +2,16 @@
 //! fields are refused: a field this module does not know could change what
 //! the filter means.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 
 use crate::Error;
 
-pub enum Filter {
-    RequestHeaderModifier(HeaderModifier),
-    ResponseHeaderModifier(HeaderModifier),
+/// Header names and values borrow from the filter's JSON where they can.
+pub enum Filter<'a> {
+    RequestHeaderModifier(HeaderModifier<'a>),
+    ResponseHeaderModifier(HeaderModifier<'a>),
     RequestRedirect(Redirect),
     UrlRewrite(UrlRewrite),
     RequestMirror,
@@ -16,11 +19,13 @@ pub enum Filter {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct Raw {
-    #[serde(rename = "type")]
-    kind: String,
-    request_header_modifier: Option<HeaderModifier>,
-    response_header_modifier: Option<HeaderModifier>,
+struct Raw<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    request_header_modifier: Option<HeaderModifier<'a>>,
+    #[serde(borrow)]
+    response_header_modifier: Option<HeaderModifier<'a>>,
     request_redirect: Option<Redirect>,
     #[serde(rename = "urlRewrite")]
     url_rewrite: Option<UrlRewrite>,
@@ -35,20 +40,22 @@ struct Raw {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct HeaderModifier {
-    #[serde(default)]
-    pub set: Vec<Header>,
-    #[serde(default)]
-    pub add: Vec<Header>,
-    #[serde(default)]
-    pub remove: Vec<String>,
+pub struct HeaderModifier<'a> {
+    #[serde(default, borrow)]
+    pub set: Vec<Header<'a>>,
+    #[serde(default, borrow)]
+    pub add: Vec<Header<'a>>,
+    #[serde(default, borrow)]
+    pub remove: Vec<Cow<'a, str>>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Header {
-    pub name: String,
-    pub value: String,
+pub struct Header<'a> {
+    #[serde(borrow)]
+    pub name: Cow<'a, str>,
+    #[serde(borrow)]
+    pub value: Cow<'a, str>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -107,12 +114,12 @@ impl PathModifier {
     }
 }
 
-pub fn parse(text: &str) -> Result<Filter, Error> {
+pub fn parse(text: &str) -> Result<Filter<'_>, Error> {
     let raw: Raw =
         serde_json::from_str(text).map_err(|e| Error::invalid(format!("malformed filter: {e}")))?;
     let missing =
         |field: &str| Error::invalid(format!("type is {} but {field} is missing", raw.kind));
-    match raw.kind.as_str() {
+    match raw.kind.as_ref() {
         "RequestHeaderModifier" => raw
             .request_header_modifier
             .map(Filter::RequestHeaderModifier)

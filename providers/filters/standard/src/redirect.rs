@@ -12,15 +12,16 @@
 //! `ReplacePrefixMatch` has no template equivalent (Praxis substitutes the
 //! whole path only), and Praxis answers 301, 302, 307 or 308, not 303.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::{
     Error,
+    entry::Entry,
     input::{PathChange, Redirect},
     placeholders, text,
 };
 
-pub fn translate(r: &Redirect) -> Result<Vec<Value>, Error> {
+pub fn translate(r: &Redirect) -> Result<Vec<Entry<'static>>, Error> {
     let scheme = match r.scheme.as_deref() {
         None => None,
         Some(s @ ("http" | "https")) => Some(s),
@@ -75,11 +76,11 @@ pub fn translate(r: &Redirect) -> Result<Vec<Value>, Error> {
         (None, None) => placeholders::PORT_SUFFIX.to_string(),
     };
     let scheme = scheme.unwrap_or(placeholders::LISTENER_SCHEME);
-    Ok(vec![json!({
+    Ok(vec![Entry::Value(json!({
         "filter": "redirect",
         "status": status,
         "location": format!("{scheme}://{host}{port_part}{path}${{query}}"),
-    })])
+    }))])
 }
 
 fn default_port(scheme: &str) -> u16 {

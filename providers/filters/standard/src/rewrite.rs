@@ -8,20 +8,25 @@
 //! replacement would leave (`/foo/bar` with `/` gives `/bar`), and makes an
 //! empty result `/`.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::{
     Error,
+    entry::{Entry, Headers, Pair},
     input::{PathChange, UrlRewrite},
     placeholders, text,
 };
 
-pub fn translate(r: &UrlRewrite) -> Result<Vec<Value>, Error> {
+pub fn translate(r: &UrlRewrite) -> Result<Vec<Entry<'static>>, Error> {
     let mut entries = Vec::new();
     if let Some(host) = &r.hostname {
         let host = text::hostname(host, "urlRewrite.hostname")?;
-        entries
-            .push(json!({"filter": "headers", "request_set": [{"name": "host", "value": host}]}));
+        let mut headers = Headers::new();
+        headers.request_set.push(Pair {
+            name: "host".into(),
+            value: host.to_string().into(),
+        });
+        entries.push(Entry::Headers(headers));
     }
     if let Some(path) = &r.path {
         let (pattern, replacement) = match path.change("urlRewrite.path")? {
@@ -44,10 +49,10 @@ pub fn translate(r: &UrlRewrite) -> Result<Vec<Value>, Error> {
                 )
             }
         };
-        entries.push(json!({
+        entries.push(Entry::Value(json!({
             "filter": "url_rewrite",
             "operations": [{"regex_replace": {"pattern": pattern, "replacement": replacement}}]
-        }));
+        })));
     }
     Ok(entries)
 }

@@ -2,11 +2,13 @@
 //! Praxis would refuse at load is refused here, naming the field, instead of
 //! breaking the whole Gateway's config.
 
+use std::borrow::Cow;
+
 use crate::Error;
 
-/// An HTTP header name (RFC 9110 token), lowercased. The caller names the
-/// field ([`Error::at`]).
-pub fn header_name(name: &str) -> Result<String, Error> {
+/// An HTTP header name (RFC 9110 token), lowercased (copied only when it
+/// has capitals). The caller names the field ([`Error::at`]).
+pub fn header_name<'a>(name: &Cow<'a, str>) -> Result<Cow<'a, str>, Error> {
     if name.is_empty() {
         return Err(Error::invalid("the header name is empty"));
     }
@@ -15,7 +17,11 @@ pub fn header_name(name: &str) -> Result<String, Error> {
             "`{name}` is not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only)"
         )));
     }
-    Ok(name.to_ascii_lowercase())
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        Ok(Cow::Owned(name.to_ascii_lowercase()))
+    } else {
+        Ok(name.clone())
+    }
 }
 
 /// A header value Praxis can send: visible ASCII, spaces and tabs. The
@@ -95,12 +101,12 @@ mod tests {
 
     #[test]
     fn header_names_are_tokens_lowercased() {
-        assert_eq!(header_name("X-Custom").unwrap(), "x-custom");
+        assert_eq!(header_name(&"X-Custom".into()).unwrap(), "x-custom");
         assert!(
-            matches!(header_name("").map_err(|e| e.at("f")), Err(Error::InvalidInput(m)) if m == "f: the header name is empty")
+            matches!(header_name(&"".into()).map_err(|e| e.at("f")), Err(Error::InvalidInput(m)) if m == "f: the header name is empty")
         );
         assert!(
-            matches!(header_name("a b"), Err(Error::InvalidInput(m)) if m.contains("`a b` is not a valid"))
+            matches!(header_name(&"a b".into()), Err(Error::InvalidInput(m)) if m.contains("`a b` is not a valid"))
         );
     }
 

@@ -1,5 +1,6 @@
 //! Test config filter: translates a `RequestHeaderModifier` HTTPRoute filter
-//! into one Praxis `headers` filter entry.
+//! into one Praxis `headers` filter entry. A header named `x-panic` makes it
+//! panic (a trap), so that tests can see a trap fail only its own filter.
 
 use pontoon_provider_sdk::config_filter::{FilterError, FilterMetadata, Guest, RouteContext};
 use serde::{Deserialize, Serialize};
@@ -77,6 +78,9 @@ impl Guest for HeaderFilter {
                     "requestHeaderModifier.{list}[{index}]: the header name is empty"
                 )));
             }
+        }
+        if modifier.set.iter().any(|h| h.name == "x-panic") {
+            panic!("asked to panic by {at}");
         }
         let entry = Entry {
             filter: "headers",
