@@ -82,7 +82,8 @@
 //! Same shape with feature `config-filter`: implement
 //! `config_filter::Guest` (`metadata`, `translate`) and call
 //! `pontoon_provider_sdk::export_config_filter!(MyFilter)`. Filters are pure:
-//! no cluster access.
+//! no cluster access, and the host calls `translate` for many filters in one
+//! instance (under one deadline), so keep nothing between calls.
 //!
 //! # Parsing targets
 //!
