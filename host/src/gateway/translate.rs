@@ -4,16 +4,15 @@
 //! is cached by its input (translations are pure), so a reconcile only calls
 //! a module for filters it has not seen. A large batch (a Gateway's first
 //! reconcile) is split into one part per core, each part looked up,
-//! translated and parsed on a task of its own.
+//! translated and parsed on its own task (the first on the caller's).
 
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
 };
 
-use serde_json::Value;
-
 use gateway_api::httproutes::{HttpRouteRulesFilters, HttpRouteRulesFiltersType as FilterType};
+use serde_json::Value;
 
 use super::{model::TranslatedFilter, resolve::listeners::Issue};
 use crate::plugins::{CallError, FilterModule, Registry, bindings::RouteContext};
