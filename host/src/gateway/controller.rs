@@ -343,7 +343,16 @@ fn error_policy<K: Resource>(object: Arc<K>, err: &Error, _: Arc<GatewayContext>
     {
         return Action::await_change();
     }
-    tracing::warn!(object = %object.meta().name.clone().unwrap_or_default(), error = %err, "reconcile failed; retrying");
+    let name = object.meta().name.clone().unwrap_or_default();
+    if let Error::Kube(kube::Error::Api(status)) = err
+        && status.is_conflict()
+    {
+        // A write raced another (a user's edit, a controller's status):
+        // expected, and retried shortly with the newer version.
+        tracing::debug!(object = %name, error = %err, "object changed meanwhile; retrying");
+    } else {
+        tracing::warn!(object = %name, error = %err, "reconcile failed; retrying");
+    }
     Action::requeue(retry_for(err))
 }
 
