@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use pontoon::gateway::translate::{FilterRequest, Translator};
 use pontoon::plugins::{
-    CallError, ClusterAccess, Limits, LoadError, LoadedModule, PluginRuntime, ProviderModule,
-    Registry,
+    CallError, ClusterAccess, FilterModule, Limits, LoadError, LoadedModule, PluginRuntime,
+    ProviderModule, Registry,
     bindings::{Mount, Progress, ProviderError, RouteContext, Settings},
 };
 use pontoon_tests::{TestNamespace, modules::test_module};
@@ -36,6 +36,13 @@ async fn provider(runtime: &Arc<PluginRuntime>, name: &str) -> anyhow::Result<Ar
     match runtime.load_file(&test_module(name)?).await? {
         LoadedModule::Provider(p) => Ok(Arc::new(p)),
         LoadedModule::Filter(_) => anyhow::bail!("{name} loaded as a filter"),
+    }
+}
+
+async fn filter(runtime: &Arc<PluginRuntime>, name: &str) -> anyhow::Result<FilterModule> {
+    match runtime.load_file(&test_module(name)?).await? {
+        LoadedModule::Filter(f) => Ok(f),
+        LoadedModule::Provider(_) => anyhow::bail!("{name} loaded as a provider"),
     }
 }
 
@@ -493,10 +500,7 @@ fn route_context(route: &str, filter_index: u32) -> RouteContext {
 #[tokio::test]
 async fn a_filter_that_traps_fails_alone_in_its_batch() -> anyhow::Result<()> {
     let runtime = PluginRuntime::new(Limits::default())?;
-    let LoadedModule::Filter(filter) = runtime.load_file(&test_module("header_filter")?).await?
-    else {
-        anyhow::bail!("header_filter did not load as a filter");
-    };
+    let filter = filter(&runtime, "header_filter").await?;
     let filters: Vec<String> = (0..6)
         .map(|i| match i {
             1 | 4 => header_filter("x-panic", "boom"),
@@ -584,10 +588,7 @@ async fn the_translator_keeps_order_across_parts_and_does_not_cache_traps() -> a
 #[tokio::test]
 async fn a_config_filter_translates_and_reports_bad_input() -> anyhow::Result<()> {
     let runtime = PluginRuntime::new(Limits::default())?;
-    let LoadedModule::Filter(filter) = runtime.load_file(&test_module("header_filter")?).await?
-    else {
-        anyhow::bail!("header_filter did not load as a filter");
-    };
+    let filter = filter(&runtime, "header_filter").await?;
     assert_eq!(filter.metadata.handles, ["RequestHeaderModifier"]);
     let context = RouteContext {
         route_namespace: "shop".into(),

@@ -6,7 +6,7 @@
 
 use std::borrow::Cow;
 
-use serde::Serialize;
+use serde::{Serialize, Serializer, ser::SerializeMap};
 use serde_json::Value;
 
 #[derive(Debug, Serialize)]
@@ -16,30 +16,57 @@ pub enum Entry<'a> {
     Value(Value),
 }
 
-/// Praxis's `headers` filter: lists left empty are left out.
-#[derive(Debug, Default, Serialize)]
+/// Which messages a `headers` entry changes: its lists are named after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Request,
+    Response,
+}
+
+/// Praxis's `headers` filter for one side (`request_set`, `request_add`,
+/// `request_remove` or their `response_` twins); lists left empty are left
+/// out.
+#[derive(Debug)]
 pub struct Headers<'a> {
-    filter: &'static str,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub request_set: Vec<Pair<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub request_add: Vec<Pair<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub request_remove: Vec<Cow<'a, str>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub response_set: Vec<Pair<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub response_add: Vec<Pair<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub response_remove: Vec<Cow<'a, str>>,
+    pub side: Side,
+    pub set: Vec<Pair<'a>>,
+    pub add: Vec<Pair<'a>>,
+    pub remove: Vec<Cow<'a, str>>,
 }
 
 impl Headers<'_> {
-    pub fn new() -> Self {
+    pub fn new(side: Side) -> Self {
         Self {
-            filter: "headers",
-            ..Self::default()
+            side,
+            set: Vec::new(),
+            add: Vec::new(),
+            remove: Vec::new(),
         }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.add.is_empty() && self.remove.is_empty()
+    }
+}
+
+impl Serialize for Headers<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let [set, add, remove] = match self.side {
+            Side::Request => ["request_set", "request_add", "request_remove"],
+            Side::Response => ["response_set", "response_add", "response_remove"],
+        };
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("filter", "headers")?;
+        if !self.set.is_empty() {
+            map.serialize_entry(set, &self.set)?;
+        }
+        if !self.add.is_empty() {
+            map.serialize_entry(add, &self.add)?;
+        }
+        if !self.remove.is_empty() {
+            map.serialize_entry(remove, &self.remove)?;
+        }
+        map.end()
     }
 }
 

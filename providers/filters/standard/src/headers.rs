@@ -4,7 +4,7 @@
 
 use crate::{
     Error,
-    entry::{Entry, Headers, Pair},
+    entry::{Entry, Headers, Pair, Side},
     input::{Header, HeaderModifier},
     text,
 };
@@ -21,31 +21,23 @@ const RESPONSE_HOP_BY_HOP: [&str; 7] = [
 ];
 
 pub fn request<'a>(m: &HeaderModifier<'a>) -> Result<Vec<Entry<'a>>, Error> {
-    let field = "requestHeaderModifier";
-    let mut entry = Headers::new();
-    entry.request_set = pairs(&m.set, field, "set", false)?;
-    entry.request_add = pairs(&m.add, field, "add", false)?;
-    entry.request_remove = names(&m.remove, field)?;
-    let empty = entry.request_set.is_empty()
-        && entry.request_add.is_empty()
-        && entry.request_remove.is_empty();
-    Ok(if empty {
-        Vec::new()
-    } else {
-        vec![Entry::Headers(entry)]
-    })
+    translate(m, Side::Request)
 }
 
 pub fn response<'a>(m: &HeaderModifier<'a>) -> Result<Vec<Entry<'a>>, Error> {
-    let field = "responseHeaderModifier";
-    let mut entry = Headers::new();
-    entry.response_set = pairs(&m.set, field, "set", true)?;
-    entry.response_add = pairs(&m.add, field, "add", true)?;
-    entry.response_remove = names(&m.remove, field)?;
-    let empty = entry.response_set.is_empty()
-        && entry.response_add.is_empty()
-        && entry.response_remove.is_empty();
-    Ok(if empty {
+    translate(m, Side::Response)
+}
+
+fn translate<'a>(m: &HeaderModifier<'a>, side: Side) -> Result<Vec<Entry<'a>>, Error> {
+    let field = match side {
+        Side::Request => "requestHeaderModifier",
+        Side::Response => "responseHeaderModifier",
+    };
+    let mut entry = Headers::new(side);
+    entry.set = pairs(&m.set, field, "set", side)?;
+    entry.add = pairs(&m.add, field, "add", side)?;
+    entry.remove = names(&m.remove, field)?;
+    Ok(if entry.is_empty() {
         Vec::new()
     } else {
         vec![Entry::Headers(entry)]
@@ -56,7 +48,7 @@ fn pairs<'a>(
     list: &[Header<'a>],
     field: &str,
     op: &str,
-    response: bool,
+    side: Side,
 ) -> Result<Vec<Pair<'a>>, Error> {
     list.iter()
         .enumerate()
@@ -65,7 +57,7 @@ fn pairs<'a>(
             // every route at each Gateway's first reconcile.
             let at = || format!("{field}.{op}[{i}]");
             let name = text::header_name(&h.name).map_err(|e| e.at(&format!("{}.name", at())))?;
-            if response && RESPONSE_HOP_BY_HOP.contains(&name.as_ref()) {
+            if side == Side::Response && RESPONSE_HOP_BY_HOP.contains(&name.as_ref()) {
                 return Err(Error::unsupported(format!(
                     "{}.name: Praxis does not add the hop-by-hop header `{name}` to responses",
                     at()

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::{
     Error,
-    entry::{Entry, Headers, Pair},
+    entry::{Entry, Headers, Pair, Side},
     input::{PathChange, UrlRewrite},
     placeholders, text,
 };
@@ -21,8 +21,8 @@ pub fn translate(r: &UrlRewrite) -> Result<Vec<Entry<'static>>, Error> {
     let mut entries = Vec::new();
     if let Some(host) = &r.hostname {
         let host = text::hostname(host, "urlRewrite.hostname")?;
-        let mut headers = Headers::new();
-        headers.request_set.push(Pair {
+        let mut headers = Headers::new(Side::Request);
+        headers.set.push(Pair {
             name: "host".into(),
             value: host.to_string().into(),
         });
