@@ -85,7 +85,8 @@ func deleteNetns(name string) {
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, "ip", "netns", "pids", name).Output(); err == nil {
 		for _, field := range strings.Fields(string(out)) {
-			if pid, err := strconv.Atoi(field); err == nil {
+			// Never this process, whatever namespace a thread of it is in.
+			if pid, err := strconv.Atoi(field); err == nil && pid != os.Getpid() {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}
@@ -105,16 +106,26 @@ func exists(path string) bool {
 }
 
 // inNetns runs fn on a thread inside the network namespace at path; sockets
-// fn creates stay in it. The thread is thrown away afterwards.
+// fn creates stay in it.
 func inNetns(path string, fn func() error) error {
 	errs := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		// Never unlocked: the thread, left in the other namespace, ends with
-		// this goroutine.
+		// The thread goes back to its own namespace before it is unlocked. A
+		// thread left locked in the other one would end with this goroutine,
+		// except the process's main thread, which Go keeps (wedged) instead:
+		// the process would then count as in that namespace, and deleting
+		// the pod's namespace would kill it (deleteNetns).
+		home, err := netns.Get()
+		if err != nil {
+			errs <- err
+			return
+		}
+		defer home.Close()
 		handle, err := netns.GetFromPath(path)
 		if err != nil {
 			errs <- err
+			runtime.UnlockOSThread()
 			return
 		}
 		defer handle.Close()
@@ -123,6 +134,9 @@ func inNetns(path string, fn func() error) error {
 			return
 		}
 		errs <- fn()
+		if netns.Set(home) == nil {
+			runtime.UnlockOSThread()
+		}
 	}()
 	return <-errs
 }
