@@ -16,7 +16,8 @@
 //! - wasm, cached: the same `Translator` again, every filter a cache hit,
 //!   as every later reconcile does.
 //!
-//! Each figure is the best of several rounds.
+//! Each figure is the best of several rounds; the native and WASM rounds
+//! take turns.
 
 use std::{
     net::SocketAddr,
@@ -144,74 +145,79 @@ fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }
 
-/// `Translator` on a cold cache then on a warm one, then `generate`, the
-/// best of [`ROUNDS`] each.
-async fn batch_rounds(
+/// One round of `Translator` on a cold cache then on a warm one, each
+/// followed by `generate`.
+async fn batch_round(
     registry: &Arc<Registry>,
     requests: &[(Value, RouteContext)],
     texts: &[String],
     options: &GenerateOptions,
 ) -> anyhow::Result<(Duration, Duration)> {
-    let mut batch = Duration::MAX;
-    let mut cached = Duration::MAX;
-    for _ in 0..ROUNDS {
-        let translator = Translator::new(registry.clone());
-        for round in 0..2 {
-            let started = Instant::now();
-            // What a reconcile hands over, built as it builds it.
-            let filters: Arc<[FilterRequest]> = requests
-                .iter()
-                .zip(texts)
-                .map(|((filter, context), text)| FilterRequest {
-                    kind: kind(filter),
-                    filter: text.clone(),
-                    context: context.clone(),
-                })
-                .collect();
-            let translated = translator
-                .translate(filters)
-                .await
-                .into_iter()
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|issue| anyhow::anyhow!("{}", issue.message))?;
-            generate(&model(translated), options)?;
-            let elapsed = started.elapsed();
-            if round == 0 {
-                batch = batch.min(elapsed);
-            } else {
-                cached = cached.min(elapsed);
-            }
-        }
+    let translator = Translator::new(registry.clone());
+    let mut took = [Duration::ZERO; 2];
+    for round in &mut took {
+        let started = Instant::now();
+        // What a reconcile hands over, built as it builds it.
+        let filters: Arc<[FilterRequest]> = requests
+            .iter()
+            .zip(texts)
+            .map(|((filter, context), text)| FilterRequest {
+                kind: kind(filter),
+                filter: text.clone(),
+                context: context.clone(),
+            })
+            .collect();
+        let translated = translator
+            .translate(filters)
+            .await
+            .into_iter()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|issue| anyhow::anyhow!("{}", issue.message))?;
+        generate(&model(translated), options)?;
+        *round = started.elapsed();
     }
-    Ok((batch, cached))
+    Ok((took[0], took[1]))
+}
+
+/// Native filters and `generate`: the baseline. Returns the config's size.
+fn native_round(
+    requests: &[(Value, RouteContext)],
+    texts: &[String],
+    options: &GenerateOptions,
+) -> anyhow::Result<usize> {
+    let mut translated = Vec::with_capacity(requests.len());
+    for ((filter, c), text) in requests.iter().zip(texts) {
+        let location = format!(
+            "HTTPRoute {}/{} rule {} filter {}",
+            c.route_namespace, c.route_name, c.rule_index, c.filter_index
+        );
+        let out =
+            standard_filters::translate(text, &location).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        translated.push(entries("standard-filters", &kind(filter), &out)?);
+    }
+    Ok(generate(&model(translated), options)?.len())
 }
 
 // The operator binary's allocator (host/src/main.rs), so the figures are its.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-// Multi-threaded, as the operator runs: a large batch of translations
-// spreads over the cores.
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+// The batch runs on a multi-threaded runtime, as the operator runs (a large
+// batch spreads over the cores), and again on a one-thread runtime, since the
+// native baseline uses one core. Rounds of the native and WASM paths take
+// turns, so that a machine that slows down or speeds up meanwhile (other
+// load) moves both alike and their ratio holds.
+fn main() -> anyhow::Result<()> {
     let options = GenerateOptions::default();
     let requests = requests();
     let texts: Vec<String> = requests.iter().map(|(f, _)| f.to_string()).collect();
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let single = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
 
-    // Native: the same crate, compiled into the host.
-    let (native, yaml_len) = best(|| {
-        let mut translated = Vec::with_capacity(requests.len());
-        for ((filter, c), text) in requests.iter().zip(&texts) {
-            let location = format!(
-                "HTTPRoute {}/{} rule {} filter {}",
-                c.route_namespace, c.route_name, c.rule_index, c.filter_index
-            );
-            let out = standard_filters::translate(text, &location)
-                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
-            translated.push(entries("standard-filters", &kind(filter), &out)?);
-        }
-        Ok(generate(&model(translated), &options)?.len())
-    })?;
     // The generation alone, with the translations at hand.
     let translated_once: Vec<TranslatedFilter> = requests
         .iter()
@@ -228,49 +234,53 @@ async fn main() -> anyhow::Result<()> {
     let runtime = PluginRuntime::new(Limits::default())?;
     let path = bundled_provider("standard_filters")?;
     let size = std::fs::metadata(&path)?.len();
-    let LoadedModule::Filter(module) = runtime.load_file(&path).await? else {
+    let LoadedModule::Filter(module) = multi.block_on(runtime.load_file(&path))? else {
         anyhow::bail!("standard_filters.wasm is not a config filter");
     };
     let module = Arc::new(module);
-    for _ in 0..100 {
-        module.translate(&texts[0], &requests[0].1).await?;
-    }
-
-    let mut per_call = Duration::MAX;
-    for _ in 0..3 {
-        let started = Instant::now();
-        let mut translated = Vec::with_capacity(requests.len());
-        for ((filter, c), text) in requests.iter().zip(&texts) {
-            let out = module.translate(text, c).await?;
-            translated.push(entries("standard-filters", &kind(filter), &out)?);
+    let per_call = multi.block_on(async {
+        for _ in 0..100 {
+            module.translate(&texts[0], &requests[0].1).await?;
         }
-        generate(&model(translated), &options)?;
-        per_call = per_call.min(started.elapsed());
-    }
+        let mut per_call = Duration::MAX;
+        for _ in 0..3 {
+            let started = Instant::now();
+            let mut translated = Vec::with_capacity(requests.len());
+            for ((filter, c), text) in requests.iter().zip(&texts) {
+                let out = module.translate(text, c).await?;
+                translated.push(entries("standard-filters", &kind(filter), &out)?);
+            }
+            generate(&model(translated), &options)?;
+            per_call = per_call.min(started.elapsed());
+        }
+        anyhow::Ok(per_call)
+    })?;
 
     let mut registry = Registry::default();
-    registry.insert(runtime.load_file(&path).await?);
+    registry.insert(multi.block_on(runtime.load_file(&path))?);
     let registry = Arc::new(registry);
-    let (batch, cached) = batch_rounds(&registry, &requests, &texts, &options).await?;
-    // The same on a runtime with one thread: the parts of the batch take
-    // turns instead of sharing the cores.
-    let (one_core, _) = std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()?
-                    .block_on(batch_rounds(&registry, &requests, &texts, &options))
-            })
-            .join()
-            .map_err(|_| anyhow::anyhow!("the one-thread round panicked"))?
-    })?;
+    let [mut native, mut batch, mut cached, mut one_core] = [Duration::MAX; 4];
+    let mut yaml_len = 0;
+    for _ in 0..ROUNDS {
+        let started = Instant::now();
+        yaml_len = native_round(&requests, &texts, &options)?;
+        native = native.min(started.elapsed());
+        let (cold, warm) = multi.block_on(batch_round(&registry, &requests, &texts, &options))?;
+        (batch, cached) = (batch.min(cold), cached.min(warm));
+        let (cold, _) = single.block_on(batch_round(&registry, &requests, &texts, &options))?;
+        one_core = one_core.min(cold);
+    }
 
     let ratio = |d: Duration| d.as_secs_f64() / native.as_secs_f64();
     println!(
-        "{ROUTES} HTTPRoutes x 2 filters, config {} KiB, standard_filters.wasm {} KiB",
+        "{ROUTES} HTTPRoutes x 2 filters, config {} KiB, standard_filters.wasm {} KiB{}",
         yaml_len / 1024,
-        size / 1024
+        size / 1024,
+        if module.takes_batches() {
+            ", translate-batch"
+        } else {
+            ", no translate-batch"
+        }
     );
     println!("generate alone                  {:>10}", ms(generation));
     println!("native filters + generate       {:>10}   1.00x", ms(native));
