@@ -273,14 +273,9 @@ fn main() -> anyhow::Result<()> {
 
     let ratio = |d: Duration| d.as_secs_f64() / native.as_secs_f64();
     println!(
-        "{ROUTES} HTTPRoutes x 2 filters, config {} KiB, standard_filters.wasm {} KiB{}",
+        "{ROUTES} HTTPRoutes x 2 filters, config {} KiB, standard_filters.wasm {} KiB",
         yaml_len / 1024,
-        size / 1024,
-        if module.takes_batches() {
-            ", translate-batch"
-        } else {
-            ", no translate-batch"
-        }
+        size / 1024
     );
     println!("generate alone                  {:>10}", ms(generation));
     println!("native filters + generate       {:>10}   1.00x", ms(native));

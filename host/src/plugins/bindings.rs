@@ -15,13 +15,10 @@ pub mod provider {
     });
 }
 
-/// The `config-filter-batch-provider` world, a superset of
-/// `config-filter-provider`: a module of either is loaded through these
-/// bindings, its exports looked up one interface at a time. Shares `log`
-/// with the provider world.
+/// The `config-filter-provider` world; shares `log` with the provider world.
 pub mod filter {
     wasmtime::component::bindgen!({
-        world: "config-filter-batch-provider",
+        world: "config-filter-provider",
         path: "../wit",
         imports: { default: async },
         exports: { default: async },
@@ -34,7 +31,6 @@ pub mod filter {
 pub use filter::exports::pontoon::provider::config_filter::{
     FilterError, FilterMetadata, RouteContext,
 };
-pub use filter::exports::pontoon::provider::config_filter_batch::FilterRequest;
 pub use provider::exports::pontoon::provider::bridge_mount::{
     Condition, Mount, Progress, Settings,
 };
@@ -50,5 +46,3 @@ pub use provider::pontoon::provider::types::{
 pub const BRIDGE_MOUNT_EXPORT: &str = "pontoon:provider/bridge-mount@0.1.0";
 /// WIT name of the interface a config filter exports.
 pub const CONFIG_FILTER_EXPORT: &str = "pontoon:provider/config-filter@0.1.0";
-/// WIT name of the interface a config filter may export besides.
-pub const CONFIG_FILTER_BATCH_EXPORT: &str = "pontoon:provider/config-filter-batch@0.1.0";

@@ -2,74 +2,17 @@
 
 use std::{path::PathBuf, sync::Arc, time::Instant};
 
-use wasmtime::{Store, component::InstancePre};
-
 use super::{
-    bindings::{
-        CONFIG_FILTER_BATCH_EXPORT, FilterMetadata, FilterRequest, RouteContext,
-        filter::exports::pontoon::provider::{config_filter, config_filter_batch},
-    },
+    bindings::{FilterMetadata, RouteContext, filter::ConfigFilterProviderPre},
     error::{CallError, LoadError},
     runtime::{PluginRuntime, file_label},
     state::CallState,
 };
 use crate::metrics::METRICS;
 
-/// Filters in one `translate-batch` call at most: bounds what one instance
-/// holds, and what is translated again one by one when a call fails.
-const BATCH_CALL_SIZE: usize = 1024;
-
-/// Where a filter module's functions are, looked up once when it loads.
-pub(super) struct FilterExports {
-    single: config_filter::GuestIndices,
-    /// Present when the module exports `config-filter-batch`.
-    batch: Option<config_filter_batch::GuestIndices>,
-}
-
-impl FilterExports {
-    pub(super) fn new(pre: &InstancePre<CallState>) -> wasmtime::Result<Self> {
-        let batch = match pre
-            .component()
-            .get_export_index(None, CONFIG_FILTER_BATCH_EXPORT)
-        {
-            Some(_) => Some(config_filter_batch::GuestIndices::new(pre)?),
-            None => None,
-        };
-        Ok(Self {
-            single: config_filter::GuestIndices::new(pre)?,
-            batch,
-        })
-    }
-}
-
-/// A module's functions in one fresh instance.
-struct Functions {
-    single: config_filter::Guest,
-    batch: Option<config_filter_batch::Guest>,
-}
-
-/// Instantiates the module in `store`; a `translate-batch` of the wrong type
-/// fails here, at load, like any other export.
-async fn instantiate(
-    pre: &InstancePre<CallState>,
-    exports: &FilterExports,
-    store: &mut Store<CallState>,
-) -> wasmtime::Result<Functions> {
-    let instance = pre.instantiate_async(&mut *store).await?;
-    Ok(Functions {
-        single: exports.single.load(&mut *store, &instance)?,
-        batch: exports
-            .batch
-            .as_ref()
-            .map(|batch| batch.load(&mut *store, &instance))
-            .transpose()?,
-    })
-}
-
 pub struct FilterModule {
     runtime: Arc<PluginRuntime>,
-    pre: InstancePre<CallState>,
-    exports: FilterExports,
+    pre: ConfigFilterProviderPre<CallState>,
     name: Arc<str>,
     pub metadata: FilterMetadata,
     pub path: PathBuf,
@@ -79,13 +22,15 @@ impl FilterModule {
     pub(super) async fn load(
         runtime: Arc<PluginRuntime>,
         path: PathBuf,
-        pre: InstancePre<CallState>,
-        exports: FilterExports,
+        pre: ConfigFilterProviderPre<CallState>,
     ) -> Result<Self, LoadError> {
         let mut store = runtime.store(file_label(&path).into(), "load".into(), None);
         let call = async {
-            let functions = instantiate(&pre, &exports, &mut store).await?;
-            functions.single.call_metadata(&mut store).await
+            let bindings = pre.instantiate_async(&mut store).await?;
+            bindings
+                .pontoon_provider_config_filter()
+                .call_metadata(&mut store)
+                .await
         };
         let started = Instant::now();
         let ended = tokio::time::timeout(runtime.hard_deadline(), call).await;
@@ -93,16 +38,10 @@ impl FilterModule {
         Ok(Self {
             runtime,
             pre,
-            exports,
             name: metadata.name.clone().into(),
             metadata,
             path,
         })
-    }
-
-    /// Whether the module exports `config-filter-batch`.
-    pub fn takes_batches(&self) -> bool {
-        self.exports.batch.is_some()
     }
 
     pub fn name(&self) -> &str {
@@ -124,9 +63,9 @@ impl FilterModule {
             format!("{}/{}", context.route_namespace, context.route_name).into();
         let mut store = self.runtime.store(self.name.clone(), subject, None);
         let call = async {
-            let functions = instantiate(&self.pre, &self.exports, &mut store).await?;
-            functions
-                .single
+            let bindings = self.pre.instantiate_async(&mut store).await?;
+            bindings
+                .pontoon_provider_config_filter()
                 .call_translate(&mut store, filter, context)
                 .await
         };
@@ -140,95 +79,12 @@ impl FilterModule {
             })
     }
 
-    /// Translates many filters, results in `items`' order: through
-    /// `translate-batch` where the module has it (a call per
-    /// [`BATCH_CALL_SIZE`] filters), otherwise [`Self::translate_each`]. A
-    /// batch call that fails (a trap, the deadline, the memory limit, a wrong
-    /// number of answers) is done again one filter at a time in fresh
-    /// instances, so that only the filter at fault fails.
+    /// Translates many filters in one instance (one store for the batch, as
+    /// a reconcile does): a pure module keeps no state between calls, so
+    /// this gives the same results as one instance per call at a fraction of
+    /// the cost. A call that traps poisons only its instance: the rest of the
+    /// batch continues in a fresh one. Results are in `items`' order.
     pub async fn translate_all(
-        &self,
-        items: &[(&str, &RouteContext)],
-    ) -> Vec<Result<Vec<String>, CallError>> {
-        if self.exports.batch.is_none() {
-            return self.translate_each(items).await;
-        }
-        let mut results = Vec::with_capacity(items.len());
-        for chunk in items.chunks(BATCH_CALL_SIZE) {
-            match self.translate_batch(chunk).await {
-                Ok(answers) => results.extend(answers),
-                Err(failure) => {
-                    tracing::debug!(
-                        module = %self.name,
-                        error = %failure,
-                        filters = chunk.len(),
-                        "batch call failed; translating its filters one by one"
-                    );
-                    results.extend(self.translate_each(chunk).await);
-                }
-            }
-        }
-        results
-    }
-
-    /// One `translate-batch` call in a fresh instance: the answers, or how
-    /// the call failed.
-    async fn translate_batch(
-        &self,
-        chunk: &[(&str, &RouteContext)],
-    ) -> Result<Vec<Result<Vec<String>, CallError>>, CallError> {
-        let requests: Vec<FilterRequest> = chunk
-            .iter()
-            .map(|&(filter, context)| FilterRequest {
-                filter: filter.to_string(),
-                context: context.clone(),
-            })
-            .collect();
-        let subject: Arc<str> = format!("{} filters", chunk.len()).into();
-        let mut store = self.runtime.store(self.name.clone(), subject, None);
-        let call = async {
-            let functions = instantiate(&self.pre, &self.exports, &mut store).await?;
-            let batch = functions.batch.ok_or_else(|| {
-                wasmtime::format_err!("the module exports no config-filter-batch")
-            })?;
-            batch.call_translate_batch(&mut store, &requests).await
-        };
-        let started = Instant::now();
-        let ended = tokio::time::timeout(self.runtime.hard_deadline(), call).await;
-        let answers = self
-            .runtime
-            .settle(&store, "translate-batch", started, ended)?;
-        if answers.len() != chunk.len() {
-            let message = format!(
-                "answered {} of a batch of {} filters; the contract asks one answer per filter",
-                answers.len(),
-                chunk.len()
-            );
-            tracing::warn!(module = %self.name, "{message}");
-            return Err(CallError::Trap {
-                module: self.name.to_string(),
-                step: "translate-batch",
-                message,
-            });
-        }
-        Ok(answers
-            .into_iter()
-            .map(|answer| {
-                answer.map_err(|error| CallError::Filter {
-                    module: self.name.to_string(),
-                    error,
-                })
-            })
-            .collect())
-    }
-
-    /// Translates many filters with `translate`, in one instance (one store
-    /// for the batch, as a reconcile does): a pure module keeps no state
-    /// between calls, so this gives the same results as one instance per
-    /// call at a fraction of the cost. A call that traps poisons only its
-    /// instance: the rest of the batch continues in a fresh one. Results are
-    /// in `items`' order.
-    pub async fn translate_each(
         &self,
         items: &[(&str, &RouteContext)],
     ) -> Vec<Result<Vec<String>, CallError>> {
@@ -244,10 +100,9 @@ impl FilterModule {
             // One backstop timer for the instance's run: its store's epoch
             // deadline already counts from the start of the batch.
             let run = tokio::time::timeout(self.runtime.hard_deadline(), async {
-                let filter = instantiate(&self.pre, &self.exports, &mut store)
-                    .await?
-                    .single;
+                let bindings = self.pre.instantiate_async(&mut store).await?;
                 instantiated = true;
+                let filter = bindings.pontoon_provider_config_filter();
                 started = Instant::now();
                 for (text, context) in rest {
                     let result = filter.call_translate(&mut store, text, context).await?;

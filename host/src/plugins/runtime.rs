@@ -19,7 +19,7 @@ use super::{
     cluster::ClusterAccess,
     engine::{new_engine, start_epoch_clock},
     error::{CallError, LoadError},
-    filter::{FilterExports, FilterModule},
+    filter::FilterModule,
     limits::Limits,
     provider::ProviderModule,
     registry::Registry,
@@ -68,10 +68,7 @@ impl PluginRuntime {
         provider::BridgeMountProvider::add_to_linker::<_, HasSelf<_>>(&mut provider_linker, |s| s)?;
         let mut filter_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut filter_linker)?;
-        filter::ConfigFilterBatchProvider::add_to_linker::<_, HasSelf<_>>(
-            &mut filter_linker,
-            |s| s,
-        )?;
+        filter::ConfigFilterProvider::add_to_linker::<_, HasSelf<_>>(&mut filter_linker, |s| s)?;
         Ok(Arc::new(Self {
             engine,
             limits,
@@ -175,8 +172,8 @@ impl PluginRuntime {
                 .filter_linker
                 .instantiate_pre(&component)
                 .map_err(link_error)?;
-            let exports = FilterExports::new(&pre).map_err(link_error)?;
-            let module = FilterModule::load(self.clone(), path.into(), pre, exports).await?;
+            let pre = filter::ConfigFilterProviderPre::new(pre).map_err(link_error)?;
+            let module = FilterModule::load(self.clone(), path.into(), pre).await?;
             Ok(LoadedModule::Filter(module))
         } else {
             Err(LoadError::UnknownWorld {

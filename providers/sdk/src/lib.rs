@@ -81,11 +81,9 @@
 //!
 //! Same shape with feature `config-filter`: implement
 //! `config_filter::Guest` (`metadata`, `translate`) and call
-//! `pontoon_provider_sdk::export_config_filter!(MyFilter)`, which also exports
-//! the contract's `translate-batch` (your `translate` for each filter of a
-//! batch, in one call). Filters are pure: no cluster access, and the host
-//! translates many filters in one instance (under one deadline), so keep
-//! nothing between calls.
+//! `pontoon_provider_sdk::export_config_filter!(MyFilter)`. Filters are pure:
+//! no cluster access, and the host calls `translate` for many filters in one
+//! instance (under one deadline), so keep nothing between calls.
 //!
 //! # Parsing targets
 //!

@@ -3,19 +3,9 @@
 //! the request (the backend sees it) and on the response (the client sees
 //! it), so a traffic test can tell that a custom module's filter ran, and
 //! for which rule.
-//!
-//! Built on the WIT directly, as a module author without the SDK would, for
-//! the `config-filter-provider` world: it exports `translate` alone, no
-//! `translate-batch`, so the host must call it filter by filter.
 
+use pontoon_provider_sdk::config_filter::{FilterError, FilterMetadata, Guest, RouteContext};
 use serde::Deserialize;
-
-wit_bindgen::generate!({
-    path: "../../../wit",
-    world: "config-filter-provider",
-});
-
-use exports::pontoon::provider::config_filter::{FilterError, FilterMetadata, Guest, RouteContext};
 
 struct HeaderStamp;
 
@@ -50,11 +40,8 @@ impl Guest for HeaderStamp {
     }
 
     fn translate(filter: String, context: RouteContext) -> Result<Vec<String>, FilterError> {
-        let at = format!(
-            "HTTPRoute {}/{} rule {} filter {}",
-            context.route_namespace, context.route_name, context.rule_index, context.filter_index
-        );
-        let invalid = |what: String| FilterError::InvalidInput(format!("{at}: {what}"));
+        let at = context.location();
+        let invalid = |what: String| FilterError::invalid_input(format!("{at}: {what}"));
         let filter: Filter =
             serde_json::from_str(&filter).map_err(|e| invalid(format!("malformed filter: {e}")))?;
         let reference = match (filter.kind.as_str(), filter.extension_ref) {
@@ -89,7 +76,7 @@ impl Guest for HeaderStamp {
     }
 }
 
-export!(HeaderStamp);
+pontoon_provider_sdk::export_config_filter!(HeaderStamp);
 
 #[cfg(test)]
 mod tests {
