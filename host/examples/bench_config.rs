@@ -187,12 +187,16 @@ fn native_round(
 ) -> anyhow::Result<usize> {
     let mut translated = Vec::with_capacity(requests.len());
     for ((filter, c), text) in requests.iter().zip(texts) {
-        let location = format!(
-            "HTTPRoute {}/{} rule {} filter {}",
-            c.route_namespace, c.route_name, c.rule_index, c.filter_index
-        );
-        let out =
-            standard_filters::translate(text, &location).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        // The filter's location is written only for an error, as the
+        // component does.
+        let location = || {
+            format!(
+                "HTTPRoute {}/{} rule {} filter {}",
+                c.route_namespace, c.route_name, c.rule_index, c.filter_index
+            )
+        };
+        let out = standard_filters::translate_lazily(text, location)
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
         translated.push(entries("standard-filters", &kind(filter), &out)?);
     }
     Ok(generate(&model(translated), options)?.len())
