@@ -139,30 +139,30 @@ impl Metrics {
         result: &'static str,
         took: Duration,
     ) {
-        self.provider_calls
-            .get_or_create(&CallLabels {
-                module: module.to_string(),
-                step,
-                result,
-            })
-            .inc();
-        self.provider_call_seconds
-            .get_or_create(&StepLabels {
-                module: module.to_string(),
-                step,
-            })
-            .observe(took.as_secs_f64());
+        let (calls, seconds) = self.call_series(module, step, result);
+        calls.inc();
+        seconds.observe(took.as_secs_f64());
     }
 
     /// The counter and timer of `module`'s calls of `step` that returned,
     /// looked up once for a batch of many calls.
     pub fn returned_calls(&self, module: &str, step: &'static str) -> (Counter, Histogram) {
+        self.call_series(module, step, "returned")
+    }
+
+    /// The call counter for `result` and the step's timer.
+    fn call_series(
+        &self,
+        module: &str,
+        step: &'static str,
+        result: &'static str,
+    ) -> (Counter, Histogram) {
         let calls = self
             .provider_calls
             .get_or_create(&CallLabels {
                 module: module.to_string(),
                 step,
-                result: "returned",
+                result,
             })
             .clone();
         let seconds = self

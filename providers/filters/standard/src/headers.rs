@@ -2,6 +2,8 @@
 //! Praxis applies remove, then set, then add, which gives the spec's
 //! results for distinct names (the spec forbids a name twice in one list).
 
+use std::borrow::Cow;
+
 use crate::{
     Error,
     entry::{Entry, Headers, Pair, Side},
@@ -72,10 +74,7 @@ fn pairs<'a>(
         .collect()
 }
 
-fn names<'a>(
-    list: &[std::borrow::Cow<'a, str>],
-    field: &str,
-) -> Result<Vec<std::borrow::Cow<'a, str>>, Error> {
+fn names<'a>(list: &[Cow<'a, str>], field: &str) -> Result<Vec<Cow<'a, str>>, Error> {
     list.iter()
         .enumerate()
         .map(|(i, n)| text::header_name(n).map_err(|e| e.at(&format!("{field}.remove[{i}]"))))
