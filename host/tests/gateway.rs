@@ -1103,3 +1103,43 @@ async fn static_addresses_and_gateways_without_a_valid_listener_are_refused() ->
     }
     Ok(())
 }
+
+/// A Gateway name may be a 253-character DNS subdomain; a Service name is a
+/// 63-character DNS label without dots. Such a Gateway (the conformance
+/// suite has one of 57 characters) still gets its data plane and status.
+#[tokio::test]
+async fn a_gateway_with_a_long_dotted_name_is_programmed() -> anyhow::Result<()> {
+    let bed = Bed::new("gw-long-name").await?;
+    let name = format!("edge.{}", "very-long-gateway-name-".repeat(3));
+    let name = name.trim_end_matches('-');
+    assert!(name.len() > 63);
+    let gw = bed.programmed_http_gateway(name).await?;
+    let addresses = gw.status.and_then(|s| s.addresses).unwrap_or_default();
+    assert!(!addresses.is_empty(), "a Programmed Gateway has an address");
+
+    // Its children: one of each kind, found by the seed's labels, all under
+    // one name that is a valid Service name.
+    let labels = kube::api::ListParams::default().labels("app.kubernetes.io/name=praxis");
+    let services = bed.ns.api::<Service>().list(&labels).await?.items;
+    let [service] = services.as_slice() else {
+        anyhow::bail!("expected one Service, got {}", services.len());
+    };
+    let child = service.name_any();
+    assert!(
+        child.starts_with("praxis-edge-very-long-gateway-name-") && child.len() <= 63,
+        "{child}"
+    );
+    assert!(!child.contains('.'), "{child}");
+    let config = bed.ns.api::<ConfigMap>().get(&child).await?;
+    assert!(
+        config
+            .data
+            .as_ref()
+            .is_some_and(|d| d.contains_key("config.yaml")),
+        "ConfigMap {child} has the config"
+    );
+    let deployment = bed.ns.api::<Deployment>().get(&child).await?;
+    let instance = deployment.labels()["app.kubernetes.io/instance"].clone();
+    assert!(instance.len() <= 63, "{instance}");
+    Ok(())
+}

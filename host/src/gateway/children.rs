@@ -1,5 +1,5 @@
 //! The objects that run one Gateway's data plane, all named
-//! `praxis-{gateway}` in the Gateway's namespace and owned by it: a
+//! `praxis-{gateway}` ([`name`]) in the Gateway's namespace and owned by it: a
 //! ConfigMap with the Praxis config, a hardened single-replica Deployment
 //! running Praxis, and a LoadBalancer Service for the listener ports.
 
@@ -37,22 +37,52 @@ pub const MANAGED_BY: &str = "pontoon";
 /// The label naming the Gateway a data plane's objects (pods too) belong to.
 pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 
-/// `praxis-{gateway}`.
+/// `praxis-{gateway}`, when that is a valid Service name (a DNS label: at
+/// most 63 characters, no dots). A Gateway name may be a 253-character DNS
+/// subdomain: then the name is shortened and dots become dashes, and a hash
+/// of the whole Gateway name keeps apart the Gateways that would otherwise
+/// share it.
 pub fn name(gateway: &Gateway) -> String {
-    format!(
-        "praxis-{}",
-        gateway.metadata.name.as_deref().unwrap_or_default()
+    bounded(
+        &format!("praxis-{}", gateway_name(gateway)),
+        gateway_name(gateway),
+        false,
     )
+}
+
+/// The `app.kubernetes.io/instance` value: the Gateway's name, shortened
+/// like [`name`] when it is longer than a label value may be (63).
+pub fn instance(gateway: &Gateway) -> String {
+    bounded(gateway_name(gateway), gateway_name(gateway), true)
+}
+
+fn gateway_name(gateway: &Gateway) -> &str {
+    gateway.metadata.name.as_deref().unwrap_or_default()
+}
+
+/// `wanted` if it has at most 63 characters (and no dot unless
+/// `dots`); otherwise its first characters, dots as dashes, then `-` and 8
+/// hex digits of the SHA-256 of `whole`.
+fn bounded(wanted: &str, whole: &str, dots: bool) -> String {
+    const MAX: usize = 63;
+    if wanted.len() <= MAX && (dots || !wanted.contains('.')) {
+        return wanted.to_string();
+    }
+    let digest = Sha256::digest(whole.as_bytes());
+    let suffix: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    // Gateway names are ASCII (DNS subdomains): cutting by bytes is safe.
+    let kept = wanted[..wanted.len().min(MAX - 1 - suffix.len())]
+        .replace('.', "-")
+        .trim_end_matches('-')
+        .to_string();
+    format!("{kept}-{suffix}")
 }
 
 /// The seed's labels, on every child and the pods.
 pub fn labels(gateway: &Gateway) -> BTreeMap<String, String> {
     [
         ("app.kubernetes.io/name", "praxis"),
-        (
-            INSTANCE_LABEL,
-            gateway.metadata.name.as_deref().unwrap_or_default(),
-        ),
+        (INSTANCE_LABEL, instance(gateway).as_str()),
         ("app.kubernetes.io/managed-by", MANAGED_BY),
     ]
     .into_iter()
@@ -328,6 +358,47 @@ mod tests {
             ("Gateway", "web")
         );
         assert_eq!(owner.controller, Some(true));
+    }
+
+    #[test]
+    fn long_or_dotted_gateway_names_give_valid_distinct_child_names() {
+        let named = |name: &str| {
+            let mut gw = gateway();
+            gw.metadata.name = Some(name.into());
+            gw
+        };
+        // The suite's own: 57 characters, so `praxis-` makes 64.
+        let long = named("gateway-with-one-not-matching-port-and-section-name-route");
+        let child = name(&long);
+        // 54 characters kept, less the dash the cut left at the end.
+        assert!(
+            child.starts_with("praxis-gateway-with-one-not-matching-port-and-section-")
+                && child.len() == 62,
+            "{child}"
+        );
+        assert_eq!(instance(&long), long.metadata.name.clone().unwrap());
+        // Two names that differ only past the cut, or by a dot, stay apart.
+        let a = named(&format!("{}-a", "x".repeat(70)));
+        let b = named(&format!("{}-b", "x".repeat(70)));
+        assert_ne!(name(&a), name(&b));
+        assert_ne!(instance(&a), instance(&b));
+        assert!(instance(&a).len() <= 63);
+        let dotted = named("edge.example");
+        assert_ne!(name(&dotted), name(&named("edge-example")));
+        assert!(name(&dotted).starts_with("praxis-edge-example-"));
+        assert!(!name(&dotted).contains('.'));
+        // A label value may hold a dot.
+        assert_eq!(instance(&dotted), "edge.example");
+        // Every generated name is a DNS label.
+        for gw in [&long, &a, &b, &dotted] {
+            let n = name(gw);
+            assert!(n.len() <= 63 && !n.ends_with('-'), "{n}");
+            assert!(
+                n.bytes()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-'),
+                "{n}"
+            );
+        }
     }
 
     #[test]

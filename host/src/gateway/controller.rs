@@ -180,10 +180,8 @@ pub async fn run(
         };
         let c = ctx.clone();
         let by_namespace = move |_: Arc<PartialObjectMeta<Namespace>>| our_gateways(&c);
-        let by_pod = |pod: Arc<Pod>| {
-            let gateway = pod.labels().get(children::INSTANCE_LABEL)?;
-            Some(ObjectRef::<Gateway>::new(gateway).within(&pod.namespace()?))
-        };
+        let c = ctx.clone();
+        let by_pod = move |pod: Arc<Pod>| gateway_of_pod(&c, &pod);
         let c = ctx.clone();
         let by_secret = move |s: PartialObjectMeta<Secret>| {
             c.gateways_using_secret(&s.namespace().unwrap_or_default(), &s.name_any())
@@ -390,6 +388,26 @@ fn our_gateways(ctx: &GatewayContext) -> Vec<ObjectRef<Gateway>> {
         .filter(|g| ctx.serves(g))
         .map(|g| ObjectRef::from_obj(&**g))
         .collect()
+}
+
+/// The Gateway whose data plane a pod runs, by its instance label (the
+/// Gateway's name, or its shortened form for a long name).
+fn gateway_of_pod(ctx: &GatewayContext, pod: &Pod) -> Option<ObjectRef<Gateway>> {
+    let instance = pod.labels().get(children::INSTANCE_LABEL)?;
+    let namespace = pod.namespace()?;
+    let direct = ObjectRef::<Gateway>::new(instance).within(&namespace);
+    if ctx.stores.gateways.get(&direct).is_some() {
+        return Some(direct);
+    }
+    ctx.stores
+        .gateways
+        .state()
+        .iter()
+        .find(|g| {
+            g.metadata.namespace.as_deref() == Some(namespace.as_str())
+                && children::instance(g) == *instance
+        })
+        .map(|g| ObjectRef::from_obj(&**g))
 }
 
 fn gateways_of_class(ctx: &GatewayContext, class: &str) -> Vec<ObjectRef<Gateway>> {

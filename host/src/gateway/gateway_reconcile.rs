@@ -393,11 +393,29 @@ async fn apply(
         // Rules Praxis cannot express were left out by `routes::evaluate`
         // (and reported on their routes), with the same `check_rule`.
         (data_plane, address_list) = match config::generate(&model, &ctx.settings.config) {
-            Ok(yaml) => {
-                let served = apply_children(gateway, ctx, &yaml, &states, &secrets).await?;
-                recheck = served.recheck;
-                (served.data_plane, served.addresses)
-            }
+            Ok(yaml) => match apply_children(gateway, ctx, &yaml, &states, &secrets).await {
+                Ok(served) => {
+                    recheck = served.recheck;
+                    (served.data_plane, served.addresses)
+                }
+                // Refused for what it is (invalid, forbidden): trying again
+                // at once would be refused again; the status says why.
+                Err(Error::Kube(kube::Error::Api(refusal)))
+                    if matches!(refusal.code, 400 | 403 | 422) =>
+                {
+                    let why = format!("the API server refused the data plane: {}", refusal.message);
+                    publish(
+                        ctx,
+                        gateway,
+                        EventType::Warning,
+                        "DataPlaneRefused",
+                        why.clone(),
+                    )
+                    .await;
+                    (DataPlane::Pending(why), Vec::new())
+                }
+                Err(err) => return Err(err),
+            },
             Err(err) => {
                 publish(
                     ctx,
@@ -611,7 +629,8 @@ async fn apply_children(
 /// the Deployment report it a controller round or two later).
 fn pods_serve(ctx: &GatewayContext, gateway: &Gateway, config_hash: &str) -> bool {
     let namespace = gateway.metadata.namespace.as_deref();
-    let instance = gateway.metadata.name.as_deref();
+    let instance = children::instance(gateway);
+    let instance = Some(instance.as_str());
     let mut pods = ctx
         .stores
         .pods
