@@ -24,6 +24,8 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "Gateway",
     "GatewayPort8080",
     "HTTPRoute",
+    "HTTPRoute307RedirectStatusCode",
+    "HTTPRoute308RedirectStatusCode",
     "HTTPRouteDestinationPortMatching",
     "HTTPRouteHostRewrite",
     "HTTPRouteMethodMatching",
