@@ -10,7 +10,9 @@
 //!   operator's and the control plane's share, as the goal was set), once
 //!   with the real `praxis` as the test bed runs it (its pods Ready once
 //!   praxis answers on `/ready`); with the faked pods, where that time
-//!   goes: when the bench's own watches first saw each step;
+//!   goes: when the bench's own watches first saw each step; and the test
+//!   bed's own share: the same Deployment created directly, without the
+//!   operator, until its pod is Ready;
 //! - HTTPRoute changed -> the new config in the Gateway's ConfigMap, p50 and
 //!   p99 over 20 changes, again with faked pods and with a real praxis (where
 //!   each change also rolls praxis processes on the same cores);
@@ -78,7 +80,8 @@ async fn main() -> anyhow::Result<()> {
         accepted_class(&ns, &faked_class, &faked_controller).await?;
         let programmed = programmed(&ns, &faked_class, "faked", false, Some(&timeline)).await?;
         let changed = route_changes(&ns, &format!("faked-{}", GATEWAYS - 1)).await?;
-        anyhow::Ok((programmed, changed))
+        let alone = test_bed_alone(&ns, &format!("faked-{}", GATEWAYS - 1)).await?;
+        anyhow::Ok((programmed, changed, alone))
     }
     .await;
     pontoon_tests::gateway_api::remove_gateways_blocking(
@@ -86,7 +89,7 @@ async fn main() -> anyhow::Result<()> {
         std::slice::from_ref(&faked_class),
     );
     faked.kill()?;
-    let (faked_programmed, faked_changed) =
+    let (faked_programmed, faked_changed, alone) =
         faked_figures.with_context(|| format!("see the operator's log {}", faked.log.display()))?;
 
     let mut operator = gateway_operator("bench-gateway", &ns, &controller_name, &[]).await?;
@@ -108,6 +111,11 @@ async fn main() -> anyhow::Result<()> {
         percentile(&faked_programmed, 99)
     );
     timeline.print("faked");
+    println!(
+        "    the test bed alone: its Deployment created directly -> pod Ready   p50 {:.3} s   p99 {:.3} s",
+        percentile(&alone, 50),
+        percentile(&alone, 99)
+    );
     println!(
         "  a real praxis        p50 {:>7.3} s   p99 {:>7.3} s   (pods Ready once praxis serves)",
         percentile(&figures.programmed, 50),
@@ -249,6 +257,47 @@ async fn accepted_class(
     };
     wait_for(&classes, class, accepted, TIMEOUT).await?;
     Ok(())
+}
+
+/// The control plane's share of `programmed`: the Deployment the operator
+/// made for `gateway`, created directly (its own labels, no owner), until its
+/// pod is Ready, `GATEWAYS` times, one at a time.
+async fn test_bed_alone(ns: &TestNamespace, gateway: &str) -> anyhow::Result<Vec<Duration>> {
+    let deployments: Api<Deployment> = ns.api();
+    let pods: Api<Pod> = ns.api();
+    let source = deployments.get(&format!("praxis-{gateway}")).await?;
+    let template = source
+        .spec
+        .context("the operator's Deployment has no spec")?;
+    let mut took = Vec::with_capacity(GATEWAYS);
+    for i in 0..GATEWAYS {
+        let name = format!("alone-{i}");
+        let label = format!("bench.pontoon.dev/alone={name}");
+        let labels = json!({ "bench.pontoon.dev/alone": name });
+        let mut spec = serde_json::to_value(&template)?;
+        spec["selector"] = json!({ "matchLabels": labels });
+        spec["template"]["metadata"]["labels"] = labels;
+        let deployment: Deployment =
+            serde_json::from_value(json!({ "metadata": { "name": name }, "spec": spec }))?;
+        let ready = watcher(pods.clone(), watcher::Config::default().labels(&label))
+            .applied_objects()
+            .try_filter(|pod| std::future::ready(pontoon_tests::pod_ready(pod)))
+            .boxed();
+        let post = PostParams::default();
+        let started = Instant::now();
+        let (created, ready) = tokio::join!(
+            deployments.create(&post, &deployment),
+            tokio::time::timeout(TIMEOUT, ready.into_future())
+        );
+        created?;
+        ready
+            .context("its pod never became Ready")?
+            .0
+            .context("the pod watch ended")??;
+        took.push(started.elapsed());
+        deployments.delete(&name, &DeleteParams::default()).await?;
+    }
+    Ok(took)
 }
 
 /// Gateway -> Programmed, one at a time; each deleted after (but the last,
