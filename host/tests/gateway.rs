@@ -1143,3 +1143,59 @@ async fn a_gateway_with_a_long_dotted_name_is_programmed() -> anyhow::Result<()>
     assert!(instance.len() <= 63, "{instance}");
     Ok(())
 }
+
+/// `infrastructure.labels` and `annotations` reach the data plane's objects
+/// and its pods, which also carry the Gateway API's gateway-name label.
+#[tokio::test]
+async fn infrastructure_metadata_reaches_the_children_and_pods() -> anyhow::Result<()> {
+    let bed = Bed::new("gw-infra").await?;
+    service(&bed.ns, "web").await?;
+    let gw: Gateway = serde_json::from_value(json!({
+        "metadata": { "name": "gw" },
+        "spec": {
+            "gatewayClassName": bed.class,
+            "infrastructure": {
+                "labels": { "team": "edge" },
+                "annotations": { "example.com/owner": "ops" }
+            },
+            "listeners": [{ "name": "http", "port": 80, "protocol": "HTTP" }]
+        }
+    }))?;
+    bed.gateways().create(&PostParams::default(), &gw).await?;
+    bed.wait_gateway("gw", "Programmed", "True").await?;
+
+    let by_gateway =
+        kube::api::ListParams::default().labels("gateway.networking.k8s.io/gateway-name=gw");
+    let pods = bed
+        .ns
+        .api::<k8s_openapi::api::core::v1::Pod>()
+        .list(&by_gateway)
+        .await?
+        .items;
+    anyhow::ensure!(!pods.is_empty(), "no pod has the gateway-name label");
+    let services = bed.ns.api::<Service>().list(&by_gateway).await?.items;
+    anyhow::ensure!(
+        services.len() == 1,
+        "one Service has the gateway-name label"
+    );
+    let config_map = bed.ns.api::<ConfigMap>().get("praxis-gw").await?;
+    for (what, meta) in [
+        ("pod", &pods[0].metadata),
+        ("Service", &services[0].metadata),
+        ("ConfigMap", &config_map.metadata),
+    ] {
+        let labels = meta.labels.clone().unwrap_or_default();
+        let annotations = meta.annotations.clone().unwrap_or_default();
+        assert_eq!(
+            labels.get("team").map(String::as_str),
+            Some("edge"),
+            "{what}"
+        );
+        assert_eq!(
+            annotations.get("example.com/owner").map(String::as_str),
+            Some("ops"),
+            "{what}"
+        );
+    }
+    Ok(())
+}

@@ -5,7 +5,7 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use gateway_api::gateways::Gateway;
+use gateway_api::gateways::{Gateway, GatewayInfrastructure};
 use k8s_openapi::{
     api::{
         apps::v1::{Deployment, DeploymentSpec},
@@ -36,6 +36,9 @@ pub const CONFIG_HASH_ANNOTATION: &str = "gateway.pontoon.dev/config-hash";
 pub const MANAGED_BY: &str = "pontoon";
 /// The label naming the Gateway a data plane's objects (pods too) belong to.
 pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
+/// The Gateway API's own label for what an implementation creates for a
+/// Gateway (GEP-1762); the conformance suite finds the children by it.
+pub const GATEWAY_NAME_LABEL: &str = "gateway.networking.k8s.io/gateway-name";
 
 /// `praxis-{gateway}`, when that is a valid Service name (a DNS label: at
 /// most 63 characters, no dots). A Gateway name may be a 253-character DNS
@@ -78,7 +81,9 @@ fn bounded(wanted: &str, whole: &str, dots: bool) -> String {
     format!("{kept}-{suffix}")
 }
 
-/// The seed's labels, on every child and the pods.
+/// The seed's labels, on every child and the pods; the selectors of the
+/// Deployment and the Service (a Deployment's selector cannot change, so
+/// nothing else ever joins it).
 pub fn labels(gateway: &Gateway) -> BTreeMap<String, String> {
     [
         ("app.kubernetes.io/name", "praxis"),
@@ -90,11 +95,41 @@ pub fn labels(gateway: &Gateway) -> BTreeMap<String, String> {
     .collect()
 }
 
+/// The labels every child and the pods carry: the Gateway's
+/// `infrastructure.labels`, then the seed's and the Gateway API's own
+/// (those win: they are what the selectors and watches rely on).
+pub fn object_labels(gateway: &Gateway) -> BTreeMap<String, String> {
+    let mut all = infrastructure(gateway, |i| i.labels.as_ref());
+    all.extend(labels(gateway));
+    all.insert(GATEWAY_NAME_LABEL.to_string(), instance(gateway));
+    all
+}
+
+/// The Gateway's `infrastructure.annotations`, on every child and the pods.
+pub fn annotations(gateway: &Gateway) -> BTreeMap<String, String> {
+    infrastructure(gateway, |i| i.annotations.as_ref())
+}
+
+fn infrastructure(
+    gateway: &Gateway,
+    field: impl Fn(&GatewayInfrastructure) -> Option<&BTreeMap<String, String>>,
+) -> BTreeMap<String, String> {
+    gateway
+        .spec
+        .infrastructure
+        .as_ref()
+        .and_then(field)
+        .cloned()
+        .unwrap_or_default()
+}
+
 fn meta(gateway: &Gateway) -> ObjectMeta {
+    let annotations = annotations(gateway);
     ObjectMeta {
         name: Some(name(gateway)),
         namespace: gateway.metadata.namespace.clone(),
-        labels: Some(labels(gateway)),
+        labels: Some(object_labels(gateway)),
+        annotations: (!annotations.is_empty()).then_some(annotations),
         owner_references: gateway.controller_owner_ref(&()).map(|o| vec![owner(o)]),
         ..Default::default()
     }
@@ -184,7 +219,8 @@ pub fn deployment(
     listeners: &[ListenerState],
     certificates: &[CertificateSecret],
 ) -> Deployment {
-    let labels = labels(gateway);
+    let mut pod_annotations = annotations(gateway);
+    pod_annotations.insert(CONFIG_HASH_ANNOTATION.to_string(), config_hash.to_string());
     let mut volumes = vec![Volume {
         name: "config".into(),
         config_map: Some(ConfigMapVolumeSource {
@@ -267,15 +303,13 @@ pub fn deployment(
         spec: Some(DeploymentSpec {
             replicas: Some(1),
             selector: LabelSelector {
-                match_labels: Some(labels.clone()),
+                match_labels: Some(labels(gateway)),
                 ..Default::default()
             },
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
-                    labels: Some(labels),
-                    annotations: Some(
-                        [(CONFIG_HASH_ANNOTATION.to_string(), config_hash.to_string())].into(),
-                    ),
+                    labels: Some(object_labels(gateway)),
+                    annotations: Some(pod_annotations),
                     ..Default::default()
                 }),
                 spec: Some(PodSpec {
@@ -358,6 +392,51 @@ mod tests {
             ("Gateway", "web")
         );
         assert_eq!(owner.controller, Some(true));
+    }
+
+    #[test]
+    fn infrastructure_labels_and_annotations_reach_every_child_and_the_pods() {
+        let mut gw = gateway();
+        gw.spec.infrastructure = Some(GatewayInfrastructure {
+            labels: Some(
+                [
+                    ("team".to_string(), "edge".to_string()),
+                    // The seed's own keys stay the operator's.
+                    ("app.kubernetes.io/name".to_string(), "other".to_string()),
+                ]
+                .into(),
+            ),
+            annotations: Some([("owner".to_string(), "ops@example.com".to_string())].into()),
+            ..Default::default()
+        });
+        let states = listeners::evaluate(&gw, &ListView::default());
+        let d = deployment(&gw, "praxis:0.7.5", "abc", &states, &[]);
+        let svc = service(&gw, &states);
+        let cm = config_map(&gw, "");
+        let spec = d.spec.clone().unwrap();
+        let pod = spec.template.metadata.unwrap();
+        for (what, labels, annotations) in [
+            ("ConfigMap", &cm.metadata.labels, &cm.metadata.annotations),
+            ("Deployment", &d.metadata.labels, &d.metadata.annotations),
+            ("Service", &svc.metadata.labels, &svc.metadata.annotations),
+            ("pod", &pod.labels, &pod.annotations),
+        ] {
+            let labels = labels.clone().unwrap();
+            assert_eq!(labels["team"], "edge", "{what}");
+            assert_eq!(labels["app.kubernetes.io/name"], "praxis", "{what}");
+            assert_eq!(labels[GATEWAY_NAME_LABEL], "web", "{what}");
+            assert_eq!(
+                annotations.clone().unwrap()["owner"],
+                "ops@example.com",
+                "{what}"
+            );
+        }
+        assert_eq!(pod.annotations.unwrap()[CONFIG_HASH_ANNOTATION], "abc");
+        // The selectors are the seed's labels only (a Deployment's cannot change).
+        assert_eq!(spec.selector.match_labels.unwrap(), labels(&gw));
+        assert_eq!(svc.spec.unwrap().selector.unwrap(), labels(&gw));
+        // Without infrastructure metadata, no annotations at all.
+        assert_eq!(config_map(&gateway(), "").metadata.annotations, None);
     }
 
     #[test]

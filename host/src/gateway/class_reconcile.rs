@@ -22,6 +22,7 @@ use crate::conditions::{Observed, merged};
 /// Praxis 0.7.5 cannot express (see docs/gateway-api-support.md).
 pub const SUPPORTED_FEATURES: &[&str] = &[
     "Gateway",
+    "GatewayInfrastructurePropagation",
     "GatewayPort8080",
     "HTTPRoute",
     "HTTPRoute307RedirectStatusCode",
