@@ -71,8 +71,7 @@ fn bounded(wanted: &str, whole: &str, dots: bool) -> String {
     if wanted.len() <= MAX && (dots || !wanted.contains('.')) {
         return wanted.to_string();
     }
-    let digest = Sha256::digest(whole.as_bytes());
-    let suffix: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    let suffix = hex_prefix(&Sha256::digest(whole.as_bytes()), 4);
     // Gateway names are ASCII (DNS subdomains): cutting by bytes is safe.
     let kept = wanted[..wanted.len().min(MAX - 1 - suffix.len())]
         .replace('.', "-")
@@ -201,10 +200,14 @@ pub fn data_plane_hash(config: &str, certificates: Option<&Secret>) -> String {
         hasher.update(key.as_bytes());
         hasher.update(&value.0);
     }
-    hasher
-        .finalize()
+    hex_prefix(&hasher.finalize(), 16)
+}
+
+/// The first `bytes` bytes of a digest, as lowercase hex.
+fn hex_prefix(digest: &[u8], bytes: usize) -> String {
+    digest
         .iter()
-        .take(16)
+        .take(bytes)
         .map(|b| format!("{b:02x}"))
         .collect()
 }
