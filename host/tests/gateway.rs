@@ -6,6 +6,7 @@
 use std::{collections::BTreeMap, path::Path, time::Duration};
 
 use anyhow::Context;
+use futures::{StreamExt, TryStreamExt};
 use gateway_api::{
     gatewayclasses::GatewayClass,
     gateways::Gateway,
@@ -23,6 +24,7 @@ use k8s_openapi::{
 use kube::{
     Api, ResourceExt,
     api::{DeleteParams, Patch, PatchParams, PostParams},
+    runtime::{WatchStreamExt, watcher},
 };
 use pontoon_tests::{TestNamespace, gateway_api as crds, operator::Operator, wait_for};
 use serde_json::json;
@@ -783,6 +785,18 @@ async fn a_route_change_changes_the_config_and_rolls_the_pods() -> anyhow::Resul
     let first = hash(&deployments.get("praxis-gw").await?);
     assert!(first.is_some(), "the pods carry the config's hash");
 
+    // The Deployment as first written with the new hash: the write that
+    // starts the rollout.
+    let rollout = {
+        let first = first.clone();
+        let config = watcher::Config::default().fields("metadata.name=praxis-gw");
+        let mut versions = watcher(deployments.clone(), config)
+            .applied_objects()
+            .try_filter(move |d| std::future::ready(hash(d) != first))
+            .map_ok(|d| d.resource_version())
+            .boxed();
+        tokio::spawn(async move { versions.try_next().await })
+    };
     bed.routes()
         .patch(
             "r",
@@ -795,6 +809,22 @@ async fn a_route_change_changes_the_config_and_rolls_the_pods() -> anyhow::Resul
     wait_for(&configmaps, "praxis-gw", config_with("/v2"), TIMEOUT).await?;
     let rolled = |d: Option<&Deployment>| d.is_some_and(|d| hash(d).is_some() && hash(d) != first);
     wait_for(&deployments, "praxis-gw", rolled, TIMEOUT).await?;
+
+    // No pod of the rollout may start with the old config (Praxis reads it
+    // once): the ConfigMap is written before the Deployment. Both versions
+    // are revisions of the test bed's one etcd, so their order is the order
+    // of the writes.
+    let rollout = tokio::time::timeout(TIMEOUT, rollout)
+        .await
+        .context("the rollout's write was not seen")???
+        .context("the Deployment's watch ended")?;
+    let config = configmaps.get("praxis-gw").await?.resource_version();
+    let revision = |v: Option<String>| v.and_then(|v| v.parse::<u64>().ok());
+    let (config, rollout) = (revision(config), revision(rollout));
+    assert!(
+        config.is_some() && config < rollout,
+        "the new config (revision {config:?}) is written before the rollout starts (revision {rollout:?})"
+    );
     Ok(())
 }
 

@@ -61,17 +61,20 @@ pub struct Stores {
     pub pods: Store<Pod>,
 }
 
-/// What the last apply of a Gateway's children wrote: while the children
-/// would be written the same and nobody else changed them, they are not
-/// written again (every status change of a child wakes its Gateway).
+/// What the last applies of a Gateway's children wrote: a child that would
+/// be written the same, and that nobody else changed, is not written again
+/// (every status change of a child wakes its Gateway).
 #[derive(Clone, Debug)]
 pub struct Applied {
-    /// Hash of the Deployment and Service as applied (the Deployment
-    /// carries the config's hash).
-    pub desired: u64,
+    /// The data plane's hash (config and certificates) the ConfigMap and
+    /// certificate Secret were applied with, and the ConfigMap's version.
+    pub data_plane: String,
     pub config_map_version: Option<String>,
-    /// When it was applied, and the Deployment and Service the API server
-    /// returned: what counts until the stores show them.
+    /// Hashes of the Deployment and Service as applied.
+    pub deployment_hash: u64,
+    pub service_hash: u64,
+    /// When a child was last applied, and the Deployment and Service the API
+    /// server returned: what counts until the stores show them.
     pub at: std::time::Instant,
     pub deployment: Arc<Deployment>,
     pub service: Arc<Service>,

@@ -516,81 +516,154 @@ async fn apply_children(
         &certificates,
     );
     let service = children::service(gateway, states);
-    let desired = fingerprint(&deployment, &service)?;
+    let (deployment_hash, service_hash) = (fingerprint(&deployment)?, fingerprint(&service)?);
     let key = ObjectRef::from_obj(gateway);
+    let stores = &ctx.stores;
+    let stored_config_map = stores
+        .config_maps
+        .get(&ObjectRef::new(&name).within(&namespace));
+    let stored_deployment = stores
+        .deployments
+        .get(&ObjectRef::new(&name).within(&namespace));
+    let stored_service = stores
+        .services
+        .get(&ObjectRef::new(&name).within(&namespace));
 
+    // Each child is applied when it would be written differently from its
+    // last apply, or when the stores do not show it as applied (deleted or
+    // edited by someone else). Just after an apply the stores lag behind
+    // (their events will wake the Gateway): a child is looked at again when
+    // the lag is over.
+    let last = ctx.last_applied(&key);
     let mut recheck = None;
-    let unchanged = ctx
-        .last_applied(&key)
-        .filter(|applied| applied.desired == desired)
-        .and_then(|applied| {
-            as_applied(ctx, &namespace, &name, &applied).or_else(|| {
-                // Just applied: the stores lag behind (their events will
-                // wake the Gateway); a child deleted or edited meanwhile is
-                // found when the lag is over.
-                let lag = STORE_LAG.checked_sub(applied.at.elapsed())?;
-                recheck = Some(lag);
-                let stores = &ctx.stores;
-                Some((
-                    stores
-                        .deployments
-                        .get(&ObjectRef::new(&name).within(&namespace))
-                        .unwrap_or(applied.deployment),
-                    stores
-                        .services
-                        .get(&ObjectRef::new(&name).within(&namespace))
-                        .unwrap_or(applied.service),
-                ))
-            })
-        });
-    tracing::debug!(gateway = %key, apply = unchanged.is_none(), ?recheck, "data plane");
-    let (deployment, service) = match unchanged {
-        Some(children) => children,
-        None => {
-            let params = PatchParams::apply(FIELD_MANAGER).force();
-            let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
-            let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
-            let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
-            let config_map = Patch::Apply(children::config_map(gateway, config));
-            let (deployment, service) = (Patch::Apply(deployment), Patch::Apply(service));
-            let secret_api: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-            let certificates = async {
-                match &certificate_secret {
-                    Some(secret) => secret_api
-                        .patch(
-                            &children::certificates_name(gateway),
-                            &params,
-                            &Patch::Apply(secret),
-                        )
-                        .await
-                        .map(drop),
-                    None => Ok(()),
+    let (config_stale, deployment_stale, service_stale) = match &last {
+        None => (true, true, true),
+        Some(last) => {
+            let lag = STORE_LAG.checked_sub(last.at.elapsed());
+            let mut stale = |same: bool, shown: bool| match (same, shown, lag) {
+                (false, _, _) | (true, false, None) => true,
+                (true, true, _) => false,
+                (true, false, Some(lag)) => {
+                    recheck = Some(lag);
+                    false
                 }
             };
-            // All at once: the Deployment's rollout, the longest wait,
-            // starts a round trip or two earlier. A kubelet retries mounting
-            // a ConfigMap or Secret that is not there yet, so the order does
-            // not matter to the pods.
-            let (config_map, deployment, service, ()) = tokio::try_join!(
-                config_maps.patch(&name, &params, &config_map),
-                deployments.patch(&name, &params, &deployment),
-                services.patch(&name, &params, &service),
-                certificates,
-            )?;
-            let (deployment, service) = (Arc::new(deployment), Arc::new(service));
-            ctx.record_applied(
-                key,
-                Applied {
-                    desired,
-                    config_map_version: config_map.resource_version(),
-                    at: std::time::Instant::now(),
-                    deployment: deployment.clone(),
-                    service: service.clone(),
-                },
-            );
-            (deployment, service)
+            (
+                stale(
+                    last.data_plane == hash,
+                    stored_config_map.as_ref().map(|c| c.resource_version())
+                        == Some(last.config_map_version.clone()),
+                ),
+                stale(
+                    last.deployment_hash == deployment_hash,
+                    stored_deployment.as_ref().map(|d| d.metadata.generation)
+                        == Some(last.deployment.metadata.generation),
+                ),
+                stale(
+                    last.service_hash == service_hash,
+                    stored_service
+                        .as_deref()
+                        .is_some_and(|s| service_as_applied(s, &last.service)),
+                ),
+            )
         }
     };
+    tracing::debug!(
+        gateway = %key, config_stale, deployment_stale, service_stale, ?recheck, "data plane"
+    );
+
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let config = async {
+        if !config_stale {
+            return Ok(None);
+        }
+        let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
+        let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+        let config_map = Patch::Apply(children::config_map(gateway, config));
+        let certificates = async {
+            match &certificate_secret {
+                Some(secret) => secrets
+                    .patch(
+                        &children::certificates_name(gateway),
+                        &params,
+                        &Patch::Apply(secret),
+                    )
+                    .await
+                    .map(drop),
+                None => Ok(()),
+            }
+        };
+        let (config_map, ()) =
+            tokio::try_join!(config_maps.patch(&name, &params, &config_map), certificates)?;
+        Ok::<_, kube::Error>(Some(config_map.resource_version()))
+    };
+    // What is not applied now was applied before: the stores' copy of it,
+    // or until they show it, what the API server returned then.
+    let workload = async {
+        let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
+        let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
+        let deployment = async {
+            match &last {
+                Some(last) if !deployment_stale => Ok((
+                    stored_deployment.unwrap_or_else(|| last.deployment.clone()),
+                    false,
+                )),
+                _ => {
+                    let patch = Patch::Apply(&deployment);
+                    let applied = deployments.patch(&name, &params, &patch).await?;
+                    Ok((Arc::new(applied), true))
+                }
+            }
+        };
+        let service = async {
+            match &last {
+                Some(last) if !service_stale => Ok((
+                    stored_service.unwrap_or_else(|| last.service.clone()),
+                    false,
+                )),
+                _ => {
+                    let patch = Patch::Apply(&service);
+                    let applied = services.patch(&name, &params, &patch).await?;
+                    Ok((Arc::new(applied), true))
+                }
+            }
+        };
+        tokio::try_join!(deployment, service)
+    };
+    let (config_map_version, ((deployment, deployment_applied), (service, service_applied))) =
+        if stored_config_map.is_none() && last.is_none() {
+            // A first apply: all at once, so that the Deployment's rollout,
+            // the longest wait, starts a round trip earlier. Its pods cannot
+            // start before their ConfigMap exists (a kubelet retries the
+            // mount), so they never run a config that is not theirs.
+            tokio::try_join!(config, workload)?
+        } else {
+            // An update: the new config first, so that no pod of the rollout
+            // mounts the old one (Praxis reads its config once, at start).
+            let config_map_version = config.await?;
+            (config_map_version, workload.await?)
+        };
+
+    let applied_any = config_stale || deployment_applied || service_applied;
+    if applied_any {
+        let config_map_version = match (config_map_version, &last) {
+            (Some(version), _) => version,
+            (None, Some(last)) => last.config_map_version.clone(),
+            (None, None) => None,
+        };
+        ctx.record_applied(
+            key,
+            Applied {
+                data_plane: hash.clone(),
+                config_map_version,
+                deployment_hash,
+                service_hash,
+                at: std::time::Instant::now(),
+                deployment: deployment.clone(),
+                service: service.clone(),
+            },
+        );
+    }
 
     // Serving: an available pod, with this config or (during a rolling
     // update to it) the one before; the Gateway stays Programmed while its
@@ -663,48 +736,20 @@ fn pods_serve(ctx: &GatewayContext, gateway: &Gateway, config_hash: &str) -> boo
         })
 }
 
-/// Identifies the Deployment and Service as they would be applied (the
-/// Deployment carries the config's hash, so the ConfigMap is covered too).
-fn fingerprint(deployment: &Deployment, service: &Service) -> Result<u64, Error> {
+/// Identifies a child as it would be applied.
+fn fingerprint(child: &impl serde::Serialize) -> Result<u64, Error> {
     let mut hasher = std::hash::DefaultHasher::new();
-    serde_json::to_vec(deployment)?.hash(&mut hasher);
-    serde_json::to_vec(service)?.hash(&mut hasher);
+    serde_json::to_vec(child)?.hash(&mut hasher);
     Ok(hasher.finish())
 }
 
-/// The Deployment and Service as the stores show them, if all three
-/// children are still as this controller last applied them: same ConfigMap
-/// version, same Deployment generation, same Service metadata and spec
-/// (their status may have moved on: an available pod, a load-balancer
-/// address). Anything else (a child deleted or edited, a store not yet
-/// showing the last apply) applies them again.
-fn as_applied(
-    ctx: &GatewayContext,
-    namespace: &str,
-    name: &str,
-    applied: &Applied,
-) -> Option<(Arc<Deployment>, Arc<Service>)> {
-    let config_map = ctx
-        .stores
-        .config_maps
-        .get(&ObjectRef::new(name).within(namespace))?;
-    let deployment = ctx
-        .stores
-        .deployments
-        .get(&ObjectRef::new(name).within(namespace))?;
-    let service = ctx
-        .stores
-        .services
-        .get(&ObjectRef::new(name).within(namespace))?;
-    let (ours, stored) = (&applied.service, &service);
-    let service_as_applied = stored.spec == ours.spec
+/// Whether the stored Service is as applied: same metadata this controller
+/// sets, same spec (its status may have moved on: a load-balancer address).
+fn service_as_applied(stored: &Service, ours: &Service) -> bool {
+    stored.spec == ours.spec
         && stored.metadata.labels == ours.metadata.labels
         && stored.metadata.annotations == ours.metadata.annotations
-        && stored.metadata.owner_references == ours.metadata.owner_references;
-    (config_map.resource_version() == applied.config_map_version
-        && deployment.metadata.generation == applied.deployment.metadata.generation
-        && service_as_applied)
-        .then_some((deployment, service))
+        && stored.metadata.owner_references == ours.metadata.owner_references
 }
 
 /// The Service's load-balancer addresses, as Gateway status lists them.
