@@ -16,7 +16,7 @@ use crate::{
     health::{self, Health},
     leader::{self, Attempt, LeaderElector},
     metrics::METRICS,
-    plugins::{Limits, PluginRuntime, grants::Grants},
+    plugins::{Limits, PluginRuntime, Worlds, grants::Grants},
 };
 
 /// The controllers `pontoon run` can run.
@@ -88,8 +88,14 @@ pub async fn run(client: Client, options: Options) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let mut dirs = vec![dir.as_path()];
     dirs.extend(options.custom_providers.iter().map(PathBuf::as_path));
+    let all = options.controllers.is_empty() || options.controllers.contains(&ControllerSet::All);
+    let wanted = |set| all || options.controllers.contains(&set);
+    let worlds = Worlds {
+        providers: wanted(ControllerSet::BridgeMounts),
+        filters: wanted(ControllerSet::GatewayApi),
+    };
     let mut registry = runtime
-        .load_dirs(&dirs)
+        .load_worlds(&dirs, worlds)
         .await
         .context("cannot load the provider modules")?;
     match &options.grants {
@@ -109,12 +115,13 @@ pub async fn run(client: Client, options: Options) -> anyhow::Result<()> {
         providers = ?providers,
         filters = ?filters,
         rejected = registry.rejected.len(),
+        skipped = registry.skipped.len(),
         from_cache,
         compiled,
         seconds = started.elapsed().as_secs_f64(),
         "provider modules loaded"
     );
-    if providers.is_empty() {
+    if providers.is_empty() && worlds.providers {
         tracing::warn!(dir = %dir.display(), "no bridge-mount provider loaded: every mount will report ProviderNotFound");
     }
     health.set_ready(PROVIDERS, true);
@@ -161,8 +168,6 @@ pub async fn run(client: Client, options: Options) -> anyhow::Result<()> {
         instance: std::env::var("POD_NAME").ok(),
     };
     let recorder = Recorder::new(client.clone(), reporter);
-    let all = options.controllers.is_empty() || options.controllers.contains(&ControllerSet::All);
-    let wanted = |set| all || options.controllers.contains(&set);
     tracing::info!(
         namespace = options.settings.operator_namespace,
         watch_namespace = options.scope.watch_namespace.as_deref().unwrap_or("(all)"),

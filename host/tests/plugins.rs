@@ -9,7 +9,7 @@ use kube::Api;
 use pontoon::gateway::translate::{FilterRequest, Translator};
 use pontoon::plugins::{
     CallError, ClusterAccess, FilterModule, Limits, LoadError, LoadedModule, PluginRuntime,
-    ProviderModule, Registry,
+    ProviderModule, Registry, Worlds,
     bindings::{Mount, Progress, ProviderError, RouteContext, Settings},
 };
 use pontoon_tests::{TestNamespace, modules::test_module};
@@ -386,6 +386,39 @@ async fn identical_modules_are_compiled_once() -> anyhow::Result<()> {
     assert_eq!(runtime.compiled_count(), 1);
     runtime.load_file(&test_module("trap")?).await?;
     assert_eq!(runtime.compiled_count(), 2);
+    Ok(())
+}
+
+/// `pontoon run --controllers gateway-api` (or `bridge-mounts`): the other
+/// world's bundled module is neither compiled nor kept.
+#[tokio::test]
+async fn only_the_modules_of_the_running_controllers_are_loaded() -> anyhow::Result<()> {
+    let providers = pontoon_tests::providers::bundled_providers_dir()?;
+    let runtime = PluginRuntime::new(Limits::default())?;
+    let gateway_only = Worlds {
+        providers: false,
+        filters: true,
+    };
+    let registry = runtime.load_worlds(&[&providers], gateway_only).await?;
+    assert!(registry.filter("standard-filters").is_some());
+    assert_eq!(registry.provider_names().count(), 0);
+    assert_eq!(
+        registry.skipped,
+        vec![providers.join("carrier2mount.wasm")],
+        "carrier2mount is listed as left alone"
+    );
+    assert!(registry.rejected.is_empty());
+    assert_eq!(runtime.compiled_count(), 1, "carrier2mount is not compiled");
+
+    let runtime = PluginRuntime::new(Limits::default())?;
+    let mounts_only = Worlds {
+        providers: true,
+        filters: false,
+    };
+    let registry = runtime.load_worlds(&[&providers], mounts_only).await?;
+    assert!(registry.provider("carrier2mount").is_some());
+    assert_eq!(registry.filter_names().count(), 0);
+    assert_eq!(runtime.compiled_count(), 1);
     Ok(())
 }
 

@@ -24,4 +24,4 @@ pub use filter::FilterModule;
 pub use limits::Limits;
 pub use provider::ProviderModule;
 pub use registry::Registry;
-pub use runtime::{LoadedModule, PluginRuntime};
+pub use runtime::{LoadedModule, PluginRuntime, Worlds};

@@ -12,6 +12,8 @@ pub struct Registry {
     filters: BTreeMap<String, Arc<FilterModule>>,
     /// Files that were not loaded, with why.
     pub rejected: Vec<LoadError>,
+    /// Files left alone: modules of a world whose controllers are not running.
+    pub skipped: Vec<std::path::PathBuf>,
 }
 
 impl Registry {

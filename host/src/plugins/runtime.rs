@@ -43,6 +43,57 @@ pub enum LoadedModule {
     Filter(FilterModule),
 }
 
+/// The worlds whose modules a registry is loaded with. An operator running
+/// only some controllers leaves the other world's modules alone: not
+/// compiled, not held in memory (carrier2mount's code alone is a few MiB).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Worlds {
+    /// Bridge-mount providers.
+    pub providers: bool,
+    /// Config filters.
+    pub filters: bool,
+}
+
+impl Worlds {
+    pub const ALL: Self = Self {
+        providers: true,
+        filters: true,
+    };
+
+    /// Whether a module whose top-level exports are `exports` is wanted; a
+    /// module of neither world is (loading it reports what is wrong).
+    fn want(self, exports: &[String]) -> bool {
+        let has = |name: &str| exports.iter().any(|e| e == name);
+        match (has(BRIDGE_MOUNT_EXPORT), has(CONFIG_FILTER_EXPORT)) {
+            (true, _) => self.providers,
+            (false, true) => self.filters,
+            (false, false) => true,
+        }
+    }
+}
+
+/// The names a component exports at its top level, read without compiling
+/// it; `None` for bytes that are not a component (loading says why).
+fn top_level_exports(bytes: &[u8]) -> Option<Vec<String>> {
+    use wasmparser::{Parser, Payload};
+    let mut names = Vec::new();
+    // Nested modules and components have sections of their own.
+    let mut depth = 0_usize;
+    for payload in Parser::new(0).parse_all(bytes) {
+        match payload.ok()? {
+            Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => depth += 1,
+            Payload::End(_) => depth = depth.saturating_sub(1),
+            Payload::ComponentExportSection(exports) if depth == 0 => {
+                for export in exports {
+                    names.push(export.ok()?.name.name.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(names)
+}
+
 impl PluginRuntime {
     /// A runtime that compiles every module it loads.
     pub fn new(limits: Limits) -> anyhow::Result<Arc<Self>> {
@@ -97,10 +148,32 @@ impl PluginRuntime {
     /// their order (the bundled modules, then an administrator's): a name
     /// already taken by an earlier module is rejected.
     pub async fn load_dirs(self: &Arc<Self>, dirs: &[&Path]) -> Result<Registry, LoadError> {
+        self.load_worlds(dirs, Worlds::ALL).await
+    }
+
+    /// [`Self::load_dirs`] for the modules of `worlds` only; the others are
+    /// listed in [`Registry::skipped`].
+    pub async fn load_worlds(
+        self: &Arc<Self>,
+        dirs: &[&Path],
+        worlds: Worlds,
+    ) -> Result<Registry, LoadError> {
         let mut registry = Registry::default();
         for dir in dirs {
             for path in Self::module_files(dir).await? {
-                match self.load_file(&path).await {
+                let loaded = match Self::read(&path).await {
+                    Ok(bytes) => {
+                        let exports = top_level_exports(&bytes).unwrap_or_default();
+                        if !worlds.want(&exports) {
+                            tracing::info!(path = %path.display(), "module not loaded: its controllers are not running");
+                            registry.skipped.push(path);
+                            continue;
+                        }
+                        self.load_bytes(&path, &bytes).await
+                    }
+                    Err(err) => Err(err),
+                };
+                match loaded {
                     Ok(module) => registry.insert(module),
                     Err(err) => {
                         tracing::error!(error = %err, "rejected module");
@@ -143,13 +216,25 @@ impl PluginRuntime {
     /// Loads one module: compiles it (once per content), checks which world
     /// it implements, pre-instantiates it and reads its metadata.
     pub async fn load_file(self: &Arc<Self>, path: &Path) -> Result<LoadedModule, LoadError> {
-        let bytes = tokio::fs::read(path)
+        let bytes = Self::read(path).await?;
+        self.load_bytes(path, &bytes).await
+    }
+
+    async fn read(path: &Path) -> Result<Vec<u8>, LoadError> {
+        tokio::fs::read(path)
             .await
             .map_err(|source| LoadError::Read {
                 path: path.into(),
                 source,
-            })?;
-        let component = self.compile(path, &bytes).await?;
+            })
+    }
+
+    async fn load_bytes(
+        self: &Arc<Self>,
+        path: &Path,
+        bytes: &[u8],
+    ) -> Result<LoadedModule, LoadError> {
+        let component = self.compile(path, bytes).await?;
         let exports: Vec<String> = component
             .component_type()
             .exports(&self.engine)
