@@ -47,7 +47,7 @@ impl<'a> Ctx<'a> {
         self.target.to_string()
     }
 
-    fn shadow_ref(&self) -> ObjectRef {
+    pub fn shadow_ref(&self) -> ObjectRef {
         object_ref(
             self.target.kind.api_version(),
             self.target.kind.kind(),

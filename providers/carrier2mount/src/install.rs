@@ -2,7 +2,10 @@
 //! Carrier2 image in, and once Carrier2 runs, give it its config. Each call
 //! does what is possible now and returns; nothing waits inside the guest.
 
-use std::time::{Duration, Instant};
+use std::{
+    collections::BTreeMap,
+    time::{Duration, Instant},
+};
 
 use pontoon_provider_sdk::{
     TargetKind,
@@ -17,7 +20,7 @@ use serde_json::json;
 use crate::{
     api::{self, Ctx},
     carrier_config::{self, CarrierConfig, Proxy},
-    names, pods,
+    names, original, pods,
     prepare::{check_container, tls_parameters},
     restore::{self, Entry, OriginalConfig, Store},
     tls::{SecretRef, TlsParameters},
@@ -112,7 +115,7 @@ impl Plan<'_> {
         &self,
         pod: &Pod,
         index: usize,
-        data: &mut std::collections::BTreeMap<String, String>,
+        data: &mut BTreeMap<String, String>,
     ) -> Result<PodState, Error> {
         let ctx = self.ctx;
         let (ns, name, carrier) = (ctx.target_namespace(), pods::name(pod), ctx.carrier_image());
@@ -124,32 +127,34 @@ impl Plan<'_> {
             ))
         })?;
 
-        // The original goes into the restore ConfigMap before the pod is touched.
-        let key = restore::key(ns, name);
-        if self.store.entry(data, &key)?.is_none() {
-            let entry = Entry {
-                original_config: self.original(pod, container)?,
-                container: Some(container.name.clone()),
-                pod: Some(name.to_string()),
-                target_namespace: Some(ns.to_string()),
-                target: Some(ctx.target_name()),
-                mount: Some(format!("{}/{}", ctx.mount.namespace, ctx.mount.name)),
-            };
-            self.store.save(&key, &entry)?;
-            data.insert(key, entry.encode());
-        }
+        // The original is in both places before (and while) the pod runs Carrier2.
+        self.keep_original(pod, container, data)?;
 
         let spec_runs_carrier = container
             .image
             .as_deref()
             .is_some_and(|image| pods::same_image(image, carrier));
         if !spec_runs_carrier {
-            let patch =
-                json!({ "spec": { "containers": [{ "name": container.name, "image": carrier }] } });
+            // The pod's own copy of its original comes with the image swap,
+            // in one patch: it carries it exactly as long as it runs Carrier2.
+            // The resourceVersion makes the patch fail if the pod changed
+            // since it was read, so both copies are of what it really ran.
+            let patch = json!({
+                "metadata": {
+                    "resourceVersion": pod.metadata.resource_version,
+                    "annotations": {
+                        original::ANNOTATION:
+                            original::annotation_value(&container.name, &current_config(container)),
+                    },
+                },
+                "spec": { "containers": [{ "name": container.name, "image": carrier }] },
+            });
             match cluster::patch::<Pod>(ns, name, PatchType::Strategic, &patch) {
                 Ok(_) => {}
                 // Gone or changed meanwhile: the next call sees the new state.
-                Err(ClusterError::NotFound(_)) => return Ok(PodState::Waiting),
+                Err(ClusterError::NotFound(_) | ClusterError::Conflict(_)) => {
+                    return Ok(PodState::Waiting);
+                }
                 Err(err) => return Err(err.into()),
             }
             api::event(
@@ -171,38 +176,134 @@ impl Plan<'_> {
         self.configure(pod, container, index)
     }
 
-    /// What the container ran before Carrier2. A container that already
-    /// runs Carrier2 without an entry (its entry was lost) gets the
-    /// template's; for a bare Pod there is no template to ask.
-    fn original(&self, pod: &Pod, container: &Container) -> Result<OriginalConfig, Error> {
-        let carrier = self.ctx.carrier_image();
+    /// Makes sure the original of `container` is in the restore ConfigMap
+    /// and, once the pod runs Carrier2, on the pod too. A pod that does not
+    /// run Carrier2 yet runs its original: that is what is saved. One that
+    /// does has its original in one or both places; a place that lost it
+    /// (the ConfigMap deleted, say) gets it again. Copies that disagree or do
+    /// not read are refused: nothing is patched.
+    fn keep_original(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        data: &mut BTreeMap<String, String>,
+    ) -> Result<(), Error> {
+        let ctx = self.ctx;
+        let (ns, name, carrier) = (ctx.target_namespace(), pods::name(pod), ctx.carrier_image());
+        let found = restore::lookup(data, ns, name, &container.name);
         let runs_carrier = container
             .image
             .as_deref()
             .is_some_and(|image| pods::same_image(image, carrier));
-        let source = if !runs_carrier {
-            container
-        } else if self.workload.kind == TargetKind::Pod {
+        if !runs_carrier {
+            let entry = self.entry(pod, &container.name, current_config(container));
+            return match found {
+                Some((key, Err(why))) => Err(Error::failed(format!(
+                    "restore entry `{key}` in {} cannot be read ({why}); fix or remove it by hand",
+                    self.store.describe()
+                ))),
+                Some((key, Ok(stored)))
+                    if key == entry_key(ns, name, &container.name) && stored == entry =>
+                {
+                    Ok(())
+                }
+                _ => self.save(data, &entry),
+            };
+        }
+        let stored = original::from_entry(found.map(|(_, e)| e), pod, carrier);
+        let annotated = original::from_pod(pod, &container.name, carrier);
+        let choice = original::choose(stored, annotated).map_err(|why| {
+            Error::failed(format!(
+                "pod `{name}` in namespace `{ns}` runs {carrier}, but its original container \
+                 `{}` cannot be trusted: {why}; fix or remove the entry in {} (or the pod's \
+                 annotation `{}`), carrier2mount will not guess",
+                container.name,
+                self.store.describe(),
+                original::ANNOTATION
+            ))
+        })?;
+        let (original, save_entry, annotate) = match choice {
+            original::Choice::Use {
+                original,
+                missing: None,
+            } => (original, false, false),
+            original::Choice::Use {
+                original,
+                missing: Some(original::Place::ConfigMap),
+            } => {
+                warn!(
+                    "pod {name} lost its restore entry; saving it again from the pod's annotation"
+                );
+                (original, true, false)
+            }
+            original::Choice::Use {
+                original,
+                missing: Some(original::Place::Pod),
+            } => (original, false, true),
+            original::Choice::Unknown => (self.template_original(pod, container)?, true, true),
+        };
+        if save_entry {
+            self.save(data, &self.entry(pod, &container.name, original.clone()))?;
+        }
+        if annotate {
+            let patch = json!({ "metadata": { "annotations": {
+                original::ANNOTATION: original::annotation_value(&container.name, &original),
+            } } });
+            match cluster::patch::<Pod>(ns, name, PatchType::Merge, &patch) {
+                // Gone meanwhile: nothing left to keep.
+                Ok(_) | Err(ClusterError::NotFound(_)) => {}
+                Err(err) => return Err(err.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// The restore entry of a container of this pod.
+    fn entry(&self, pod: &Pod, container: &str, original: OriginalConfig) -> Entry {
+        let ctx = self.ctx;
+        Entry {
+            original_config: original,
+            container: Some(container.to_string()),
+            pod: Some(pods::name(pod).to_string()),
+            pod_uid: pod.metadata.uid.clone(),
+            target_namespace: Some(ctx.target_namespace().to_string()),
+            target: Some(ctx.target_name()),
+            mount: Some(format!("{}/{}", ctx.mount.namespace, ctx.mount.name)),
+        }
+    }
+
+    fn save(&self, data: &mut BTreeMap<String, String>, entry: &Entry) -> Result<(), Error> {
+        let key = entry_key(
+            self.ctx.target_namespace(),
+            entry.pod.as_deref().unwrap_or_default(),
+            entry.container.as_deref().unwrap_or_default(),
+        );
+        self.store.save(&key, entry)?;
+        data.insert(key, entry.encode());
+        Ok(())
+    }
+
+    /// The original of a container that runs Carrier2 with its original
+    /// nowhere (both copies lost): a Deployment's or StatefulSet's template
+    /// says what its pods run; for a bare Pod there is no template to ask.
+    fn template_original(&self, pod: &Pod, container: &Container) -> Result<OriginalConfig, Error> {
+        let carrier = self.ctx.carrier_image();
+        if self.workload.kind == TargetKind::Pod {
             return Err(Error::failed(format!(
-                "pod `{}` in namespace `{}` already runs {carrier} and {} has no entry with \
-                 its original container; carrier2mount will not guess it (recreate the pod \
-                 from its manifest)",
+                "pod `{}` in namespace `{}` already runs {carrier} and neither {} nor the pod \
+                 has its original container `{}`; carrier2mount will not guess it (recreate \
+                 the pod from its manifest)",
                 pods::name(pod),
                 self.ctx.target_namespace(),
-                self.store.describe()
+                self.store.describe(),
+                container.name
             )));
-        } else {
-            warn!(
-                "pod {} runs {carrier} without a restore entry; saving the template's container",
-                pods::name(pod)
-            );
-            self.template_container
-        };
-        Ok(OriginalConfig {
-            image: source.image.clone(),
-            command: source.command.clone(),
-            args: source.args.clone(),
-        })
+        }
+        warn!(
+            "pod {} runs {carrier} without its original anywhere; saving the template's container",
+            pods::name(pod)
+        );
+        Ok(current_config(self.template_container))
     }
 
     /// Writes the Carrier2 config (and TLS files) into the pod unless it
@@ -279,6 +380,19 @@ impl Plan<'_> {
             TRANSIENT_RETRY_SECONDS,
         ))
     }
+}
+
+/// What a container runs now, as a restore entry keeps it.
+fn current_config(container: &Container) -> OriginalConfig {
+    OriginalConfig {
+        image: container.image.clone(),
+        command: container.command.clone(),
+        args: container.args.clone(),
+    }
+}
+
+fn entry_key(namespace: &str, pod: &str, container: &str) -> String {
+    restore::key(namespace, pod, container)
 }
 
 /// One value of a Secret in the target namespace, as text.

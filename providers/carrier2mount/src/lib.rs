@@ -26,7 +26,9 @@
 mod api;
 mod carrier_config;
 mod install;
+mod mark;
 mod names;
+mod original;
 mod pods;
 mod prepare;
 mod ready;

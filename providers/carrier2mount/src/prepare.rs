@@ -6,13 +6,13 @@ use pontoon_provider_sdk::{
     bridge_mount::{Error, Progress},
     cluster::{self, EventType},
     info,
-    k8s_openapi::api::core::v1::{Container, Service},
+    k8s_openapi::api::core::v1::{Container, Pod, Service},
 };
 use serde_json::Value;
 
 use crate::{
     api::{self, Ctx, invalid},
-    carrier_config, names, pods,
+    carrier_config, mark, names, original, pods,
     restore::{self, OriginalConfig, Store},
     shadow, tls,
     workload::Workload,
@@ -55,7 +55,10 @@ pub fn validate(ctx: &Ctx) -> Result<(), Error> {
     // The target may not exist yet, and a host may call validate without
     // cluster access: only a target that is there and unusable fails.
     match ctx.workload() {
-        Ok(Some(workload)) => check_container(ctx, &workload).map(drop),
+        Ok(Some(workload)) => {
+            check_container(ctx, &workload)?;
+            refuse_foreign(ctx, &workload)
+        }
         Ok(None) => Ok(()),
         Err(err) => {
             info!("validate could not read the target, skipping its checks: {err:?}");
@@ -64,8 +67,44 @@ pub fn validate(ctx: &Ctx) -> Result<(), Error> {
     }
 }
 
+/// Objects with the names of this mount's shadow, Service or HPA copy that
+/// another hand made: refused (`failed`, so the mount tries again once the
+/// user renamed or deleted them), never applied over.
+fn refuse_foreign(ctx: &Ctx, workload: &Workload) -> Result<(), Error> {
+    let (ns, uid) = (ctx.target_namespace(), ctx.mount.uid.as_str());
+    let mut foreign = Vec::new();
+    if let Some(existing) = ctx.shadow()?
+        && !mark::is_ours(&existing, uid)
+    {
+        foreign.push((workload.kind.kind(), names::shadow_workload(&workload.name)));
+    }
+    let service_name = names::shadow_service(&workload.name, ctx.container());
+    if let Some(service) = cluster::get::<Service>(ns, &service_name)? {
+        let json = serde_json::to_value(&service).unwrap_or_default();
+        if !mark::is_ours(&json, uid) {
+            foreign.push(("Service", service_name));
+        }
+    }
+    if workload.kind == TargetKind::Deployment {
+        let hpa_name = names::shadow_hpa(&workload.name);
+        let hpas = api::list("autoscaling/v2", "HorizontalPodAutoscaler", ns)?;
+        if let Some(hpa) = hpas
+            .iter()
+            .find(|h| h.pointer("/metadata/name").and_then(Value::as_str) == Some(&hpa_name))
+            && !shadow::hpa_is_ours(hpa, &workload.name, uid)
+        {
+            foreign.push(("HorizontalPodAutoscaler", hpa_name));
+        }
+    }
+    match foreign.first() {
+        None => Ok(()),
+        Some((kind, name)) => Err(Error::failed(mark::not_ours(kind, name, ns, uid))),
+    }
+}
+
 /// For a bare Pod that already runs Carrier2, the copy must run the original:
-/// its image, command and args come from the restore entry.
+/// its image, command and args come from the restore entry or the pod's own
+/// copy of it.
 fn original_of_patched_pod(
     ctx: &Ctx,
     workload: &Workload,
@@ -78,16 +117,31 @@ fn original_of_patched_pod(
     if workload.kind != TargetKind::Pod || !runs_carrier {
         return Ok(None);
     }
+    let pod: Pod = serde_json::from_value(workload.object.clone())
+        .map_err(|e| Error::failed(format!("{} came back unreadable: {e}", workload.describe())))?;
     let store = Store::of(ctx.mount);
-    let key = restore::key(ctx.target_namespace(), &workload.name);
-    match store.entry(&store.data()?, &key)? {
-        Some(entry) => Ok(Some(entry.original_config)),
-        None => Err(Error::failed(format!(
-            "pod `{}` in namespace `{}` runs {} and {} has no entry `{key}` with its original \
-             container; carrier2mount cannot copy a pod whose original it does not know",
+    let found = restore::lookup(
+        &store.data()?,
+        ctx.target_namespace(),
+        &workload.name,
+        ctx.container(),
+    );
+    let stored = original::from_entry(found.map(|(_, e)| e), &pod, ctx.carrier_image());
+    let annotated = original::from_pod(&pod, ctx.container(), ctx.carrier_image());
+    let refuse = |why: String| {
+        Error::failed(format!(
+            "pod `{}` in namespace `{}` runs {}: {why}; carrier2mount cannot copy a pod whose \
+             original it does not know (fix or remove the entry in {})",
             workload.name,
             ctx.target_namespace(),
             ctx.carrier_image(),
+            store.describe()
+        ))
+    };
+    match original::choose(stored, annotated).map_err(refuse)? {
+        original::Choice::Use { original, .. } => Ok(Some(original)),
+        original::Choice::Unknown => Err(refuse(format!(
+            "neither {} nor the pod has its original container",
             store.describe()
         ))),
     }
@@ -96,6 +150,7 @@ fn original_of_patched_pod(
 pub fn prepare(ctx: &Ctx) -> Result<Progress, Error> {
     let workload = ctx.require_workload()?;
     let container = check_container(ctx, &workload)?;
+    refuse_foreign(ctx, &workload)?;
     let original = original_of_patched_pod(ctx, &workload, &container)?;
     let ns = ctx.target_namespace();
 
@@ -106,12 +161,13 @@ pub fn prepare(ctx: &Ctx) -> Result<Progress, Error> {
         .as_ref()
         .and_then(|s| shadow::duplication_id_of(s, workload.kind))
         .unwrap_or_else(|| names::duplication_id_from_uid(&ctx.mount.uid));
-    let copy = shadow::workload_copy(
+    let mut copy = shadow::workload_copy(
         &workload,
         &duplication_id,
         original.as_ref().map(|o| (ctx.container(), o)),
     )
     .map_err(invalid)?;
+    mark::stamp(&mut copy, &ctx.mount.uid);
     api::apply(ns, &copy)?;
     let shadow_name = names::shadow_workload(&workload.name);
     if existing.is_none() {
@@ -131,6 +187,7 @@ pub fn prepare(ctx: &Ctx) -> Result<Progress, Error> {
     }
 
     let service = shadow::service(&workload, &copy, &container, &duplication_id);
+    // (The copy's labels, the mark among them, are the Service's labels.)
     let service_name = names::shadow_service(&workload.name, &container.name);
     let service_existed = cluster::get::<Service>(ns, &service_name)?.is_some();
     cluster::apply(ns, &service)?;
@@ -159,7 +216,9 @@ fn copy_hpa(ctx: &Ctx, workload: &Workload) -> Result<(), Error> {
     let existed = hpas
         .iter()
         .any(|h| h.pointer("/metadata/name").and_then(Value::as_str) == Some(name.as_str()));
-    api::apply(ns, &shadow::hpa_copy(original, workload))?;
+    let mut copy = shadow::hpa_copy(original, workload);
+    mark::stamp(&mut copy, &ctx.mount.uid);
+    api::apply(ns, &copy)?;
     if !existed {
         api::event(
             EventType::Normal,
@@ -170,12 +229,17 @@ fn copy_hpa(ctx: &Ctx, workload: &Workload) -> Result<(), Error> {
     Ok(())
 }
 
-/// At least one shadow pod is running and ready.
+/// The shadow is this mount's, copies the target as it is now (a change of
+/// the target's spec, e.g. a new image, makes it stale and prepare copies it
+/// again), and at least one of its pods is running and ready.
 pub fn prepared(ctx: &Ctx) -> Result<bool, Error> {
-    ctx.require_workload()?;
+    let workload = ctx.require_workload()?;
     let Some(shadow) = ctx.shadow()? else {
         return Ok(false);
     };
+    if !mark::is_ours(&shadow, &ctx.mount.uid) || shadow::stale(&shadow, &workload).is_some() {
+        return Ok(false);
+    }
     Ok(ctx
         .shadow_pods(&shadow)?
         .iter()

@@ -6,7 +6,7 @@ use pontoon_provider_sdk::{
     k8s_openapi::api::core::v1::Pod,
 };
 
-use crate::{api::Ctx, carrier_config, names, pods};
+use crate::{api::Ctx, carrier_config, mark, names, pods, shadow};
 
 pub const SHADOW_PODS_READY: &str = "ShadowPodsReady";
 pub const CARRIER_INSTALLED: &str = "CarrierInstalled";
@@ -30,7 +30,22 @@ pub fn ready(ctx: &Ctx) -> Result<Vec<Condition>, Error> {
                 ctx.target_namespace()
             ),
         ),
-        Some(object) => shadow_condition(&ctx.shadow_pods(&object)?, container, &shadow_name),
+        Some(object) if !mark::is_ours(&object, &ctx.mount.uid) => Condition::new(
+            SHADOW_PODS_READY,
+            false,
+            format!(
+                "{shadow_name} in namespace `{}` was not made by this mount",
+                ctx.target_namespace()
+            ),
+        ),
+        Some(object) => match shadow::stale(&object, &workload) {
+            Some(why) => Condition::new(
+                SHADOW_PODS_READY,
+                false,
+                format!("{why}; it is copied again"),
+            ),
+            None => shadow_condition(&ctx.shadow_pods(&object)?, container, &shadow_name),
+        },
     };
     let originals = ctx.original_pods(&workload)?;
     let (installed, installed_reason) =

@@ -1,15 +1,18 @@
 //! The restore ConfigMap: the original image, command and args of every
 //! patched container, written before the pod is touched, read back to undo.
 //!
-//! One key per pod, `<namespace>.<pod>` (a namespace has no dots, so the key
-//! splits unambiguously), whose value is JSON in Gefyra's shape plus where it
-//! came from:
+//! One key per pod and container, `<namespace>.<pod>.<container>` (neither a
+//! namespace nor a container name has dots, so the key splits unambiguously),
+//! whose value is JSON in Gefyra's shape plus where it came from:
 //!
 //! ```json
 //! {"originalConfig": {"image": "nginx:1.27", "command": ["nginx"], "args": null},
-//!  "container": "app", "pod": "web-7d9c-x2", "targetNamespace": "shop",
-//!  "target": "deploy/web", "mount": "gefyra/web-mount"}
+//!  "container": "app", "pod": "web-7d9c-x2", "podUid": "0c1f…",
+//!  "targetNamespace": "shop", "target": "deploy/web", "mount": "gefyra/web-mount"}
 //! ```
+//!
+//! Entries of earlier versions are keyed `<namespace>.<pod>` and are still
+//! read ([`legacy_key`]). The pod carries a second copy (`original.rs`).
 //!
 //! Writers touch one key at a time (merge patches), so mounts sharing the
 //! ConfigMap never overwrite each other's entries, and the ConfigMap is
@@ -49,6 +52,10 @@ pub struct Entry {
     pub container: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,
+    /// The uid of the pod it was saved from: a pod recreated under the same
+    /// name (a StatefulSet's) is another pod with its own original.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_uid: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_namespace: Option<String>,
     /// The mount's target in short form (`deploy/web`).
@@ -76,17 +83,49 @@ impl Entry {
     }
 }
 
-/// The key of a pod's entry. Keys longer than Kubernetes allows (a very long
-/// pod name) keep a readable prefix and end in a hash of the pod name.
-pub fn key(namespace: &str, pod: &str) -> String {
-    let plain = format!("{namespace}.{pod}");
+/// The key of the entry of a pod's container. Keys longer than Kubernetes
+/// allows (a very long pod name) keep a readable prefix and end in a hash of
+/// the pod and container names.
+pub fn key(namespace: &str, pod: &str, container: &str) -> String {
+    fitted(namespace, &format!("{pod}.{container}"))
+}
+
+/// The key earlier versions wrote, one per pod whatever the container.
+pub fn legacy_key(namespace: &str, pod: &str) -> String {
+    fitted(namespace, pod)
+}
+
+fn fitted(namespace: &str, rest: &str) -> String {
+    let plain = format!("{namespace}.{rest}");
     if plain.len() <= MAX_KEY {
         return plain;
     }
-    let hash = format!("{:016x}", fnv1a(pod.as_bytes()));
+    let hash = format!("{:016x}", fnv1a(rest.as_bytes()));
     let room = MAX_KEY - namespace.len() - hash.len() - 2;
-    let prefix: String = pod.chars().take(room).collect();
+    let prefix: String = rest.chars().take(room).collect();
     format!("{namespace}.{prefix}.{hash}")
+}
+
+/// The entry of `container` of `pod` as stored (`None`: none), and the key
+/// it is under: the current key, else an earlier version's key whose entry
+/// names this container (or none). An entry that does not decode is
+/// `Some(Err)`: it may be someone's only copy, so it is never written over.
+pub fn lookup(
+    data: &BTreeMap<String, String>,
+    namespace: &str,
+    pod: &str,
+    container: &str,
+) -> Option<(String, Result<Entry, String>)> {
+    let current = key(namespace, pod, container);
+    if let Some(text) = data.get(&current) {
+        return Some((current, Entry::decode(text)));
+    }
+    let legacy = legacy_key(namespace, pod);
+    let text = data.get(&legacy)?;
+    match Entry::decode(text) {
+        Ok(entry) if entry.container.as_deref().is_some_and(|c| c != container) => None,
+        decoded => Some((legacy, decoded)),
+    }
 }
 
 fn fnv1a(bytes: &[u8]) -> u64 {
@@ -251,6 +290,7 @@ mod tests {
             },
             container: Some("app".into()),
             pod: Some("web-1".into()),
+            pod_uid: None,
             target_namespace: Some("shop".into()),
             target: Some("deploy/web".into()),
             mount: Some("gefyra/m".into()),
@@ -278,17 +318,46 @@ mod tests {
     }
 
     #[test]
-    fn keys_are_namespace_dot_pod_and_fit_the_limit() {
-        assert_eq!(key("shop", "web-7d9c-x2"), "shop.web-7d9c-x2");
+    fn keys_are_namespace_pod_and_container_and_fit_the_limit() {
+        assert_eq!(key("shop", "web-7d9c-x2", "app"), "shop.web-7d9c-x2.app");
+        assert_ne!(key("shop", "web-1", "app"), key("shop", "web-1", "api"));
+        assert_eq!(legacy_key("shop", "web-7d9c-x2"), "shop.web-7d9c-x2");
         let long_pod = "p".repeat(250);
-        let long = key("shop", &long_pod);
+        let long = key("shop", &long_pod, "app");
         assert_eq!(long.len(), 253);
         assert!(long.starts_with("shop.ppp"));
-        assert_ne!(long, key("shop", &format!("{}q", "p".repeat(249))));
+        assert_ne!(long, key("shop", &long_pod, "api"));
+        assert_ne!(long, key("shop", &format!("{}q", "p".repeat(249)), "app"));
         assert!(
             long.chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
         );
+    }
+
+    #[test]
+    fn lookup_finds_the_containers_entry_or_an_earlier_versions() {
+        let mut api = entry();
+        api.container = Some("api".into());
+        let data: BTreeMap<String, String> = [
+            ("shop.web-1.app".to_string(), entry().encode()),
+            ("shop.web-2".to_string(), api.encode()),
+            ("shop.web-3.app".to_string(), "{".to_string()),
+        ]
+        .into();
+        let (key, found) = lookup(&data, "shop", "web-1", "app").unwrap();
+        assert_eq!((key.as_str(), found), ("shop.web-1.app", Ok(entry())));
+        // An earlier version's entry is this container's only if it says so.
+        let (key, found) = lookup(&data, "shop", "web-2", "api").unwrap();
+        assert_eq!(
+            (key.as_str(), found.unwrap().container.as_deref()),
+            ("shop.web-2", Some("api"))
+        );
+        assert_eq!(lookup(&data, "shop", "web-2", "app"), None);
+        assert!(matches!(
+            lookup(&data, "shop", "web-3", "app"),
+            Some((_, Err(_)))
+        ));
+        assert_eq!(lookup(&data, "shop", "web-4", "app"), None);
     }
 
     #[test]

@@ -20,11 +20,54 @@ use crate::{
     workload::{Problem, Workload},
 };
 
-/// Annotations that describe the original object's history, not what it is.
-pub const DROPPED_ANNOTATIONS: [&str; 2] = [
+/// Annotations that describe the original object's history, not what it is,
+/// or that are bookkeeping of the original's mount (a bare Pod's copy of its
+/// original container belongs to that pod only).
+pub const DROPPED_ANNOTATIONS: [&str; 3] = [
     "kubectl.kubernetes.io/last-applied-configuration",
     "deployment.kubernetes.io/revision",
+    crate::original::ANNOTATION,
 ];
+
+/// The annotation on a shadow Deployment or StatefulSet naming the
+/// `metadata.generation` of the target it copies: when the user changes the
+/// target (image, env, replicas), the shadow is stale and is copied again.
+pub const TARGET_GENERATION: &str = "pontoon.dev/target-generation";
+
+fn generation(object: &Value) -> Option<i64> {
+    object
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+}
+
+/// Why the shadow no longer copies the workload as it is now; `None` while
+/// it does. A bare Pod's spec cannot change in ways a copy must follow, and
+/// a shadow of a target without a generation cannot be judged: never stale.
+pub fn stale(shadow: &Value, workload: &Workload) -> Option<String> {
+    if workload.kind == TargetKind::Pod {
+        return None;
+    }
+    let current = generation(&workload.object)?;
+    let copied = shadow
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            TARGET_GENERATION.replace('/', "~1")
+        ))
+        .and_then(Value::as_str);
+    if copied == Some(current.to_string().as_str()) {
+        return None;
+    }
+    Some(format!(
+        "the shadow {}/{} copies {} of {}, which is at generation {current} now",
+        workload.kind.short_name(),
+        names::shadow_workload(&workload.name),
+        copied.map_or_else(
+            || "an unknown generation".to_string(),
+            |g| format!("generation {g}")
+        ),
+        workload.describe()
+    ))
+}
 
 /// Label values with the shadow suffix (keys unchanged).
 pub fn shadow_labels(labels: &Map<String, Value>) -> Map<String, Value> {
@@ -127,15 +170,22 @@ pub fn workload_copy(
             }
         }
     }
-    object.insert(
-        "metadata".into(),
-        fresh_metadata(
-            &workload.object,
-            &names::shadow_workload(&workload.name),
-            &workload.namespace,
-            metadata_labels,
-        ),
+    let mut metadata = fresh_metadata(
+        &workload.object,
+        &names::shadow_workload(&workload.name),
+        &workload.namespace,
+        metadata_labels,
     );
+    if workload.kind != TargetKind::Pod
+        && let (Some(generation), Some(metadata)) =
+            (generation(&workload.object), metadata.as_object_mut())
+    {
+        let annotations = metadata.entry("annotations").or_insert_with(|| json!({}));
+        if let Some(annotations) = annotations.as_object_mut() {
+            annotations.insert(TARGET_GENERATION.into(), generation.to_string().into());
+        }
+    }
+    object.insert("metadata".into(), metadata);
     if let Some((name, original)) = container {
         set_container_config(&mut copy, workload.kind, name, original);
     }
@@ -272,6 +322,22 @@ pub fn hpa_scales(hpa: &Value, deployment: &str) -> bool {
     field("kind") == Some("Deployment") && field("name") == Some(deployment)
 }
 
+/// Whether an HPA of the shadow HPA's name is this mount's: it carries the
+/// mount's mark, or (made before the mark) no mark and scales the shadow.
+pub fn hpa_is_ours(hpa: &Value, deployment: &str, uid: &str) -> bool {
+    let marked = hpa
+        .pointer(&format!(
+            "/metadata/labels/{}",
+            crate::mark::MOUNT_LABEL.replace('/', "~1")
+        ))
+        .is_some();
+    if marked {
+        crate::mark::is_ours(hpa, uid)
+    } else {
+        hpa_scales(hpa, &names::shadow_workload(deployment))
+    }
+}
+
 /// The copy of `hpa` that scales the shadow Deployment instead.
 pub fn hpa_copy(hpa: &Value, workload: &Workload) -> Value {
     let mut spec = hpa.get("spec").cloned().unwrap_or_else(|| json!({}));
@@ -310,7 +376,7 @@ mod tests {
                 "name": "web-gefyra",
                 "namespace": "shop",
                 "labels": {"app": "web-gefyra", "tier": "front-gefyra"},
-                "annotations": {"team": "shop"}
+                "annotations": {"team": "shop", "pontoon.dev/target-generation": "3"}
             })
         );
         assert!(copy.get("status").is_none());
@@ -338,6 +404,67 @@ mod tests {
             duplication_id_of(&copy, TargetKind::Deployment).as_deref(),
             Some("dup-1")
         );
+    }
+
+    #[test]
+    fn a_shadow_is_stale_once_the_target_changed() {
+        let w = web();
+        let copy = workload_copy(&w, "dup-1", None).unwrap();
+        assert_eq!(stale(&copy, &w), None);
+        let mut changed = deployment();
+        changed["metadata"]["generation"] = json!(4);
+        let changed = Workload::new(&Target::parse("deploy/web").unwrap(), "shop", changed);
+        assert_eq!(
+            stale(&copy, &changed).as_deref(),
+            Some(
+                "the shadow deploy/web-gefyra copies generation 3 of deploy/web in namespace \
+                 `shop`, which is at generation 4 now"
+            )
+        );
+        // A shadow made before the annotation existed is copied again once.
+        let mut unannotated = copy.clone();
+        unannotated["metadata"]["annotations"]
+            .as_object_mut()
+            .unwrap()
+            .remove(TARGET_GENERATION);
+        assert!(
+            stale(&unannotated, &w)
+                .unwrap()
+                .contains("copies an unknown generation")
+        );
+    }
+
+    #[test]
+    fn a_bare_pods_copy_is_never_stale_and_drops_the_pods_original() {
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "solo", "namespace": "ns", "generation": 2, "annotations": {
+                crate::original::ANNOTATION: "{}", "team": "a"
+            }},
+            "spec": {"containers": [{"name": "app", "image": "busybox:1"}]}
+        });
+        let w = Workload::new(&Target::parse("pod/solo").unwrap(), "ns", pod);
+        let copy = workload_copy(&w, "id", None).unwrap();
+        assert_eq!(copy["metadata"]["annotations"], json!({"team": "a"}));
+        let mut later = w.clone();
+        later.object["metadata"]["generation"] = json!(5);
+        assert_eq!(stale(&copy, &later), None);
+    }
+
+    #[test]
+    fn an_hpa_copy_is_ours_by_its_mark_or_by_what_it_scales() {
+        let copy = hpa_copy(
+            &json!({"spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}}}),
+            &web(),
+        );
+        assert!(hpa_is_ours(&copy, "web", "uid-1"));
+        let mut marked = copy.clone();
+        crate::mark::stamp(&mut marked, "uid-1");
+        assert!(hpa_is_ours(&marked, "web", "uid-1"));
+        assert!(!hpa_is_ours(&marked, "web", "uid-2"));
+        let users = json!({"metadata": {"name": "web-gefyra"},
+            "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "something-else"}}});
+        assert!(!hpa_is_ours(&users, "web", "uid-1"));
     }
 
     #[test]

@@ -1,12 +1,15 @@
 //! `uninstall`: removes the shadow and gives the original pods back what they
 //! ran. Safe in any state and repeatable; `Done` only when all is back.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::{
+    collections::BTreeMap,
+    time::{SystemTime, UNIX_EPOCH},
+};
 
 use pontoon_provider_sdk::{
     TargetKind,
-    bridge_mount::{Error, Progress},
-    cluster::{self, ClusterError, EventType, PatchType},
+    bridge_mount::{CONFLICT_RETRY_SECONDS, Error, Progress},
+    cluster::{self, ClusterError, EventType, ObjectRef, PatchType},
     info,
     k8s_openapi::api::core::v1::{Pod, Service},
     warn,
@@ -15,8 +18,8 @@ use serde_json::{Value, json};
 
 use crate::{
     api::{self, Ctx},
-    names, pods,
-    restore::{self, OriginalConfig, Store},
+    mark, names, original, pods,
+    restore::{self, Entry, OriginalConfig, Store},
     shadow,
     workload::Workload,
 };
@@ -25,9 +28,13 @@ use crate::{
 pub const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
 
 pub fn uninstall(ctx: &Ctx) -> Result<Progress, Error> {
-    remove_shadow(ctx)?;
     let workload = ctx.workload()?;
-    let unrestorable = restore_originals(ctx, workload.as_ref())?;
+    // Decided before anything is touched: an original that cannot be
+    // trusted stops the uninstall with the shadow still serving.
+    let plan = restore_plan(ctx, workload.as_ref())?;
+    remove_shadow(ctx)?;
+    let unrestorable = plan.unrestorable.clone();
+    plan.apply(ctx, workload.as_ref())?;
     let store = Store::of(ctx.mount);
     store.delete_if_empty()?;
     if !unrestorable.is_empty() {
@@ -50,48 +57,104 @@ pub fn uninstall(ctx: &Ctx) -> Result<Progress, Error> {
     }
 }
 
-/// Deletes the shadow workload, the HPA copy and the shadow Service.
+/// Deletes the shadow workload, the HPA copy and the shadow Service, each
+/// only if it carries this mount's mark and is unchanged since it was read;
+/// an object of the same name that someone else made is left alone.
 fn remove_shadow(ctx: &Ctx) -> Result<(), Error> {
-    let ns = ctx.target_namespace();
+    let (ns, uid) = (ctx.target_namespace(), ctx.mount.uid.as_str());
     let shadow_name = names::shadow_workload(&ctx.target.name);
-    if ctx.delete_shadow()? {
-        api::event(
-            EventType::Normal,
-            "ShadowDeleted",
-            &format!(
-                "Deleted shadow {}/{shadow_name} in namespace `{ns}`",
-                ctx.target.kind.short_name()
-            ),
-        );
+    let kind = ctx.target.kind;
+    if let Some(shadow) = ctx.shadow()? {
+        if !mark::is_ours(&shadow, uid) {
+            info!(
+                "{} {shadow_name} in {ns} is not this mount's; leaving it",
+                kind.kind()
+            );
+        } else if delete_unchanged(&ctx.shadow_ref(), &shadow)? {
+            api::event(
+                EventType::Normal,
+                "ShadowDeleted",
+                &format!(
+                    "Deleted shadow {}/{shadow_name} in namespace `{ns}`",
+                    kind.short_name()
+                ),
+            );
+        }
     }
-    if ctx.target.kind == TargetKind::Deployment {
+    if kind == TargetKind::Deployment {
         for hpa in api::list("autoscaling/v2", "HorizontalPodAutoscaler", ns)? {
-            if !shadow::hpa_scales(&hpa, &shadow_name) {
+            if !shadow::hpa_scales(&hpa, &shadow_name)
+                || !shadow::hpa_is_ours(&hpa, &ctx.target.name, uid)
+            {
                 continue;
             }
             let Some(name) = hpa.pointer("/metadata/name").and_then(Value::as_str) else {
                 continue;
             };
             let reference = api::object_ref("autoscaling/v2", "HorizontalPodAutoscaler", ns, name);
-            cluster::raw::delete(&reference)?;
+            delete_unchanged(&reference, &hpa)?;
         }
     }
     let service = names::shadow_service(&ctx.target.name, ctx.container());
-    if cluster::delete::<Service>(ns, &service)? {
-        api::event(
-            EventType::Normal,
-            "ShadowServiceDeleted",
-            &format!("Deleted Service `{service}` in namespace `{ns}`"),
-        );
+    if let Some(found) = cluster::get::<Service>(ns, &service)? {
+        let json = serde_json::to_value(&found).unwrap_or_default();
+        let reference = api::object_ref("v1", "Service", ns, &service);
+        if !mark::is_ours(&json, uid) {
+            info!("Service {service} in {ns} is not this mount's; leaving it");
+        } else if delete_unchanged(&reference, &json)? {
+            api::event(
+                EventType::Normal,
+                "ShadowServiceDeleted",
+                &format!("Deleted Service `{service}` in namespace `{ns}`"),
+            );
+        }
     }
     Ok(())
 }
 
-/// Puts every saved original back, restarts a Deployment or StatefulSet
-/// once for it, and only then drops the entries. Returns what cannot be
-/// restored (a bare Pod running Carrier2 whose original is unknown).
-fn restore_originals(ctx: &Ctx, workload: Option<&Workload>) -> Result<Vec<String>, Error> {
-    let ns = ctx.target_namespace();
+/// Deletes `object` if it is still the version read (so a mark that was
+/// checked is the mark of what is deleted); `false` when it was gone.
+fn delete_unchanged(reference: &ObjectRef, object: &Value) -> Result<bool, Error> {
+    let Some(version) = object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+    else {
+        return Err(Error::failed(format!(
+            "{} `{}` in namespace `{}` has no resourceVersion",
+            reference.kind, reference.name, reference.namespace
+        )));
+    };
+    match cluster::raw::delete_if_unchanged(reference, version) {
+        Ok(deleted) => Ok(deleted),
+        Err(ClusterError::Conflict(_)) => Err(Error::temporary(
+            format!(
+                "{} `{}` in namespace `{}` changed while being deleted; looking again",
+                reference.kind, reference.name, reference.namespace
+            ),
+            CONFLICT_RETRY_SECONDS,
+        )),
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// What restoring the target means, decided before anything is touched.
+struct RestorePlan {
+    /// Pods to give their original back (image, and the annotation removed).
+    restore: Vec<(Pod, OriginalConfig)>,
+    /// Pods that run their original already but still carry the annotation.
+    unannotate: Vec<Pod>,
+    /// Entries to drop once done: this target's, for the mount's container.
+    entries: Vec<String>,
+    /// Pods on Carrier2 whose original is known nowhere (a bare Pod's).
+    unrestorable: Vec<String>,
+}
+
+/// Looks at every pod of the target (and every pod an entry names): one that
+/// runs Carrier2 gets its original from the ConfigMap or its own annotation,
+/// checked against each other. A copy that is malformed, or two that
+/// disagree, refuse the whole restore: `failed`, nothing patched.
+fn restore_plan(ctx: &Ctx, workload: Option<&Workload>) -> Result<RestorePlan, Error> {
+    let (ns, container, carrier) = (ctx.target_namespace(), ctx.container(), ctx.carrier_image());
     let store = Store::of(ctx.mount);
     let data = store.data()?;
     let (entries, unreadable) = restore::of_target(&data, ns, &ctx.target_name());
@@ -101,80 +164,128 @@ fn restore_originals(ctx: &Ctx, workload: Option<&Workload>) -> Result<Vec<Strin
             store.describe()
         );
     }
-    let has_template = workload.is_some_and(|w| w.kind != TargetKind::Pod);
-    let mut restart = false;
-    let mut applied = Vec::new();
-    for (key, entry) in &entries {
-        let pod_name = entry.pod.clone().unwrap_or_default();
-        let container = entry.container.as_deref().unwrap_or(ctx.container());
-        match cluster::get::<Pod>(ns, &pod_name)? {
-            Some(pod) if !pods::is_terminating(&pod) => {
-                restore_pod(ctx, &pod, container, &entry.original_config)?;
-                restart |= has_template;
-            }
-            // Gone or going: its replacement comes from the unchanged template.
-            _ => info!("pod {pod_name} is gone; dropping its restore entry"),
-        }
-        applied.push(key.clone());
-    }
-
-    // Pods running Carrier2 with no entry (it was lost): a template knows
-    // what they ran; a bare Pod's original is unknown.
-    let mut unrestorable = Vec::new();
+    let entries: BTreeMap<String, Entry> = entries
+        .into_iter()
+        .filter(|(_, e)| e.container.as_deref().is_none_or(|c| c == container))
+        .collect();
+    let mut pods: BTreeMap<String, Pod> = BTreeMap::new();
     if let Some(workload) = workload {
-        let template = workload.container(ctx.container()).ok();
         for pod in ctx.original_pods(workload)? {
-            let name = pods::name(&pod);
-            if entries.contains_key(&restore::key(ns, name)) {
-                continue;
+            pods.insert(pods::name(&pod).to_string(), pod);
+        }
+    }
+    for entry in entries.values() {
+        let Some(name) = entry.pod.as_deref() else {
+            continue;
+        };
+        if !pods.contains_key(name)
+            && let Some(pod) = cluster::get::<Pod>(ns, name)?
+            && !pods::is_terminating(&pod)
+        {
+            pods.insert(name.to_string(), pod);
+        }
+    }
+    let template = workload
+        .filter(|w| w.kind != TargetKind::Pod)
+        .and_then(|w| w.container(container).ok());
+    let mut plan = RestorePlan {
+        restore: Vec::new(),
+        unannotate: Vec::new(),
+        entries: entries.keys().cloned().collect(),
+        unrestorable: Vec::new(),
+    };
+    let mut refused = Vec::new();
+    for (name, pod) in pods {
+        let annotated = original::from_pod(&pod, container, carrier);
+        let runs_carrier =
+            pods::spec_image(&pod, container).is_some_and(|image| pods::same_image(image, carrier));
+        if !runs_carrier {
+            if annotated != original::Copy::Absent {
+                plan.unannotate.push(pod);
             }
-            let runs_carrier = pods::spec_image(&pod, ctx.container())
-                .is_some_and(|image| pods::same_image(image, ctx.carrier_image()));
-            if !runs_carrier {
-                continue;
-            }
-            match &template {
-                Some(template) if has_template => {
-                    let original = OriginalConfig {
+            continue;
+        }
+        let found = restore::lookup(&data, ns, &name, container);
+        if let Some((key, _)) = &found
+            && !plan.entries.contains(key)
+        {
+            plan.entries.push(key.clone());
+        }
+        let stored = original::from_entry(found.map(|(_, e)| e), &pod, carrier);
+        match original::choose(stored, annotated) {
+            Err(why) => refused.push(format!("pod `{name}`: {why}")),
+            Ok(original::Choice::Use { original, .. }) => plan.restore.push((pod, original)),
+            // No copy anywhere: a template knows what its pods run.
+            Ok(original::Choice::Unknown) => match &template {
+                Some(template) => plan.restore.push((
+                    pod,
+                    OriginalConfig {
                         image: template.image.clone(),
                         command: template.command.clone(),
                         args: template.args.clone(),
-                    };
-                    restore_pod(ctx, &pod, ctx.container(), &original)?;
-                    restart = true;
-                }
-                _ => unrestorable.push(format!(
-                    "pod `{name}` runs {} and {} has no entry with its original",
-                    ctx.carrier_image(),
+                    },
+                )),
+                None => plan.unrestorable.push(format!(
+                    "pod `{name}` runs {carrier} and neither {} nor the pod has its original",
                     store.describe()
                 )),
-            }
+            },
         }
     }
-
-    if restart && let Some(workload) = workload {
-        restart_workload(workload)?;
+    if !refused.is_empty() {
+        return Err(Error::failed(format!(
+            "refusing to restore {} in namespace `{ns}`, nothing was changed: {}; fix or remove \
+             the entry in {} (the pod's annotation `{}` is the other copy) so that one \
+             trustworthy copy is left",
+            ctx.target,
+            refused.join("; "),
+            store.describe(),
+            original::ANNOTATION
+        )));
     }
-    for key in applied {
-        store.remove(&key)?;
-    }
-    Ok(unrestorable)
+    Ok(plan)
 }
 
-/// Patches the container's image back; command and args cannot change in a
-/// pod, so they are only compared.
+impl RestorePlan {
+    /// Puts every original back, restarts a Deployment or StatefulSet once
+    /// for it, and only then drops the entries.
+    fn apply(self, ctx: &Ctx, workload: Option<&Workload>) -> Result<(), Error> {
+        let has_template = workload.is_some_and(|w| w.kind != TargetKind::Pod);
+        let restart = has_template && !self.restore.is_empty();
+        for (pod, original) in &self.restore {
+            restore_pod(ctx, pod, ctx.container(), Some(original))?;
+        }
+        for pod in &self.unannotate {
+            restore_pod(ctx, pod, ctx.container(), None)?;
+        }
+        if restart && let Some(workload) = workload {
+            restart_workload(workload)?;
+        }
+        let store = Store::of(ctx.mount);
+        for key in self.entries {
+            store.remove(&key)?;
+        }
+        Ok(())
+    }
+}
+
+/// Patches the container's image back and drops the pod's copy of its
+/// original in the same patch (`original` `None`: only the copy); command
+/// and args cannot change in a pod, so they are only compared.
 fn restore_pod(
     ctx: &Ctx,
     pod: &Pod,
     container: &str,
-    original: &OriginalConfig,
+    original: Option<&OriginalConfig>,
 ) -> Result<(), Error> {
     let (ns, name) = (ctx.target_namespace(), pods::name(pod));
     let Some(current) = pods::container(pod, container) else {
         warn!("pod {name} has no container {container}; nothing to restore in it");
         return Ok(());
     };
-    if current.command != original.command || current.args != original.args {
+    if let Some(original) = original
+        && (current.command != original.command || current.args != original.args)
+    {
         api::event(
             EventType::Warning,
             "RestoreMismatch",
@@ -186,22 +297,32 @@ fn restore_pod(
             ),
         );
     }
-    let Some(image) = &original.image else {
-        return Ok(());
-    };
-    if current.image.as_deref() == Some(image.as_str()) {
+    let image = original
+        .and_then(|o| o.image.as_deref())
+        .filter(|image| current.image.as_deref() != Some(*image));
+    let annotated = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(original::ANNOTATION));
+    if image.is_none() && !annotated {
         return Ok(());
     }
-    let patch = json!({ "spec": { "containers": [{ "name": container, "image": image }] } });
+    let mut patch = json!({ "metadata": { "annotations": { original::ANNOTATION: null } } });
+    if let Some(image) = image {
+        patch["spec"] = json!({ "containers": [{ "name": container, "image": image }] });
+    }
     match cluster::patch::<Pod>(ns, name, PatchType::Strategic, &patch) {
         Ok(_) => {
-            api::event(
-                EventType::Normal,
-                "PodRestored",
-                &format!(
-                    "Pod `{name}` in namespace `{ns}`: container `{container}` runs {image} again"
-                ),
-            );
+            if let Some(image) = image {
+                api::event(
+                    EventType::Normal,
+                    "PodRestored",
+                    &format!(
+                        "Pod `{name}` in namespace `{ns}`: container `{container}` runs {image} again"
+                    ),
+                );
+            }
             Ok(())
         }
         // Deleted meanwhile: nothing left to restore.
