@@ -300,3 +300,442 @@ pub(super) fn leftovers(before: &Snapshot, after: &Snapshot) -> Result<(), Strin
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deployment(value: serde_json::Value) -> Deployment {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn container(value: serde_json::Value) -> Container {
+        serde_json::from_value(value).unwrap()
+    }
+
+    /// A pod with one container `app` asking for `asked`, whose status says
+    /// it runs `runs` (and whether it is running).
+    fn pod(name: &str, asked: &str, runs: &str, running: bool) -> Pod {
+        let state = if running {
+            json!({ "running": { "startedAt": "2025-01-01T00:00:00Z" } })
+        } else {
+            json!({ "waiting": { "reason": "ContainerCreating" } })
+        };
+        serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "spec": { "containers": [{ "name": "app", "image": asked }] },
+            "status": { "containerStatuses": [{
+                "name": "app", "image": runs, "imageID": "", "ready": running,
+                "restartCount": 0, "state": state
+            }] }
+        }))
+        .unwrap()
+    }
+
+    fn deleting(mut pod: Pod) -> Pod {
+        pod.metadata.deletion_timestamp =
+            Some(serde_json::from_value(json!("2025-01-01T00:00:00Z")).unwrap());
+        pod
+    }
+
+    fn template(image: &str) -> serde_json::Value {
+        json!({ "spec": { "containers": [{ "name": "app", "image": image }] } })
+    }
+
+    fn snapshot(entries: &[(&str, serde_json::Value)]) -> Snapshot {
+        entries
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn same_image_treats_docker_hub_short_names_as_the_full_reference() {
+        assert!(same_image("nginx:1.27", "docker.io/library/nginx:1.27"));
+        assert!(same_image("docker.io/library/nginx:1.27", "nginx:1.27"));
+        assert!(same_image("library/nginx:1.27", "nginx:1.27"));
+        assert!(same_image(
+            "docker.io/bitnami/nginx:1.27",
+            "bitnami/nginx:1.27"
+        ));
+    }
+
+    #[test]
+    fn same_image_reads_a_missing_tag_as_latest() {
+        assert!(same_image("nginx", "nginx:latest"));
+        assert!(same_image("nginx", "docker.io/library/nginx:latest"));
+        assert!(!same_image("nginx", "nginx:1.27"));
+        // A registry's port is not a tag.
+        assert!(same_image("registry:5000/app", "registry:5000/app:latest"));
+    }
+
+    #[test]
+    fn same_image_tells_other_tags_digests_and_registries_apart() {
+        assert!(!same_image("nginx:1.27", "nginx:1.26"));
+        assert!(!same_image("nginx:1.27", "ghcr.io/carrier2/carrier2:1.27"));
+        assert!(!same_image("nginx:1.27", "quay.io/library/nginx:1.27"));
+        assert!(same_image(
+            "nginx@sha256:0123abcd",
+            "docker.io/library/nginx@sha256:0123abcd"
+        ));
+        assert!(!same_image(
+            "nginx@sha256:0123abcd",
+            "nginx@sha256:4567ef01"
+        ));
+        assert!(!same_image("nginx@sha256:0123abcd", "nginx:1.27"));
+    }
+
+    #[test]
+    fn differences_names_each_changed_leaf_by_json_pointer() {
+        let a = json!({ "spec": { "image": "nginx:1.27", "args": ["-g", "x"], "port": 80 } });
+        let b = json!({ "spec": { "image": "carrier2", "args": ["-g", "y"], "port": 80 } });
+        assert_eq!(
+            differences(&a, &b, 5),
+            [
+                r#"/spec/args/1: "x" -> "y""#,
+                r#"/spec/image: "nginx:1.27" -> "carrier2""#
+            ]
+        );
+    }
+
+    #[test]
+    fn differences_reports_added_and_removed_keys_against_null() {
+        let a = json!({ "env": "MODE", "kept": 1 });
+        let b = json!({ "kept": 1, "volumeMounts": [] });
+        assert_eq!(
+            differences(&a, &b, 5),
+            [r#"/env: "MODE" -> null"#, "/volumeMounts: null -> []"]
+        );
+    }
+
+    #[test]
+    fn differences_reports_arrays_of_another_length_whole() {
+        let a = json!({ "containers": [1] });
+        let b = json!({ "containers": [1, 2] });
+        assert_eq!(differences(&a, &b, 5), ["/containers: [1] -> [1,2]"]);
+    }
+
+    #[test]
+    fn differences_stops_at_the_limit_and_is_empty_for_equal_values() {
+        let a = json!({ "a": 1, "b": 2, "c": 3 });
+        let b = json!({ "a": 0, "b": 0, "c": 0 });
+        assert_eq!(differences(&a, &b, 2), ["/a: 1 -> 0", "/b: 2 -> 0"]);
+        assert_eq!(differences(&a, &b, 0), Vec::<String>::new());
+        assert_eq!(differences(&a, &a, 5), Vec::<String>::new());
+    }
+
+    #[test]
+    fn without_restart_annotation_drops_only_kubectls_restart_annotation() {
+        let restarted = json!({ "metadata": {
+            "labels": { "app": "sample" },
+            "annotations": { RESTARTED_AT: "2025-01-01T00:00:00Z", "team": "web" }
+        } });
+        assert_eq!(
+            without_restart_annotation(restarted),
+            json!({ "metadata": {
+                "labels": { "app": "sample" },
+                "annotations": { "team": "web" }
+            } })
+        );
+    }
+
+    #[test]
+    fn without_restart_annotation_removes_the_annotations_it_emptied() {
+        let restarted = json!({ "metadata": {
+            "labels": { "app": "sample" },
+            "annotations": { RESTARTED_AT: "2025-01-01T00:00:00Z" }
+        } });
+        assert_eq!(
+            without_restart_annotation(restarted),
+            json!({ "metadata": { "labels": { "app": "sample" } } })
+        );
+        // A template without metadata or annotations is left as it is.
+        let plain = json!({ "metadata": { "labels": { "app": "sample" } } });
+        assert_eq!(without_restart_annotation(plain.clone()), plain);
+        assert_eq!(without_restart_annotation(json!(null)), json!(null));
+    }
+
+    #[test]
+    fn template_of_is_the_pod_template_less_the_restart_annotation() {
+        let restarted = deployment(json!({
+            "metadata": { "name": "sample" },
+            "spec": {
+                "selector": { "matchLabels": { "app": "sample" } },
+                "template": {
+                    "metadata": {
+                        "labels": { "app": "sample" },
+                        "annotations": { RESTARTED_AT: "2025-01-01T00:00:00Z" }
+                    },
+                    "spec": { "containers": [{ "name": "app", "image": "nginx:1.27" }] }
+                }
+            }
+        }));
+        assert_eq!(
+            template_of(&restarted),
+            json!({
+                "metadata": { "labels": { "app": "sample" } },
+                "spec": { "containers": [{ "name": "app", "image": "nginx:1.27" }] }
+            })
+        );
+        assert_eq!(template_of(&Deployment::default()), json!(null));
+    }
+
+    #[test]
+    fn container_json_drops_only_the_service_account_mount() {
+        let admitted = container(json!({
+            "name": "app",
+            "image": "nginx:1.27",
+            "volumeMounts": [
+                { "name": "data", "mountPath": "/data" },
+                { "name": "kube-api-access-x", "mountPath": SERVICE_ACCOUNT_MOUNT, "readOnly": true }
+            ]
+        }));
+        assert_eq!(
+            container_json(&admitted),
+            json!({
+                "name": "app",
+                "image": "nginx:1.27",
+                "volumeMounts": [{ "name": "data", "mountPath": "/data" }]
+            })
+        );
+    }
+
+    #[test]
+    fn container_json_of_a_pod_container_equals_its_template_container() {
+        let in_template = container(json!({ "name": "app", "image": "nginx:1.27" }));
+        let admitted = container(json!({
+            "name": "app",
+            "image": "nginx:1.27",
+            "volumeMounts": [
+                { "name": "kube-api-access-x", "mountPath": SERVICE_ACCOUNT_MOUNT }
+            ]
+        }));
+        assert_eq!(container_json(&admitted), container_json(&in_template));
+        assert_eq!(
+            container_json(&in_template),
+            json!({ "name": "app", "image": "nginx:1.27" })
+        );
+    }
+
+    #[test]
+    fn target_shape_sees_labels_and_each_containers_image_command_and_args() {
+        let sample = |image: &str, tier: &str| {
+            deployment(json!({
+                "metadata": { "name": "sample", "labels": { "app": "sample", "tier": tier } },
+                "spec": {
+                    "selector": { "matchLabels": { "app": "sample" } },
+                    "template": {
+                        "metadata": { "labels": { "app": "sample" } },
+                        "spec": { "containers": [{
+                            "name": "app", "image": image, "command": ["nginx"], "args": ["-g"]
+                        }] }
+                    }
+                }
+            }))
+        };
+        let shape = TargetShape::of(&sample("nginx:1.27", "web"));
+        assert_eq!(shape.labels["tier"], "web");
+        assert_eq!(shape.template_labels["app"], "sample");
+        assert_eq!(
+            shape.containers,
+            [(
+                "app".to_string(),
+                Some("nginx:1.27".to_string()),
+                Some(vec!["nginx".to_string()]),
+                Some(vec!["-g".to_string()])
+            )]
+        );
+        assert_eq!(shape, TargetShape::of(&sample("nginx:1.27", "web")));
+        assert_ne!(shape, TargetShape::of(&sample("carrier2:0.1", "web")));
+        assert_ne!(shape, TargetShape::of(&sample("nginx:1.27", "api")));
+    }
+
+    #[test]
+    fn shape_problem_accepts_the_original_shape_with_pods_on_the_image() {
+        let shape = TargetShape::of(&deployment(json!({ "metadata": { "name": "sample" } })));
+        let pods = [pod("sample-1", "nginx:1.27", "nginx:1.27", true)];
+        assert_eq!(
+            shape_problem(&shape, &shape, &pods, "app", "nginx:1.27"),
+            None
+        );
+    }
+
+    #[test]
+    fn shape_problem_names_a_changed_target_first() {
+        let original = TargetShape::of(&deployment(json!({
+            "metadata": { "name": "sample", "labels": { "app": "sample" } }
+        })));
+        let now = TargetShape::of(&deployment(json!({ "metadata": { "name": "sample" } })));
+        let pods = [pod("sample-1", "nginx:1.27", "carrier2:0.1", true)];
+        let problem = shape_problem(&original, &now, &pods, "app", "nginx:1.27").unwrap();
+        assert!(problem.starts_with("target changed: was "), "{problem}");
+        assert!(problem.contains(r#""app": "sample""#), "{problem}");
+    }
+
+    #[test]
+    fn shape_problem_names_the_images_live_pods_run() {
+        let shape = TargetShape::of(&deployment(json!({ "metadata": { "name": "sample" } })));
+        let pods = [
+            pod("sample-1", "nginx:1.27", "nginx:1.27", true),
+            pod("sample-2", "nginx:1.27", "carrier2:0.1", true),
+            deleting(pod("sample-3", "nginx:1.27", "other:1", true)),
+        ];
+        assert_eq!(
+            shape_problem(&shape, &shape, &pods, "app", "nginx:1.27").as_deref(),
+            Some(r#"pods of the target run ["nginx:1.27", "carrier2:0.1"], expected nginx:1.27"#)
+        );
+        assert_eq!(
+            shape_problem(&shape, &shape, &[], "app", "nginx:1.27").as_deref(),
+            Some("pods of the target run [], expected nginx:1.27"),
+            "a target without live pods is not restored"
+        );
+    }
+
+    #[test]
+    fn restore_problem_accepts_pods_with_the_templates_containers_running_its_image() {
+        let pods = [
+            pod(
+                "sample-1",
+                "nginx:1.27",
+                "docker.io/library/nginx:1.27",
+                true,
+            ),
+            deleting(pod("sample-old", "carrier2:0.1", "carrier2:0.1", true)),
+        ];
+        let wanted = template("nginx:1.27");
+        assert_eq!(restore_problem(&wanted, &wanted, &pods), None);
+    }
+
+    #[test]
+    fn restore_problem_names_where_the_template_changed() {
+        let pods = [pod("sample-1", "nginx:1.27", "nginx:1.27", true)];
+        assert_eq!(
+            restore_problem(&template("nginx:1.27"), &template("carrier2:0.1"), &pods).as_deref(),
+            Some(
+                r#"the pod template changed: /spec/containers/0/image: "nginx:1.27" -> "carrier2:0.1""#
+            )
+        );
+    }
+
+    #[test]
+    fn restore_problem_wants_live_pods() {
+        let wanted = template("nginx:1.27");
+        let gone = [deleting(pod("sample-1", "nginx:1.27", "nginx:1.27", true))];
+        assert_eq!(
+            restore_problem(&wanted, &wanted, &gone).as_deref(),
+            Some("the target has no live pods")
+        );
+    }
+
+    #[test]
+    fn restore_problem_names_a_pod_whose_containers_are_not_the_templates() {
+        let wanted = template("nginx:1.27");
+        let pods = [pod("sample-1", "carrier2:0.1", "carrier2:0.1", true)];
+        assert_eq!(
+            restore_problem(&wanted, &wanted, &pods).as_deref(),
+            Some(
+                r#"pod sample-1 has other containers than the template: /0/image: "nginx:1.27" -> "carrier2:0.1""#
+            )
+        );
+    }
+
+    #[test]
+    fn restore_problem_names_a_container_not_yet_running_its_image() {
+        let wanted = template("nginx:1.27");
+        let waiting = [pod("sample-1", "nginx:1.27", "nginx:1.27", false)];
+        assert_eq!(
+            restore_problem(&wanted, &wanted, &waiting).as_deref(),
+            Some(
+                r#"pod sample-1: container app runs "nginx:1.27" (running: false), its spec asks for Some("nginx:1.27")"#
+            )
+        );
+        let stale = [pod("sample-1", "nginx:1.27", "carrier2:0.1", true)];
+        assert_eq!(
+            restore_problem(&wanted, &wanted, &stale).as_deref(),
+            Some(
+                r#"pod sample-1: container app runs "carrier2:0.1" (running: true), its spec asks for Some("nginx:1.27")"#
+            )
+        );
+    }
+
+    #[test]
+    fn expect_bool_passes_only_the_expected_answer() {
+        assert_eq!(expect_bool(Ok(true), true), Ok(()));
+        assert_eq!(expect_bool(Ok(false), false), Ok(()));
+        assert_eq!(expect_bool(Ok(false), true), Err("returned false".into()));
+        let trap = CallError::Trap {
+            module: "sample".into(),
+            step: "target-exists",
+            message: "unreachable".into(),
+        };
+        assert_eq!(
+            expect_bool(Err(trap), true),
+            Err("module `sample` trapped in `target-exists`: unreachable".into())
+        );
+    }
+
+    #[test]
+    fn same_accepts_an_unchanged_snapshot() {
+        let first = snapshot(&[("ConfigMap conformance-x/restore", json!({ "a": 1 }))]);
+        assert_eq!(same(&first, &first.clone()), Ok(()));
+        assert_eq!(same(&Snapshot::new(), &Snapshot::new()), Ok(()));
+    }
+
+    #[test]
+    fn same_names_what_appeared_changed_and_disappeared() {
+        let first = snapshot(&[
+            ("ConfigMap ns/kept", json!(1)),
+            ("Deployment ns/sample", json!({ "replicas": 2 })),
+            ("Service ns/old", json!(1)),
+        ]);
+        let second = snapshot(&[
+            ("ConfigMap ns/kept", json!(1)),
+            ("Deployment ns/sample", json!({ "replicas": 3 })),
+            ("Deployment ns/sample-shadow", json!(1)),
+        ]);
+        assert_eq!(
+            same(&first, &second),
+            Err("Deployment ns/sample changed; Deployment ns/sample-shadow appeared; Service ns/old disappeared".into())
+        );
+    }
+
+    #[test]
+    fn leftovers_names_the_objects_left_behind() {
+        let before = snapshot(&[("Deployment ns/sample", json!(1))]);
+        let after = snapshot(&[
+            ("ConfigMap ops/restore", json!(1)),
+            ("Deployment ns/sample", json!(1)),
+            ("Deployment ns/sample-shadow", json!(1)),
+        ]);
+        assert_eq!(
+            leftovers(&before, &after),
+            Err("left behind: ConfigMap ops/restore, Deployment ns/sample-shadow".into())
+        );
+    }
+
+    #[test]
+    fn leftovers_names_what_was_deleted_that_the_provider_did_not_create() {
+        let before = snapshot(&[
+            ("Deployment ns/sample", json!(1)),
+            ("Service ns/sample", json!(1)),
+        ]);
+        let after = snapshot(&[("Deployment ns/sample", json!(1))]);
+        assert_eq!(
+            leftovers(&before, &after),
+            Err("deleted what it did not create: Service ns/sample".into())
+        );
+        // What is left behind is named first, when both happened.
+        let after = snapshot(&[("ConfigMap ops/restore", json!(1))]);
+        assert_eq!(
+            leftovers(&before, &after),
+            Err("left behind: ConfigMap ops/restore".into())
+        );
+    }
+
+    #[test]
+    fn leftovers_looks_only_at_which_objects_exist() {
+        let before = snapshot(&[("Deployment ns/sample", json!({ "image": "nginx" }))]);
+        let after = snapshot(&[("Deployment ns/sample", json!({ "image": "carrier2" }))]);
+        assert_eq!(leftovers(&before, &after), Ok(()));
+    }
+}

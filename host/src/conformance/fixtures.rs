@@ -22,6 +22,8 @@ pub(super) const SAMPLE_IMAGE: &str = "nginx:1.27";
 /// pods one by one show it.
 const SAMPLE_REPLICAS: i32 = 2;
 
+/// Makes the scratch namespaces' names unique, so that runs against the same
+/// cluster (CI jobs in parallel, a run whose namespaces were kept) never meet.
 pub(super) fn random_suffix() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

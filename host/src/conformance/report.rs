@@ -31,3 +31,43 @@ impl fmt::Display for Check {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(result: Result<(), String>, skipped: Option<&str>) -> Check {
+        Check {
+            name: "install completes".into(),
+            result,
+            skipped: skipped.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn a_check_prints_one_pass_fail_or_skip_line() {
+        assert_eq!(check(Ok(()), None).to_string(), "PASS  install completes");
+        assert_eq!(
+            check(Err("install did not complete within 60s".into()), None).to_string(),
+            "FAIL  install completes: install did not complete within 60s"
+        );
+        assert_eq!(
+            check(Ok(()), Some("`prepare completes` failed")).to_string(),
+            "SKIP  install completes: `prepare completes` failed"
+        );
+    }
+
+    #[test]
+    fn a_skipped_check_is_neither_passed_nor_failed() {
+        let passed = check(Ok(()), None);
+        assert!(passed.passed() && !passed.failed());
+        let failed = check(Err("no".into()), None);
+        assert!(!failed.passed() && failed.failed());
+        for skipped in [
+            check(Ok(()), Some("why")),
+            check(Err("no".into()), Some("why")),
+        ] {
+            assert!(!skipped.passed() && !skipped.failed());
+        }
+    }
+}
