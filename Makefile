@@ -4,7 +4,7 @@ SHELL := bash
 TESTBED := tests/testbed
 KUBECONFIG_TESTBED := $(CURDIR)/.testbed/kubeconfig
 
-.PHONY: deps testbed testbed-up testbed-down testbed-clean test lint fmt run new-provider providers image-context crds bench-runtime bench-mounts bench-gateway conformance
+.PHONY: deps testbed testbed-up testbed-down testbed-clean test lint fmt run new-provider providers image-context crds bench-runtime bench-mounts bench-gateway gateway-conformance conformance
 
 deps: ## install missing tools (Debian packages, rustup target)
 	@scripts/deps.sh
@@ -60,5 +60,11 @@ bench-gateway: testbed-up ## figures for Gateway API: 1000 routes' config via WA
 	cargo run --release --locked -p pontoon --example bench_config
 	cargo run --release --locked -p pontoon --example bench_gateway
 
-conformance: deps ## the official Gateway API conformance suite (GATEWAY-HTTP) against Pontoon on the test bed; report in .testbed/conformance-report.yaml
-	@scripts/conformance.sh
+gateway-conformance: deps ## the official Gateway API conformance suite (GATEWAY-HTTP) against Pontoon on the test bed; report in .testbed/conformance-report.yaml
+	@scripts/gateway-conformance.sh
+
+# The Gateway API suite's old name, kept for one release: "conformance" alone
+# is easily taken for `pontoon conformance`, the provider contract check.
+conformance: ## deprecated: use gateway-conformance
+	@echo "make conformance is deprecated and will be removed: use make gateway-conformance (the Gateway API suite; pontoon conformance checks providers)" >&2
+	@$(MAKE) --no-print-directory gateway-conformance

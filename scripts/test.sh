@@ -23,7 +23,7 @@ KUBECONFIG="$kubeconfig" cargo test --workspace --locked --no-fail-fast 2>&1 | t
 conformance=""
 if can_run_processes; then
   conformance_log=$(mktemp)
-  scripts/conformance.sh 2>&1 | tee "$conformance_log" || status=1
+  scripts/gateway-conformance.sh 2>&1 | tee "$conformance_log" || status=1
   conformance=$(grep '^conformance: GATEWAY-HTTP' "$conformance_log" || echo "conformance: did not run to the end")
   rm -f "$conformance_log"
 else

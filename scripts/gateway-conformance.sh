@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make conformance`: the official Gateway API conformance suite (profile
+# `make gateway-conformance`: the official Gateway API conformance suite (profile
 # GATEWAY-HTTP, from the Go module tests/conformance pins) against Pontoon on
 # the test bed, whose process pods really run the suite's echo servers and
 # Pontoon's praxis data planes. Starts the test bed and the operator (its

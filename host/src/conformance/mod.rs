@@ -1,0 +1,76 @@
+//! `pontoon conformance`: runs the provider contract against a real cluster
+//! and says, check by check, whether a bridge-mount provider keeps it.
+//!
+//! It works in scratch namespaces with a sample Deployment (two replicas, a
+//! container port, an HTTP readiness probe), then a StatefulSet and a bare
+//! Pod of the same container (the steps, the cleanup and the exact restore
+//! again, with a mount each), and compares what is on the cluster before
+//! and after each step: idempotent steps leave the same state,
+//! `uninstall` leaves nothing behind and the target exactly as it was (its
+//! whole pod template, and live pods whose containers are the template's),
+//! also when it interrupts an install that never finished.
+//!
+//! Rooms: `report` (what a check prints), `fixtures` (the scratch
+//! namespaces and sample targets on the cluster), `compare` (pure verdicts
+//! on what the cluster shows) and `suite` (the ordered checks).
+
+mod compare;
+mod fixtures;
+mod report;
+mod suite;
+
+use std::{path::Path, sync::Arc, time::Duration};
+
+use anyhow::bail;
+use kube::Client;
+
+pub use report::Check;
+
+use crate::plugins::{LoadedModule, PluginRuntime};
+
+pub struct Options {
+    pub timeout: Duration,
+    pub keep_namespaces: bool,
+    pub carrier_image: String,
+}
+
+/// Runs every check; returns them all (the caller decides the exit status).
+pub async fn run(
+    client: Client,
+    provider_path: &Path,
+    options: Options,
+    report: impl FnMut(&Check) + Send + 'static,
+) -> anyhow::Result<Vec<Check>> {
+    let runtime = PluginRuntime::new(crate::plugins::Limits::default())?;
+    let provider = match runtime.load_file(provider_path).await? {
+        LoadedModule::Provider(p) => Arc::new(p),
+        LoadedModule::Filter(f) => bail!(
+            "{} is a config filter (`{}`), not a bridge-mount provider",
+            provider_path.display(),
+            f.name()
+        ),
+    };
+    let suffix = fixtures::random_suffix();
+    let target_ns = format!("conformance-{suffix}");
+    let operator_ns = format!("conformance-{suffix}-operator");
+    for ns in [&target_ns, &operator_ns] {
+        fixtures::create_namespace(&client, ns).await?;
+    }
+    let mount = fixtures::sample_mount(&suffix, &target_ns, &operator_ns, &options.carrier_image);
+    let mut run = suite::Run::new(
+        client.clone(),
+        provider,
+        mount,
+        operator_ns.clone(),
+        options.timeout,
+        Box::new(report),
+    );
+    let outcome = run.all().await;
+    if !options.keep_namespaces {
+        for ns in [&target_ns, &operator_ns] {
+            let _ = fixtures::delete_namespace(&client, ns).await;
+        }
+    }
+    outcome?;
+    Ok(run.into_checks())
+}
