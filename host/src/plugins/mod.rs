@@ -6,6 +6,7 @@
 //! Gateway API logic lives here.
 
 pub mod bindings;
+mod call;
 mod cluster;
 mod engine;
 mod error;
@@ -23,5 +24,5 @@ pub use error::{CallError, LoadError, describe_provider_error};
 pub use filter::FilterModule;
 pub use limits::Limits;
 pub use provider::ProviderModule;
-pub use registry::Registry;
-pub use runtime::{LoadedModule, PluginRuntime, Worlds};
+pub use registry::{LoadedModule, Registry};
+pub use runtime::{PluginRuntime, Worlds};
