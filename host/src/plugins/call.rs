@@ -12,7 +12,7 @@ use std::{
 use wasmtime::{Engine, Store};
 
 use super::{
-    cluster::ClusterAccess,
+    access::ClusterAccess,
     error::{CallError, LoadError},
     limits::{CallLimiter, Limits},
     state::CallState,

@@ -5,9 +5,9 @@ use std::{path::PathBuf, sync::Arc};
 use wasmtime::Store;
 
 use super::{
+    access::ClusterAccess,
     bindings::{Condition, Metadata, Mount, Progress, provider::BridgeMountProviderPre},
     call::{Sandbox, World},
-    cluster::ClusterAccess,
     error::{CallError, LoadError},
     scope::{Namespaces, Scope},
     state::CallState,
