@@ -2,41 +2,49 @@
 
 use std::{path::PathBuf, sync::Arc, time::Instant};
 
+use wasmtime::Store;
+
 use super::{
     bindings::{FilterMetadata, RouteContext, filter::ConfigFilterProviderPre},
+    call::{Sandbox, World},
     error::{CallError, LoadError},
-    runtime::{PluginRuntime, file_label},
     state::CallState,
 };
 use crate::metrics::METRICS;
 
 pub struct FilterModule {
-    runtime: Arc<PluginRuntime>,
+    sandbox: Sandbox,
     pre: ConfigFilterProviderPre<CallState>,
     name: Arc<str>,
     pub metadata: FilterMetadata,
     pub path: PathBuf,
 }
 
+impl World for ConfigFilterProviderPre<CallState> {
+    type Metadata = FilterMetadata;
+
+    async fn metadata(&self, store: &mut Store<CallState>) -> wasmtime::Result<FilterMetadata> {
+        let bindings = self.instantiate_async(&mut *store).await?;
+        bindings
+            .pontoon_provider_config_filter()
+            .call_metadata(store)
+            .await
+    }
+
+    fn name(metadata: &FilterMetadata) -> &str {
+        &metadata.name
+    }
+}
+
 impl FilterModule {
     pub(super) async fn load(
-        runtime: Arc<PluginRuntime>,
+        sandbox: Sandbox,
         path: PathBuf,
         pre: ConfigFilterProviderPre<CallState>,
     ) -> Result<Self, LoadError> {
-        let mut store = runtime.store(file_label(&path).into(), "load".into(), None);
-        let call = async {
-            let bindings = pre.instantiate_async(&mut store).await?;
-            bindings
-                .pontoon_provider_config_filter()
-                .call_metadata(&mut store)
-                .await
-        };
-        let started = Instant::now();
-        let ended = tokio::time::timeout(runtime.hard_deadline(), call).await;
-        let metadata = runtime.loaded_metadata(&store, &path, started, ended, |m| &m.name)?;
+        let metadata = sandbox.load_metadata(&path, &pre).await?;
         Ok(Self {
-            runtime,
+            sandbox,
             pre,
             name: metadata.name.clone().into(),
             metadata,
@@ -61,7 +69,7 @@ impl FilterModule {
     ) -> Result<Vec<String>, CallError> {
         let subject: Arc<str> =
             format!("{}/{}", context.route_namespace, context.route_name).into();
-        let mut store = self.runtime.store(self.name.clone(), subject, None);
+        let mut store = self.sandbox.store(self.name.clone(), subject, None);
         let call = async {
             let bindings = self.pre.instantiate_async(&mut store).await?;
             bindings
@@ -70,8 +78,8 @@ impl FilterModule {
                 .await
         };
         let started = Instant::now();
-        let ended = tokio::time::timeout(self.runtime.hard_deadline(), call).await;
-        self.runtime
+        let ended = tokio::time::timeout(self.sandbox.hard_deadline(), call).await;
+        self.sandbox
             .settle(&store, "translate", started, ended)?
             .map_err(|error| CallError::Filter {
                 module: self.name.to_string(),
@@ -94,12 +102,12 @@ impl FilterModule {
         while results.len() < items.len() {
             let rest = &items[results.len()..];
             let subject: Arc<str> = format!("{} filters", rest.len()).into();
-            let mut store = self.runtime.store(self.name.clone(), subject, None);
+            let mut store = self.sandbox.store(self.name.clone(), subject, None);
             let mut started = Instant::now();
             let mut instantiated = false;
             // One backstop timer for the instance's run: its store's epoch
             // deadline already counts from the start of the batch.
-            let run = tokio::time::timeout(self.runtime.hard_deadline(), async {
+            let run = tokio::time::timeout(self.sandbox.hard_deadline(), async {
                 let bindings = self.pre.instantiate_async(&mut store).await?;
                 instantiated = true;
                 let filter = bindings.pontoon_provider_config_filter();
@@ -122,25 +130,21 @@ impl FilterModule {
                 Ok(Ok(())) => break,
                 // It would fail again: so does the rest of the batch.
                 Ok(Err(trap)) if !instantiated => {
-                    let failure = self.runtime.failure(&store, "instantiate", trap);
+                    let failure = self.sandbox.failure(&store, "instantiate", trap);
                     self.fail_all(&mut results, items.len(), &failure);
                     break;
                 }
                 Err(_) if !instantiated => {
-                    let failure = CallError::Deadline {
-                        module: self.name.to_string(),
-                        step: "instantiate",
-                        deadline: self.runtime.limits().deadline,
-                    };
+                    let failure = self.sandbox.deadline(&self.name, "instantiate");
                     self.fail_all(&mut results, items.len(), &failure);
                     break;
                 }
                 Ok(Err(trap)) => {
-                    self.runtime
+                    self.sandbox
                         .settle::<()>(&store, "translate", started, Ok(Err(trap)))
                 }
                 Err(elapsed) => {
-                    self.runtime
+                    self.sandbox
                         .settle::<()>(&store, "translate", started, Err(elapsed))
                 }
             };

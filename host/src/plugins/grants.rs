@@ -26,7 +26,7 @@ use serde::Deserialize;
 
 use super::{
     bindings::{Capability, NamespaceScope, Verb},
-    scope::{verb_name, verb_named},
+    scope::{VERBS, verb_name, verb_named},
 };
 
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
@@ -61,8 +61,8 @@ fn verbs<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<Verb>,
         .map(|name| {
             verb_named(name).ok_or_else(|| {
                 serde::de::Error::custom(format!(
-                    "unknown verb `{name}`, expected one of get, list, create, apply, patch, \
-                     delete, exec"
+                    "unknown verb `{name}`, expected one of {}",
+                    VERBS.map(verb_name).join(", ")
                 ))
             })
         })
@@ -271,5 +271,19 @@ mine:
         let bad =
             yaml_serde::from_str::<Grants>("m: [{kind: [Pod], verbs: [get], namespace: target}]");
         assert!(bad.unwrap_err().to_string().contains("kind"));
+    }
+
+    #[test]
+    fn an_unknown_verb_is_answered_with_every_verb_there_is() {
+        let bad = yaml_serde::from_str::<Grants>(
+            "m: [{kinds: [Pod], verbs: [get, read], namespace: target}]",
+        );
+        let message = bad.unwrap_err().to_string();
+        assert!(
+            message.contains(
+                "unknown verb `read`, expected one of get, list, create, apply, patch, delete, exec"
+            ),
+            "{message}"
+        );
     }
 }

@@ -4,13 +4,30 @@
 //!
 //! It knows the WIT contract, not what providers are for: no Gefyra or
 //! Gateway API logic lives here.
+//!
+//! Each file imports only files above it (no circle; `use super::` and
+//! `use crate::plugins::` lines show it):
+//!
+//! 1. `bindings` (the WIT, generated), `limits` (deadline and memory cap)
+//! 2. `error`, `scope` (capability scopes), `engine` (engine, epoch clock)
+//! 3. `grants` (what an administrator allows), `access` (the cluster as one
+//!    call may reach it)
+//! 4. `state`: the per-call store data
+//! 5. `host/`: the host interfaces, one per file (`cluster`, `log`); `call`:
+//!    the mechanics of one call (store, deadlines, stops as [`CallError`],
+//!    call metrics)
+//! 6. `provider`, `filter`: the typed faces of the two worlds
+//! 7. `registry`: the loaded modules by name
+//! 8. `runtime`: loads and compiles modules into a registry
 
+mod access;
 pub mod bindings;
-mod cluster;
+mod call;
 mod engine;
 mod error;
 mod filter;
 pub mod grants;
+mod host;
 mod limits;
 mod provider;
 mod registry;
@@ -18,10 +35,10 @@ mod runtime;
 pub mod scope;
 mod state;
 
-pub use cluster::{ClusterAccess, Discovery, EventSubject};
+pub use access::{ClusterAccess, Discovery, EventSubject};
 pub use error::{CallError, LoadError, describe_provider_error};
 pub use filter::FilterModule;
 pub use limits::Limits;
 pub use provider::ProviderModule;
-pub use registry::Registry;
-pub use runtime::{LoadedModule, PluginRuntime, Worlds};
+pub use registry::{LoadedModule, Registry};
+pub use runtime::{PluginRuntime, Worlds};

@@ -2,17 +2,19 @@
 
 use std::{path::PathBuf, sync::Arc};
 
+use wasmtime::Store;
+
 use super::{
+    access::ClusterAccess,
     bindings::{Condition, Metadata, Mount, Progress, provider::BridgeMountProviderPre},
-    cluster::ClusterAccess,
+    call::{Sandbox, World},
     error::{CallError, LoadError},
-    runtime::{PluginRuntime, file_label},
     scope::{Namespaces, Scope},
     state::CallState,
 };
 
 pub struct ProviderModule {
-    runtime: Arc<PluginRuntime>,
+    sandbox: Sandbox,
     pre: BridgeMountProviderPre<CallState>,
     name: Arc<str>,
     pub metadata: Metadata,
@@ -24,7 +26,7 @@ pub struct ProviderModule {
 macro_rules! step {
     ($self:ident, $cluster:expr, $mount:expr, $step:literal, $method:ident) => {{
         let subject: Arc<str> = format!("{}/{}", $mount.namespace, $mount.name).into();
-        let mut store = $self.runtime.store($self.name.clone(), subject, $cluster);
+        let mut store = $self.sandbox.store($self.name.clone(), subject, $cluster);
         let call = async {
             let bindings = $self.pre.instantiate_async(&mut store).await?;
             bindings
@@ -33,9 +35,9 @@ macro_rules! step {
                 .await
         };
         let started = std::time::Instant::now();
-        let ended = tokio::time::timeout($self.runtime.hard_deadline(), call).await;
+        let ended = tokio::time::timeout($self.sandbox.hard_deadline(), call).await;
         $self
-            .runtime
+            .sandbox
             .settle(&store, $step, started, ended)?
             .map_err(|error| CallError::Provider {
                 module: $self.name.to_string(),
@@ -45,25 +47,31 @@ macro_rules! step {
     }};
 }
 
+impl World for BridgeMountProviderPre<CallState> {
+    type Metadata = Metadata;
+
+    async fn metadata(&self, store: &mut Store<CallState>) -> wasmtime::Result<Metadata> {
+        let bindings = self.instantiate_async(&mut *store).await?;
+        bindings
+            .pontoon_provider_bridge_mount()
+            .call_metadata(store)
+            .await
+    }
+
+    fn name(metadata: &Metadata) -> &str {
+        &metadata.name
+    }
+}
+
 impl ProviderModule {
     pub(super) async fn load(
-        runtime: Arc<PluginRuntime>,
+        sandbox: Sandbox,
         path: PathBuf,
         pre: BridgeMountProviderPre<CallState>,
     ) -> Result<Self, LoadError> {
-        let mut store = runtime.store(file_label(&path).into(), "load".into(), None);
-        let call = async {
-            let bindings = pre.instantiate_async(&mut store).await?;
-            bindings
-                .pontoon_provider_bridge_mount()
-                .call_metadata(&mut store)
-                .await
-        };
-        let started = std::time::Instant::now();
-        let ended = tokio::time::timeout(runtime.hard_deadline(), call).await;
-        let metadata = runtime.loaded_metadata(&store, &path, started, ended, |m| &m.name)?;
+        let metadata = sandbox.load_metadata(&path, &pre).await?;
         Ok(Self {
-            runtime,
+            sandbox,
             pre,
             name: metadata.name.clone().into(),
             metadata,
@@ -88,11 +96,11 @@ impl ProviderModule {
     /// pays before its step runs (for benchmarks and health checks).
     pub async fn instantiate_only(&self) -> Result<(), CallError> {
         let mut store = self
-            .runtime
+            .sandbox
             .store(self.name.clone(), "instantiate".into(), None);
         match self.pre.instantiate_async(&mut store).await {
             Ok(_) => Ok(()),
-            Err(trap) => Err(self.runtime.failure(&store, "instantiate", trap)),
+            Err(trap) => Err(self.sandbox.failure(&store, "instantiate", trap)),
         }
     }
 

@@ -2,9 +2,13 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use super::{
-    error::LoadError, filter::FilterModule, provider::ProviderModule, runtime::LoadedModule,
-};
+use super::{error::LoadError, filter::FilterModule, provider::ProviderModule};
+
+/// A loaded module of either world.
+pub enum LoadedModule {
+    Provider(ProviderModule),
+    Filter(FilterModule),
+}
 
 #[derive(Default)]
 pub struct Registry {

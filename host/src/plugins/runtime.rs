@@ -1,46 +1,39 @@
 //! The plugin runtime: one engine, one linker per world, compiled components
-//! cached by content hash, and a fresh store for every call.
+//! cached by content hash. Loading ends in a typed module of its world,
+//! which runs its calls in the runtime's [`Sandbox`] (a fresh store for
+//! every call) without needing the runtime again.
 
 use std::{
     collections::HashMap,
     path::Path,
     sync::{Arc, Mutex},
-    time::Instant,
 };
 
 use sha2::{Digest, Sha256};
 use wasmtime::{
-    Engine, Store,
+    Engine,
     component::{Component, HasSelf, Linker},
 };
 
 use super::{
     bindings::{BRIDGE_MOUNT_EXPORT, CONFIG_FILTER_EXPORT, filter, provider},
-    cluster::ClusterAccess,
+    call::Sandbox,
     engine::{new_engine, start_epoch_clock},
-    error::{CallError, LoadError},
+    error::LoadError,
     filter::FilterModule,
     limits::Limits,
     provider::ProviderModule,
-    registry::Registry,
+    registry::{LoadedModule, Registry},
     state::CallState,
 };
-use crate::metrics::METRICS;
 
 pub struct PluginRuntime {
-    engine: Engine,
-    limits: Limits,
+    sandbox: Sandbox,
     provider_linker: Linker<CallState>,
     filter_linker: Linker<CallState>,
     compiled: Mutex<HashMap<[u8; 32], Component>>,
     /// Compiled modules on disk (`--cache-dir`), if any.
     disk_cache: Option<wasmtime::Cache>,
-}
-
-/// A loaded module of either world.
-pub enum LoadedModule {
-    Provider(ProviderModule),
-    Filter(FilterModule),
 }
 
 /// The worlds whose modules a registry is loaded with. An operator running
@@ -121,8 +114,7 @@ impl PluginRuntime {
         wasmtime_wasi::p2::add_to_linker_async(&mut filter_linker)?;
         filter::ConfigFilterProvider::add_to_linker::<_, HasSelf<_>>(&mut filter_linker, |s| s)?;
         Ok(Arc::new(Self {
-            engine,
-            limits,
+            sandbox: Sandbox::new(engine, limits),
             provider_linker,
             filter_linker,
             compiled: Mutex::default(),
@@ -131,11 +123,11 @@ impl PluginRuntime {
     }
 
     pub fn limits(&self) -> Limits {
-        self.limits
+        self.sandbox.limits()
     }
 
     pub fn engine(&self) -> &Engine {
-        &self.engine
+        self.sandbox.engine()
     }
 
     /// Loads every `*.wasm` of `dir`. A module that cannot be loaded is
@@ -229,15 +221,11 @@ impl PluginRuntime {
             })
     }
 
-    async fn load_bytes(
-        self: &Arc<Self>,
-        path: &Path,
-        bytes: &[u8],
-    ) -> Result<LoadedModule, LoadError> {
+    async fn load_bytes(&self, path: &Path, bytes: &[u8]) -> Result<LoadedModule, LoadError> {
         let component = self.compile(path, bytes).await?;
         let exports: Vec<String> = component
             .component_type()
-            .exports(&self.engine)
+            .exports(self.engine())
             .map(|(name, _)| name.to_string())
             .collect();
         let link_error = |e: wasmtime::Error| LoadError::Link {
@@ -250,7 +238,7 @@ impl PluginRuntime {
                 .instantiate_pre(&component)
                 .map_err(link_error)?;
             let pre = provider::BridgeMountProviderPre::new(pre).map_err(link_error)?;
-            let module = ProviderModule::load(self.clone(), path.into(), pre).await?;
+            let module = ProviderModule::load(self.sandbox.clone(), path.into(), pre).await?;
             Ok(LoadedModule::Provider(module))
         } else if exports.iter().any(|e| e == CONFIG_FILTER_EXPORT) {
             let pre = self
@@ -258,7 +246,7 @@ impl PluginRuntime {
                 .instantiate_pre(&component)
                 .map_err(link_error)?;
             let pre = filter::ConfigFilterProviderPre::new(pre).map_err(link_error)?;
-            let module = FilterModule::load(self.clone(), path.into(), pre).await?;
+            let module = FilterModule::load(self.sandbox.clone(), path.into(), pre).await?;
             Ok(LoadedModule::Filter(module))
         } else {
             Err(LoadError::UnknownWorld {
@@ -273,7 +261,7 @@ impl PluginRuntime {
         if let Some(component) = self.cache().get(&hash) {
             return Ok(component.clone());
         }
-        let engine = self.engine.clone();
+        let engine = self.engine().clone();
         let owned = bytes.to_vec();
         // Cranelift is CPU-bound: keep it off the async workers.
         let component = tokio::task::spawn_blocking(move || Component::new(&engine, owned))
@@ -316,137 +304,6 @@ impl PluginRuntime {
     pub fn compiled_count(&self) -> usize {
         self.cache().len()
     }
-
-    /// A store for one call, with limits armed.
-    pub(super) fn store(
-        &self,
-        module: Arc<str>,
-        subject: Arc<str>,
-        cluster: Option<ClusterAccess>,
-    ) -> Store<CallState> {
-        let mut store = Store::new(
-            &self.engine,
-            CallState::new(module, subject, self.limits, cluster),
-        );
-        store.limiter(|state| &mut state.limiter);
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(|mut ctx| ctx.data_mut().limiter.on_epoch());
-        store
-    }
-
-    /// Turns how a call ended into the caller's error, naming the cause.
-    pub(super) fn failure(
-        &self,
-        store: &Store<CallState>,
-        step: &'static str,
-        err: wasmtime::Error,
-    ) -> CallError {
-        let state = store.data();
-        let module = state.module.to_string();
-        let cause = if state.limiter.deadline_exceeded {
-            "deadline"
-        } else if state.limiter.memory_exceeded {
-            "memory"
-        } else {
-            "trap"
-        };
-        METRICS.sandbox_stop(&module, cause);
-        if state.limiter.deadline_exceeded {
-            CallError::Deadline {
-                module,
-                step,
-                deadline: self.limits.deadline,
-            }
-        } else if state.limiter.memory_exceeded {
-            CallError::OutOfMemory {
-                module,
-                step,
-                limit_mib: self.limits.memory_bytes / (1024 * 1024),
-            }
-        } else {
-            let stderr = state.stderr_tail();
-            let mut message = format!("{err:#}");
-            if !stderr.is_empty() {
-                message = format!("{message}; guest stderr: {stderr}");
-            }
-            CallError::Trap {
-                module,
-                step,
-                message,
-            }
-        }
-    }
-
-    /// Bound on a whole call, host calls included: the guest's own deadline
-    /// plus time for a hung API request to be abandoned.
-    pub(super) fn hard_deadline(&self) -> std::time::Duration {
-        self.limits.deadline + std::time::Duration::from_secs(5)
-    }
-
-    /// How a call run under [`Self::hard_deadline`] ended: its value, or the
-    /// error naming the module and the cause.
-    /// The call is counted (`pontoon_provider_calls_total`, by module, step
-    /// and whether the module returned or was stopped) and timed from
-    /// `started`.
-    pub(super) fn settle<T>(
-        &self,
-        store: &Store<CallState>,
-        step: &'static str,
-        started: Instant,
-        ended: Result<wasmtime::Result<T>, tokio::time::error::Elapsed>,
-    ) -> Result<T, CallError> {
-        let module = &store.data().module;
-        let result = if matches!(ended, Ok(Ok(_))) {
-            "returned"
-        } else {
-            "stopped"
-        };
-        METRICS.provider_call(module, step, result, started.elapsed());
-        match ended {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(trap)) => Err(self.failure(store, step, trap)),
-            Err(_) => {
-                METRICS.sandbox_stop(module, "deadline");
-                Err(CallError::Deadline {
-                    module: module.to_string(),
-                    step,
-                    deadline: self.limits.deadline,
-                })
-            }
-        }
-    }
-
-    /// Reads a module's metadata as part of loading it.
-    pub(super) fn loaded_metadata<T>(
-        &self,
-        store: &Store<CallState>,
-        path: &Path,
-        started: Instant,
-        ended: Result<wasmtime::Result<T>, tokio::time::error::Elapsed>,
-        name: impl FnOnce(&T) -> &str,
-    ) -> Result<T, LoadError> {
-        let metadata = self
-            .settle(store, "metadata", started, ended)
-            .map_err(|e| LoadError::Metadata {
-                path: path.into(),
-                reason: e.to_string(),
-            })?;
-        if name(&metadata).trim().is_empty() {
-            return Err(LoadError::Metadata {
-                path: path.into(),
-                reason: "its metadata has an empty name".into(),
-            });
-        }
-        Ok(metadata)
-    }
-}
-
-/// A short label of a module for messages: its file name.
-pub(super) fn file_label(path: &Path) -> String {
-    path.file_name().map_or_else(
-        || path.display().to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    )
 }
 
 /// A core module's header: `\0asm`, version 1 (a component has layer 1).

@@ -80,7 +80,7 @@ fn name_matches(pattern: &str, name: &str) -> bool {
 }
 
 /// Every verb of the contract.
-const VERBS: [Verb; 7] = [
+pub(super) const VERBS: [Verb; 7] = [
     Verb::Get,
     Verb::List,
     Verb::Create,

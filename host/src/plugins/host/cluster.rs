@@ -1,124 +1,24 @@
 //! The `cluster` interface: what a provider may do on the cluster, checked
 //! against its capability scope before anything is sent.
 
-use std::{collections::HashMap, sync::Arc};
-
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::{
-    Api, Client,
+    Api,
     api::{
-        ApiResource, AttachParams, DeleteParams, DynamicObject, GroupVersionKind, ListParams,
-        Patch, PatchParams, PostParams, Preconditions,
+        AttachParams, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+        Preconditions,
     },
-    runtime::events::{Event, EventType as KubeEventType, Recorder, Reporter},
+    runtime::events::{Event, EventType as KubeEventType},
 };
-use tokio::{io::AsyncWriteExt, sync::Mutex};
+use tokio::io::AsyncWriteExt;
 
-use super::{
+use crate::metrics::METRICS;
+use crate::plugins::{
+    access::{ClusterAccess, api_error},
     bindings::{ClusterError, EventType, ExecOutput, ObjectRef, PatchType, Verb},
-    scope::{Request, Scope},
+    scope::Request,
     state::CallState,
 };
-use crate::metrics::METRICS;
-
-/// Maps `apiVersion` + `kind` to API resources (plural names) once per
-/// process, so providers name kinds the way they appear in objects.
-#[derive(Default)]
-pub struct Discovery {
-    resources: Mutex<HashMap<(String, String), ApiResource>>,
-}
-
-impl Discovery {
-    async fn resolve(
-        &self,
-        client: &Client,
-        api_version: &str,
-        kind: &str,
-    ) -> Result<ApiResource, ClusterError> {
-        let key = (api_version.to_string(), kind.to_string());
-        if let Some(resource) = self.resources.lock().await.get(&key) {
-            return Ok(resource.clone());
-        }
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        let gvk = GroupVersionKind::gvk(group, version, kind);
-        let (resource, _) = kube::discovery::pinned_kind(client, &gvk)
-            .await
-            .map_err(|err| match err {
-                kube::Error::Discovery(_) => ClusterError::NotFound(format!(
-                    "the cluster has no kind {kind} in {api_version}"
-                )),
-                other => api_error(other),
-            })?;
-        self.resources.lock().await.insert(key, resource.clone());
-        Ok(resource)
-    }
-}
-
-/// Where a call's Events go.
-#[derive(Clone)]
-pub struct EventSubject {
-    pub recorder: Recorder,
-    pub object: ObjectReference,
-}
-
-impl EventSubject {
-    pub fn new(client: Client, controller: &str, object: ObjectReference) -> Self {
-        let reporter = Reporter {
-            controller: controller.to_string(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
-        Self {
-            recorder: Recorder::new(client, reporter),
-            object,
-        }
-    }
-}
-
-/// The cluster as one call of one provider may see it.
-#[derive(Clone)]
-pub struct ClusterAccess {
-    pub client: Client,
-    pub discovery: Arc<Discovery>,
-    pub scope: Scope,
-    /// Server-side apply field manager: the provider's name.
-    pub field_manager: String,
-    pub events: Option<EventSubject>,
-}
-
-impl ClusterAccess {
-    async fn api(
-        &self,
-        api_version: &str,
-        kind: &str,
-        namespace: &str,
-    ) -> Result<Api<DynamicObject>, ClusterError> {
-        let resource = self
-            .discovery
-            .resolve(&self.client, api_version, kind)
-            .await?;
-        Ok(Api::namespaced_with(
-            self.client.clone(),
-            namespace,
-            &resource,
-        ))
-    }
-}
-
-fn api_error(err: kube::Error) -> ClusterError {
-    match err {
-        kube::Error::Api(status) if status.is_not_found() => ClusterError::NotFound(status.message),
-        kube::Error::Api(status) if status.is_conflict() || status.is_already_exists() => {
-            ClusterError::Conflict(status.message)
-        }
-        kube::Error::Api(status) if matches!(status.code, 400 | 422) => {
-            ClusterError::Invalid(status.message)
-        }
-        kube::Error::Api(status) => {
-            ClusterError::Api(format!("{} ({})", status.message, status.code))
-        }
-        other => ClusterError::Api(other.to_string()),
-    }
-}
 
 fn to_json(object: &DynamicObject) -> Result<String, ClusterError> {
     serde_json::to_string(object)
@@ -221,7 +121,7 @@ impl CallState {
     }
 }
 
-impl super::bindings::provider::pontoon::provider::cluster::Host for CallState {
+impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for CallState {
     async fn get(&mut self, r: ObjectRef) -> Result<Option<String>, ClusterError> {
         let (_, api) = self.object_api(&r, Verb::Get).await?;
         match api.get_opt(&r.name).await.map_err(api_error)? {
@@ -491,7 +391,8 @@ fn exit_code(status: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Sta
 mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, StatusDetails};
 
-    use super::exit_code;
+    use super::{exit_code, parse_object};
+    use crate::plugins::bindings::ClusterError;
 
     #[test]
     fn exit_codes_from_a_kubelet_from_kwok_and_from_nowhere() {
@@ -533,5 +434,40 @@ mod tests {
         };
         assert_eq!(exit_code(Some(&unknown)), -1);
         assert_eq!(exit_code(None), -1);
+    }
+
+    #[test]
+    fn an_object_goes_to_the_namespace_it_was_sent_to() {
+        let sent = parse_object(
+            "shop",
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"web-shadow"}}"#,
+        )
+        .unwrap();
+        assert_eq!(sent.object.metadata.namespace.as_deref(), Some("shop"));
+        assert_eq!(
+            (
+                sent.api_version.as_str(),
+                sent.kind.as_str(),
+                sent.name.as_str()
+            ),
+            ("v1", "ConfigMap", "web-shadow")
+        );
+    }
+
+    #[test]
+    fn an_object_naming_another_namespace_or_no_name_is_invalid() {
+        let elsewhere = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"kube-system"}}"#;
+        let Err(ClusterError::Invalid(message)) = parse_object("shop", elsewhere) else {
+            panic!("an object for kube-system was accepted in shop");
+        };
+        assert_eq!(
+            message,
+            "ConfigMap `x` says namespace `kube-system` but was sent to namespace `shop`"
+        );
+        let nameless = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":""}}"#;
+        let Err(ClusterError::Invalid(message)) = parse_object("shop", nameless) else {
+            panic!("an object without a name was accepted");
+        };
+        assert_eq!(message, "ConfigMap has no metadata.name");
     }
 }
