@@ -21,7 +21,7 @@ use kube::{
 use pontoon_provider_sdk::Target;
 
 use super::{
-    context::{Context, RESTORE_CONFIG_MAP},
+    context::Context,
     crd::{GefyraBridge, GefyraBridgeMount},
     state::{Event, State, fire},
     status::{
@@ -31,11 +31,9 @@ use super::{
 };
 use crate::plugins::{
     CallError, ClusterAccess, EventSubject, ProviderModule,
-    bindings::{Condition as ProviderCondition, Mount, Progress, ProviderError, Settings},
+    bindings::{Condition as ProviderCondition, Mount, Progress, ProviderError},
 };
 
-/// The provider a mount gets when it names none (Gefyra's only one).
-pub const DEFAULT_PROVIDER: &str = "carrier2mount";
 /// How long an illegal transition waits before it is tried again (Gefyra: 15 s).
 const ILLEGAL_TRANSITION_RETRY: Duration = Duration::from_secs(15);
 /// How long a mount in ERROR for a reason that may pass waits before retrying.
@@ -82,12 +80,7 @@ impl<'a> Reconcile<'a> {
             api: Api::namespaced(ctx.client.clone(), &namespace),
             reference: mount.object_ref(&()),
             resource_version: mount.resource_version(),
-            conditions: mount
-                .mount
-                .status
-                .as_ref()
-                .map(|s| s.conditions.clone())
-                .unwrap_or_default(),
+            conditions: mount.conditions().to_vec(),
             mount,
             now: Timestamp::now(),
         }
@@ -99,10 +92,7 @@ impl<'a> Reconcile<'a> {
         let interval = self.ctx.settings.reconcile_interval;
         let until_sunset = self
             .mount
-            .mount
-            .sunset
-            .as_deref()
-            .and_then(parse_timestamp)
+            .sunset()
             .filter(|sunset| *sunset > self.now)
             .map(|sunset| {
                 sunset.duration_since(self.now).unsigned_abs() + Duration::from_millis(100)
@@ -110,54 +100,8 @@ impl<'a> Reconcile<'a> {
         until_sunset.map_or(interval, |d| d.min(interval))
     }
 
-    /// `None` for a state value that is none of the eight.
-    fn state(&self) -> Result<State, String> {
-        match self.mount.mount.state.as_deref() {
-            None | Some("") => Ok(State::Requested),
-            Some(text) => text
-                .parse()
-                .map_err(|e: super::state::UnknownState| e.to_string()),
-        }
-    }
-
-    fn provider_name(&self) -> &str {
-        match self.mount.mount.provider.as_deref() {
-            Some(name) if !name.trim().is_empty() => name,
-            _ => DEFAULT_PROVIDER,
-        }
-    }
-
     fn provider(&self) -> Option<Arc<ProviderModule>> {
-        self.ctx.registry.provider(self.provider_name())
-    }
-
-    fn target_namespace(&self) -> String {
-        match self.mount.mount.target_namespace.as_deref() {
-            Some(ns) if !ns.is_empty() => ns.to_string(),
-            _ => self.mount.namespace().unwrap_or_default(),
-        }
-    }
-
-    /// The mount as the provider sees it.
-    fn wit_mount(&self) -> Mount {
-        let m = &self.mount.mount;
-        Mount {
-            name: self.mount.name_any(),
-            namespace: self.mount.namespace().unwrap_or_default(),
-            uid: self.mount.uid().unwrap_or_default(),
-            target: m.target.clone().unwrap_or_default(),
-            target_namespace: self.target_namespace(),
-            target_container: m.target_container.clone().unwrap_or_default(),
-            parameters: m
-                .provider_parameter
-                .as_ref()
-                .map(|p| serde_json::Value::Object(p.clone()).to_string()),
-            settings: Settings {
-                operator_namespace: self.ctx.settings.operator_namespace.clone(),
-                carrier_image: self.ctx.settings.carrier_image.clone(),
-                restore_config_map: RESTORE_CONFIG_MAP.into(),
-            },
-        }
+        self.ctx.registry.provider(self.mount.provider_name())
     }
 
     fn access(&self, provider: &ProviderModule, mount: &Mount) -> ClusterAccess {
@@ -171,15 +115,6 @@ impl<'a> Reconcile<'a> {
                 object: self.reference.clone(),
             }),
         }
-    }
-
-    fn entered(&self, state: State) -> Option<Timestamp> {
-        self.mount
-            .mount
-            .state_transitions
-            .as_ref()
-            .and_then(|t| t.get(state.as_str()))
-            .and_then(|text| parse_timestamp(text))
     }
 
     fn ready_reason(&self) -> Option<&str> {
@@ -207,11 +142,7 @@ impl<'a> Reconcile<'a> {
     }
 
     fn reference_name(&self) -> String {
-        format!(
-            "{}/{}",
-            self.mount.namespace().unwrap_or_default(),
-            self.mount.name_any()
-        )
+        self.mount.qualified_name()
     }
 
     async fn patch(&mut self, body: serde_json::Value) -> Result<(), Error> {
@@ -261,7 +192,7 @@ impl<'a> Reconcile<'a> {
         };
         let ready_reason = match event {
             Event::Impair => reason,
-            _ => progress_reason(to),
+            _ => progress_reason(to).as_str(),
         };
         self.observe(Observed::new(
             READY,
@@ -297,7 +228,7 @@ impl<'a> Reconcile<'a> {
         Ok(Action::requeue(self.interval()))
     }
 
-    /// Maps a provider's error to the seed: invalid input → ERROR, target
+    /// Maps a provider's error to Gefyra's lifecycle table: invalid input → ERROR, target
     /// missing → MISSING, temporary → retry after its hint, anything else → ERROR.
     async fn failed(&mut self, from: State, step: &str, err: CallError) -> Result<Action, Error> {
         match err.provider_error() {
@@ -329,7 +260,7 @@ impl<'a> Reconcile<'a> {
                 let changed = self.observe(Observed::new(
                     READY,
                     false,
-                    progress_reason(from),
+                    progress_reason(from).as_str(),
                     message.clone(),
                 ));
                 if changed {
@@ -354,9 +285,10 @@ impl<'a> Reconcile<'a> {
 
     /// The reconcile of a mount that is not being deleted.
     pub async fn apply(mut self) -> Result<Action, Error> {
-        let state = match self.state() {
+        let state = match self.mount.state() {
             Ok(state) => state,
-            Err(message) => {
+            Err(unknown) => {
+                let message = unknown.to_string();
                 if self.observe(Observed::new(READY, false, "UnknownState", message.clone())) {
                     self.write_conditions().await?;
                     self.publish(EventType::Warning, "UnknownState", "Reconcile", message)
@@ -374,7 +306,7 @@ impl<'a> Reconcile<'a> {
         let Some(provider) = self.provider() else {
             return self.provider_not_found(state).await;
         };
-        let mount = self.wit_mount();
+        let mount = self.mount.provider_request(&self.ctx.settings);
         match state {
             State::Requested => self.admit(state, &provider, &mount).await,
             State::Preparing => self.prepare(&provider, &mount).await,
@@ -391,7 +323,7 @@ impl<'a> Reconcile<'a> {
     async fn check_sunset(&mut self, state: State) -> Result<Option<Action>, Error> {
         let Some(text) = self
             .mount
-            .mount
+            .fields
             .sunset
             .clone()
             .filter(|s| !s.trim().is_empty())
@@ -436,7 +368,7 @@ impl<'a> Reconcile<'a> {
         let loaded: Vec<&str> = self.ctx.registry.provider_names().collect();
         let message = format!(
             "provider `{}` is not loaded (loaded: {}); add its module to the operator's provider directory",
-            self.provider_name(),
+            self.mount.provider_name(),
             if loaded.is_empty() {
                 "none".to_string()
             } else {
@@ -551,14 +483,9 @@ impl<'a> Reconcile<'a> {
             .iter()
             .filter(|other| other.uid() != self.mount.uid())
             .filter(|other| {
-                let m = &other.mount;
-                let ns = m
-                    .target_namespace
-                    .clone()
-                    .filter(|ns| !ns.is_empty())
-                    .unwrap_or_else(|| other.namespace().unwrap_or_default());
+                let m = &other.fields;
                 key(
-                    &ns,
+                    &other.target_namespace(),
                     m.target.as_deref().unwrap_or_default(),
                     m.target_container.as_deref().unwrap_or_default(),
                 )
@@ -577,7 +504,7 @@ impl<'a> Reconcile<'a> {
                     "{}/{} ({})",
                     other.namespace().unwrap_or_default(),
                     other.name_any(),
-                    other.mount.state.as_deref().unwrap_or("REQUESTED")
+                    other.fields.state.as_deref().unwrap_or("REQUESTED")
                 )
             })
             .next()
@@ -800,8 +727,7 @@ impl<'a> Reconcile<'a> {
                 self.admit(State::Error, provider, mount).await
             }
             Some(PROVIDER_FAILED) | None => {
-                let since = self.entered(State::Error).unwrap_or(self.now);
-                let waited = self.now.duration_since(since).unsigned_abs();
+                let waited = self.mount.time_in(State::Error, self.now);
                 if waited >= ERROR_RETRY {
                     self.admit(State::Error, provider, mount).await
                 } else {
@@ -862,12 +788,10 @@ impl<'a> Reconcile<'a> {
             Ok(false) => {}
             Err(err) => return self.failed(from, "target-exists", err).await,
         }
-        let grace = match self.mount.mount.missing_grace_period {
-            Some(seconds) => Duration::from_secs(seconds.max(0).unsigned_abs()),
-            None => self.ctx.settings.missing_grace_period,
-        };
-        let since = self.entered(State::Missing).unwrap_or(self.now);
-        let waited = self.now.duration_since(since).unsigned_abs();
+        let grace = self
+            .mount
+            .missing_grace_period(self.ctx.settings.missing_grace_period);
+        let waited = self.mount.time_in(State::Missing, self.now);
         if waited >= grace {
             let message = format!(
                 "target `{}` missing for {} s, longer than the grace period of {} s; terminating",
@@ -912,7 +836,7 @@ impl<'a> Reconcile<'a> {
     /// Deletion of the mount (the finalizer): TERMINATED, uninstall until
     /// done, the mount's GefyraBridges deleted; only then may it go.
     pub async fn cleanup(mut self) -> Result<Action, Error> {
-        match self.state() {
+        match self.mount.state() {
             Ok(State::Terminated) => {}
             Ok(from) => {
                 self.fire(
@@ -930,26 +854,15 @@ impl<'a> Reconcile<'a> {
         Ok(Action::await_change())
     }
 
-    /// Whether the provider can have done anything yet: only from PREPARING on.
-    fn ever_prepared(&self) -> bool {
-        self.entered(State::Preparing).is_some()
-            || self
-                .mount
-                .mount
-                .state_transitions
-                .as_ref()
-                .is_some_and(|t| t.contains_key("PREPARING"))
-    }
-
     async fn uninstall_all(&mut self) -> Result<(), Error> {
         let pending = |message: String, retry: Duration| Error::CleanupPending { message, retry };
         let Some(provider) = self.provider() else {
-            if !self.ever_prepared() {
+            if !self.mount.ever_prepared() {
                 return self.delete_bridges().await;
             }
             let message = format!(
                 "provider `{}` is not loaded, so the mount cannot be uninstalled; load it again (or remove the finalizer by hand, leaving the target patched)",
-                self.provider_name()
+                self.mount.provider_name()
             );
             if self.observe(Observed::new(
                 READY,
@@ -968,7 +881,7 @@ impl<'a> Reconcile<'a> {
             }
             return Err(pending(message, self.interval()));
         };
-        let mount = self.wit_mount();
+        let mount = self.mount.provider_request(&self.ctx.settings);
         match provider
             .uninstall(self.access(&provider, &mount), &mount)
             .await
@@ -988,7 +901,7 @@ impl<'a> Reconcile<'a> {
             }
             Err(err) => {
                 let retry = match err.provider_error() {
-                    Some(ProviderError::InvalidInput(_)) if !self.ever_prepared() => {
+                    Some(ProviderError::InvalidInput(_)) if !self.mount.ever_prepared() => {
                         return self.delete_bridges().await;
                     }
                     Some(ProviderError::Temporary(t)) => {
