@@ -28,7 +28,7 @@ use pontoon_provider_sdk::Target;
 use super::{
     context::Context,
     crd::GefyraBridgeMount,
-    lifecycle::{Error, Reconcile},
+    reconcile::{Error, Reconcile},
     settings::MountSettings,
     state::State,
 };

@@ -5,8 +5,8 @@
 pub mod context;
 pub mod controller;
 pub mod crd;
-mod lifecycle;
 pub mod reason;
+mod reconcile;
 pub mod settings;
 pub mod state;
 pub mod status;
