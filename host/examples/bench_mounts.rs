@@ -181,7 +181,7 @@ fn mount(name: &str, target_ns: &str, ns: &str) -> GefyraBridgeMount {
             namespace: Some(ns.into()),
             ..Default::default()
         },
-        mount: BridgeMountFields {
+        fields: BridgeMountFields {
             target_namespace: Some(target_ns.into()),
             target: Some("deployment/web".into()),
             target_container: Some("app".into()),
@@ -199,11 +199,15 @@ async fn until_active(mounts: Api<GefyraBridgeMount>, names: Vec<String>) -> any
     while !waiting.is_empty() {
         match tokio::time::timeout_at(deadline, stream.try_next()).await {
             Ok(Ok(Some(m))) => {
-                if m.mount.state.as_deref() == Some("ACTIVE") {
+                if m.fields.state.as_deref() == Some("ACTIVE") {
                     waiting.remove(&m.name_any());
                 }
-                if m.mount.state.as_deref() == Some("ERROR") {
-                    bail!("mount {} went to ERROR: {:?}", m.name_any(), m.mount.status);
+                if m.fields.state.as_deref() == Some("ERROR") {
+                    bail!(
+                        "mount {} went to ERROR: {:?}",
+                        m.name_any(),
+                        m.fields.status
+                    );
                 }
             }
             Ok(Ok(None)) => bail!("the watch of mounts ended"),

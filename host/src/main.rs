@@ -3,7 +3,7 @@ use std::{path::PathBuf, process::ExitCode, time::Duration};
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use pontoon::{
-    bridge_mount::{self, controller::Scope},
+    bridge_mount::{self, controller::WatchScope},
     conformance, crds,
     gateway::{config::GenerateOptions, context::GatewaySettings},
     operator,
@@ -204,7 +204,7 @@ async fn main() -> anyhow::Result<ExitCode> {
                 providers: args.providers,
                 custom_providers: args.custom_providers,
                 grants: args.grants,
-                settings: bridge_mount::Settings {
+                settings: bridge_mount::MountSettings {
                     operator_namespace: args.namespace,
                     carrier_image: args.carrier_image,
                     missing_grace_period: Duration::from_secs(args.missing_grace_period),
@@ -228,7 +228,7 @@ async fn main() -> anyhow::Result<ExitCode> {
                         ..GenerateOptions::default()
                     },
                 },
-                scope: Scope {
+                scope: WatchScope {
                     watch_namespace: args.watch_namespace,
                 },
                 metrics_addr: Some(args.metrics_addr),

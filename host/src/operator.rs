@@ -11,7 +11,7 @@ use kube::{
 };
 
 use crate::{
-    bridge_mount::{self, controller::Scope},
+    bridge_mount::{self, controller::WatchScope},
     gateway::{self, context::GatewaySettings},
     health::{self, Health},
     leader::{self, Attempt, LeaderElector},
@@ -42,11 +42,11 @@ pub struct Options {
     pub custom_providers: Vec<PathBuf>,
     /// What each provider module may declare; `None`: what it declares.
     pub grants: Option<PathBuf>,
-    pub settings: bridge_mount::Settings,
+    pub settings: bridge_mount::MountSettings,
     pub limits: Limits,
     /// Where compiled modules are kept across restarts; `None` compiles at every start.
     pub cache_dir: Option<PathBuf>,
-    pub scope: Scope,
+    pub scope: WatchScope,
     pub gateway: GatewaySettings,
     pub controllers: Vec<ControllerSet>,
     /// Where `/healthz`, `/readyz` and `/metrics` are served; `None`: nowhere.

@@ -97,7 +97,7 @@ impl Bed {
                 namespace: Some(self.gefyra.name().into()),
                 ..Default::default()
             },
-            mount: BridgeMountFields {
+            fields: BridgeMountFields {
                 target_namespace: Some(self.target.name().into()),
                 target: Some(target.into()),
                 target_container: Some(container.into()),
@@ -114,7 +114,7 @@ impl Bed {
     async fn wait_state(&self, name: &str, state: &str) -> anyhow::Result<GefyraBridgeMount> {
         let mounts = self.mounts();
         let reached = |m: Option<&GefyraBridgeMount>| {
-            m.is_some_and(|m| m.mount.state.as_deref() == Some(state))
+            m.is_some_and(|m| m.fields.state.as_deref() == Some(state))
         };
         match wait_for(&mounts, name, reached, TIMEOUT).await {
             Ok(Some(mount)) => Ok(mount),
@@ -123,8 +123,8 @@ impl Bed {
                 let now = mounts.get_opt(name).await?;
                 bail!(
                     "{err}: mount {name} wanted {state}, is {:?} with {:#?}\n--- operator log ({}) ---\n{}",
-                    now.as_ref().and_then(|m| m.mount.state.clone()),
-                    now.as_ref().and_then(|m| m.mount.status.clone()),
+                    now.as_ref().and_then(|m| m.fields.state.clone()),
+                    now.as_ref().and_then(|m| m.fields.status.clone()),
                     self.operator.log_path().display(),
                     self.operator.log_tail(40)
                 )
@@ -154,7 +154,7 @@ impl Bed {
     /// The `Ready` condition's reason and message.
     fn ready(mount: &GefyraBridgeMount) -> (String, String) {
         mount
-            .mount
+            .fields
             .status
             .iter()
             .flat_map(|s| s.conditions.iter())
@@ -546,7 +546,7 @@ async fn a_deployment_with_an_hpa_is_mounted_and_restored_exactly() -> anyhow::R
     let before = Before::take(ns, "app=web").await?;
     bed.mount("web-mount", "deployment/web", "app").await?;
     let active = bed.wait_state("web-mount", "ACTIVE").await?;
-    let transitions = active.mount.state_transitions.clone().unwrap_or_default();
+    let transitions = active.fields.state_transitions.clone().unwrap_or_default();
     for state in ["PREPARING", "INSTALLING", "ACTIVE"] {
         assert!(
             transitions.contains_key(state),
@@ -749,7 +749,7 @@ async fn a_missing_target_that_comes_back_within_the_grace_period_is_mounted_aga
     assert_eq!(Bed::ready(&missing).0, "TargetMissing");
     // MISSING cleans up: no shadow is left while the target is gone.
     let uninstalled = |m: Option<&GefyraBridgeMount>| {
-        m.and_then(|m| m.mount.status.as_ref()).is_some_and(|s| {
+        m.and_then(|m| m.fields.status.as_ref()).is_some_and(|s| {
             s.conditions
                 .iter()
                 .any(|c| c.type_ == "Uninstalled" && c.status == "True")
@@ -771,7 +771,7 @@ async fn a_missing_target_that_comes_back_within_the_grace_period_is_mounted_aga
         .create(&PostParams::default(), &deployment("web", 1)?)
         .await?;
     let again = bed.wait_state("web-mount", "ACTIVE").await?;
-    let transitions = again.mount.state_transitions.unwrap_or_default();
+    let transitions = again.fields.state_transitions.unwrap_or_default();
     assert!(transitions.contains_key("MISSING"), "{transitions:?}");
     deployments
         .get("web-gefyra")
@@ -823,7 +823,9 @@ async fn states_seen_until(
     let mut seen: Vec<String> = Vec::new();
     let deadline = tokio::time::Instant::now() + TIMEOUT;
     while let Ok(Some(m)) = tokio::time::timeout_at(deadline, stream.try_next()).await? {
-        let Some(state) = m.mount.state else { continue };
+        let Some(state) = m.fields.state else {
+            continue;
+        };
         if seen.last() != Some(&state) {
             seen.push(state.clone());
         }
@@ -843,7 +845,7 @@ async fn states_seen(mounts: Api<GefyraBridgeMount>, name: &str) -> anyhow::Resu
     while let Ok(Some(event)) = tokio::time::timeout_at(deadline, stream.try_next()).await? {
         match event {
             watcher::Event::Apply(m) | watcher::Event::InitApply(m) => {
-                if let Some(state) = m.mount.state
+                if let Some(state) = m.fields.state
                     && seen.last() != Some(&state)
                 {
                     seen.push(state);
@@ -969,7 +971,7 @@ async fn a_mount_naming_an_unknown_provider_says_so() -> anyhow::Result<()> {
             name: Some("web-mount".into()),
             ..Default::default()
         },
-        mount: BridgeMountFields {
+        fields: BridgeMountFields {
             target_namespace: Some(gefyra.name().into()),
             target: Some("deploy/web".into()),
             target_container: Some("app".into()),
@@ -979,7 +981,7 @@ async fn a_mount_naming_an_unknown_provider_says_so() -> anyhow::Result<()> {
     };
     mounts.create(&PostParams::default(), &mount).await?;
     let in_error = |m: Option<&GefyraBridgeMount>| {
-        m.is_some_and(|m| m.mount.state.as_deref() == Some("ERROR"))
+        m.is_some_and(|m| m.fields.state.as_deref() == Some("ERROR"))
     };
     let mount = wait_for(&mounts, "web-mount", in_error, TIMEOUT)
         .await
@@ -1032,7 +1034,7 @@ async fn a_second_mount_of_the_same_container_is_refused() -> anyhow::Result<()>
     );
     let first = bed.mounts().get("first").await?;
     assert_eq!(
-        first.mount.state.as_deref(),
+        first.fields.state.as_deref(),
         Some("ACTIVE"),
         "the first is untouched"
     );
@@ -1052,7 +1054,7 @@ async fn an_operator_killed_while_installing_converges_and_still_restores_exactl
     bed.mount("web-mount", "deploy/web", "app").await?;
     installing.await??;
     bed.operator.kill()?;
-    let killed_in = bed.mounts().get("web-mount").await?.mount.state;
+    let killed_in = bed.mounts().get("web-mount").await?.fields.state;
     assert_eq!(
         killed_in.as_deref(),
         Some("INSTALLING"),
@@ -1077,7 +1079,7 @@ async fn first_seen_in(
     let mut stream = std::pin::pin!(watcher(mounts, config).applied_objects());
     let deadline = tokio::time::Instant::now() + TIMEOUT;
     while let Ok(Some(mount)) = tokio::time::timeout_at(deadline, stream.try_next()).await? {
-        if mount.mount.state.as_deref() == Some(state) {
+        if mount.fields.state.as_deref() == Some(state) {
             return Ok(());
         }
     }

@@ -513,7 +513,7 @@ async fn run_installed(
             name: Some("web-mount".into()),
             ..Default::default()
         },
-        mount: BridgeMountFields {
+        fields: BridgeMountFields {
             target: Some("deploy/web".into()),
             target_container: Some("app".into()),
             provider: Some("sample".into()),
@@ -522,14 +522,14 @@ async fn run_installed(
     };
     mounts.create(&PostParams::default(), &mount).await?;
     let active = |m: Option<&GefyraBridgeMount>| {
-        m.is_some_and(|m| m.mount.state.as_deref() == Some("ACTIVE"))
+        m.is_some_and(|m| m.fields.state.as_deref() == Some("ACTIVE"))
     };
     if let Err(err) = wait_for(&mounts, "web-mount", active, TIMEOUT).await {
         let now = mounts.get_opt("web-mount").await?;
         bail!(
             "{err}: the mount is {:?} {:#?}\n--- operator ---\n{}",
-            now.as_ref().and_then(|m| m.mount.state.clone()),
-            now.as_ref().and_then(|m| m.mount.status.clone()),
+            now.as_ref().and_then(|m| m.fields.state.clone()),
+            now.as_ref().and_then(|m| m.fields.status.clone()),
             operator.log_tail(40)
         );
     }

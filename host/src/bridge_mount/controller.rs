@@ -26,9 +26,10 @@ use kube::{
 use pontoon_provider_sdk::Target;
 
 use super::{
-    context::{Context, Settings},
+    context::Context,
     crd::GefyraBridgeMount,
-    lifecycle::{Error, Reconcile},
+    reconcile::{Error, Reconcile},
+    settings::MountSettings,
     state::State,
 };
 use crate::{
@@ -48,7 +49,7 @@ const FAILURE_RETRY: Duration = Duration::from_secs(5);
 
 /// Where the controller looks for mounts.
 #[derive(Clone, Debug, Default)]
-pub struct Scope {
+pub struct WatchScope {
     /// Only mounts of this namespace; all namespaces when `None`.
     pub watch_namespace: Option<String>,
 }
@@ -58,8 +59,8 @@ pub async fn run(
     client: Client,
     registry: Arc<Registry>,
     recorder: Recorder,
-    settings: Settings,
-    scope: Scope,
+    settings: MountSettings,
+    scope: WatchScope,
     health: Arc<Health>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> anyhow::Result<()> {
@@ -134,7 +135,7 @@ fn count_states(store: &Store<GefyraBridgeMount>) {
         .collect();
     for mount in store.state() {
         let state = mount
-            .mount
+            .fields
             .state
             .clone()
             .unwrap_or_else(|| State::Requested.as_str().into());
@@ -197,15 +198,9 @@ fn affected_mounts<K: Resource>(
         .state()
         .iter()
         .filter(|mount| {
-            let target_ns = mount
-                .mount
-                .target_namespace
-                .clone()
-                .filter(|ns| !ns.is_empty())
-                .or_else(|| mount.namespace());
-            target_ns.as_deref() == Some(namespace.as_str())
+            mount.target_namespace() == namespace
                 && mount
-                    .mount
+                    .fields
                     .target
                     .as_deref()
                     .and_then(|t| Target::parse(t).ok())

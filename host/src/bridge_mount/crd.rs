@@ -4,7 +4,7 @@
 //! they are, so the Rust types follow the wire, not kube's `spec`/`status`
 //! convention; the CRDs are generated from these types (`pontoon crds`).
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, time::Duration};
 
 use k8s_openapi::{
     apiextensions_apiserver::pkg::apis::apiextensions::v1::{
@@ -13,10 +13,21 @@ use k8s_openapi::{
         JSONSchemaProps,
     },
     apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta},
+    jiff::Timestamp,
 };
-use kube::core::{NamespaceResourceScope, Resource};
+use kube::{
+    ResourceExt,
+    core::{NamespaceResourceScope, Resource},
+};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
+
+use super::{
+    settings::MountSettings,
+    state::{State, UnknownState},
+    status::parse_timestamp,
+};
+use crate::plugins::bindings::Mount;
 
 pub const GROUP: &str = "gefyra.dev";
 pub const VERSION: &str = "v1";
@@ -28,7 +39,114 @@ pub const API_VERSION: &str = "gefyra.dev/v1";
 pub struct GefyraBridgeMount {
     pub metadata: ObjectMeta,
     #[serde(flatten)]
-    pub mount: BridgeMountFields,
+    pub fields: BridgeMountFields,
+}
+
+/// The provider a mount gets when it names none (Gefyra's only one).
+pub const DEFAULT_PROVIDER: &str = "carrier2mount";
+
+impl GefyraBridgeMount {
+    /// `namespace/name`, as logs and messages name a mount.
+    pub fn qualified_name(&self) -> String {
+        format!(
+            "{}/{}",
+            self.namespace().unwrap_or_default(),
+            self.name_any()
+        )
+    }
+
+    /// Where the target lives: `targetNamespace`, or the mount's own
+    /// namespace when that is unset or empty.
+    pub fn target_namespace(&self) -> String {
+        match self.fields.target_namespace.as_deref() {
+            Some(ns) if !ns.is_empty() => ns.to_string(),
+            _ => self.namespace().unwrap_or_default(),
+        }
+    }
+
+    /// The provider module serving the mount: `provider`, or
+    /// [`DEFAULT_PROVIDER`] when that is unset or blank.
+    pub fn provider_name(&self) -> &str {
+        match self.fields.provider.as_deref() {
+            Some(name) if !name.trim().is_empty() => name,
+            _ => DEFAULT_PROVIDER,
+        }
+    }
+
+    /// Where the mount is in its lifecycle; no `state` (or an empty one) is
+    /// REQUESTED, as for a mount Gefyra's client just created.
+    pub fn state(&self) -> Result<State, UnknownState> {
+        match self.fields.state.as_deref() {
+            None | Some("") => Ok(State::Requested),
+            Some(text) => text.parse(),
+        }
+    }
+
+    /// When the mount entered `state`, as `stateTransitions` records it.
+    pub fn entered(&self, state: State) -> Option<Timestamp> {
+        self.fields
+            .state_transitions
+            .as_ref()
+            .and_then(|t| t.get(state.as_str()))
+            .and_then(|text| parse_timestamp(text))
+    }
+
+    /// How long the mount has been in `state` at `now`; zero when
+    /// `stateTransitions` does not say.
+    pub fn time_in(&self, state: State, now: Timestamp) -> Duration {
+        let since = self.entered(state).unwrap_or(now);
+        now.duration_since(since).unsigned_abs()
+    }
+
+    /// Whether the provider can have done anything yet: only from PREPARING
+    /// on. A PREPARING entry counts even when its timestamp is unreadable.
+    pub fn ever_prepared(&self) -> bool {
+        self.fields
+            .state_transitions
+            .as_ref()
+            .is_some_and(|t| t.contains_key(State::Preparing.as_str()))
+    }
+
+    /// `sunset`, when it is a timestamp.
+    pub fn sunset(&self) -> Option<Timestamp> {
+        self.fields.sunset.as_deref().and_then(parse_timestamp)
+    }
+
+    /// How long the mount waits for a target that is gone: its own
+    /// `missingGracePeriod` (a negative one as zero), else `default`.
+    pub fn missing_grace_period(&self, default: Duration) -> Duration {
+        match self.fields.missing_grace_period {
+            Some(seconds) => Duration::from_secs(seconds.max(0).unsigned_abs()),
+            None => default,
+        }
+    }
+
+    /// The conditions as last written.
+    pub fn conditions(&self) -> &[Condition] {
+        self.fields
+            .status
+            .as_ref()
+            .map(|status| status.conditions.as_slice())
+            .unwrap_or_default()
+    }
+
+    /// The mount as its provider sees it.
+    pub fn provider_request(&self, settings: &MountSettings) -> Mount {
+        let fields = &self.fields;
+        Mount {
+            name: self.name_any(),
+            namespace: self.namespace().unwrap_or_default(),
+            uid: self.uid().unwrap_or_default(),
+            target: fields.target.clone().unwrap_or_default(),
+            target_namespace: self.target_namespace(),
+            target_container: fields.target_container.clone().unwrap_or_default(),
+            parameters: fields
+                .provider_parameter
+                .as_ref()
+                .map(|p| serde_json::Value::Object(p.clone()).to_string()),
+            settings: settings.for_provider(),
+        }
+    }
 }
 
 /// The top-level fields of a GefyraBridgeMount.
@@ -228,7 +346,7 @@ macro_rules! gefyra_resource {
 gefyra_resource!(
     GefyraBridgeMount,
     BridgeMountFields,
-    mount,
+    fields,
     "gefyrabridgemount",
     "gefyrabridgemounts"
 );
@@ -342,6 +460,171 @@ pub fn bridge_crd() -> Result<CustomResourceDefinition, serde_json::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bridge_mount::RESTORE_CONFIG_MAP;
+
+    fn mount_in(namespace: &str, fields: serde_json::Value) -> GefyraBridgeMount {
+        let mut object = serde_json::json!({
+            "metadata": { "name": "web-mount", "namespace": namespace, "uid": "u-1" },
+        });
+        if let (Some(object), Some(fields)) = (object.as_object_mut(), fields.as_object()) {
+            object.extend(fields.clone());
+        }
+        serde_json::from_value(object).unwrap()
+    }
+
+    fn at(text: &str) -> Timestamp {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn the_target_namespace_defaults_to_the_mounts_own() {
+        let own = mount_in("gefyra", serde_json::json!({}));
+        assert_eq!(own.target_namespace(), "gefyra");
+        let empty = mount_in("gefyra", serde_json::json!({ "targetNamespace": "" }));
+        assert_eq!(empty.target_namespace(), "gefyra");
+        let shop = mount_in("gefyra", serde_json::json!({ "targetNamespace": "shop" }));
+        assert_eq!(shop.target_namespace(), "shop");
+    }
+
+    #[test]
+    fn a_mount_naming_no_provider_gets_carrier2mount() {
+        for fields in [
+            serde_json::json!({}),
+            serde_json::json!({ "provider": "" }),
+            serde_json::json!({ "provider": "  " }),
+        ] {
+            assert_eq!(mount_in("g", fields).provider_name(), "carrier2mount");
+        }
+        let named = mount_in("g", serde_json::json!({ "provider": "teleporter" }));
+        assert_eq!(named.provider_name(), "teleporter");
+    }
+
+    #[test]
+    fn no_state_is_requested_and_a_foreign_state_is_refused() {
+        assert_eq!(
+            mount_in("g", serde_json::json!({})).state(),
+            Ok(State::Requested)
+        );
+        assert_eq!(
+            mount_in("g", serde_json::json!({ "state": "" })).state(),
+            Ok(State::Requested)
+        );
+        assert_eq!(
+            mount_in("g", serde_json::json!({ "state": "MISSING" })).state(),
+            Ok(State::Missing)
+        );
+        assert_eq!(
+            mount_in("g", serde_json::json!({ "state": "Active" })).state(),
+            Err(UnknownState("Active".into()))
+        );
+    }
+
+    #[test]
+    fn entered_reads_state_transitions_as_gefyra_writes_them() {
+        let mount = mount_in(
+            "g",
+            serde_json::json!({ "stateTransitions": {
+                "PREPARING": "2026-11-29T18:43:12.000000Z",
+                "MISSING": "2026-11-29T18:43:12",
+                "ERROR": "yesterday",
+            } }),
+        );
+        let expected = at("2026-11-29T18:43:12Z");
+        assert_eq!(mount.entered(State::Preparing), Some(expected));
+        assert_eq!(mount.entered(State::Missing), Some(expected));
+        assert_eq!(mount.entered(State::Error), None, "unreadable");
+        assert_eq!(mount.entered(State::Active), None, "never entered");
+        let later = at("2026-11-29T18:44:12Z");
+        assert_eq!(
+            mount.time_in(State::Missing, later),
+            Duration::from_secs(60)
+        );
+        assert_eq!(mount.time_in(State::Error, later), Duration::ZERO);
+    }
+
+    #[test]
+    fn only_a_mount_that_reached_preparing_was_ever_prepared() {
+        assert!(!mount_in("g", serde_json::json!({})).ever_prepared());
+        let requested = mount_in(
+            "g",
+            serde_json::json!({ "stateTransitions": { "REQUESTED": "2026-11-29T18:43:12Z", "ERROR": "2026-11-29T18:43:13Z" } }),
+        );
+        assert!(!requested.ever_prepared());
+        let prepared = mount_in(
+            "g",
+            serde_json::json!({ "stateTransitions": { "PREPARING": "2026-11-29T18:43:12Z" } }),
+        );
+        assert!(prepared.ever_prepared());
+        let unreadable = mount_in(
+            "g",
+            serde_json::json!({ "stateTransitions": { "PREPARING": "at some point" } }),
+        );
+        assert!(
+            unreadable.ever_prepared(),
+            "the entry, not its timestamp, counts"
+        );
+    }
+
+    #[test]
+    fn the_grace_period_is_the_mounts_own_or_the_default() {
+        let default = Duration::from_secs(300);
+        assert_eq!(
+            mount_in("g", serde_json::json!({})).missing_grace_period(default),
+            default
+        );
+        assert_eq!(
+            mount_in("g", serde_json::json!({ "missingGracePeriod": 0 }))
+                .missing_grace_period(default),
+            Duration::ZERO
+        );
+        assert_eq!(
+            mount_in("g", serde_json::json!({ "missingGracePeriod": 20 }))
+                .missing_grace_period(default),
+            Duration::from_secs(20)
+        );
+        assert_eq!(
+            mount_in("g", serde_json::json!({ "missingGracePeriod": -5 }))
+                .missing_grace_period(default),
+            Duration::ZERO
+        );
+    }
+
+    #[test]
+    fn the_provider_request_carries_the_mount_and_the_settings() {
+        let mount = mount_in(
+            "gefyra",
+            serde_json::json!({
+                "target": "deploy/web",
+                "targetContainer": "app",
+                "providerParameter": { "tls": { "certificate": "/c.pem" } },
+            }),
+        );
+        let settings = MountSettings {
+            operator_namespace: "pontoon".into(),
+            carrier_image: "carrier2:1".into(),
+            missing_grace_period: Duration::from_secs(300),
+            reconcile_interval: Duration::from_secs(60),
+        };
+        let request = mount.provider_request(&settings);
+        assert_eq!(request.name, "web-mount");
+        assert_eq!(request.namespace, "gefyra");
+        assert_eq!(request.uid, "u-1");
+        assert_eq!(request.target, "deploy/web");
+        assert_eq!(request.target_namespace, "gefyra");
+        assert_eq!(request.target_container, "app");
+        let parameters: serde_json::Value =
+            serde_json::from_str(request.parameters.as_deref().unwrap()).unwrap();
+        assert_eq!(parameters["tls"]["certificate"], "/c.pem");
+        assert_eq!(request.settings.operator_namespace, "pontoon");
+        assert_eq!(request.settings.carrier_image, "carrier2:1");
+        assert_eq!(request.settings.restore_config_map, RESTORE_CONFIG_MAP);
+        let bare = mount_in("gefyra", serde_json::json!({})).provider_request(&settings);
+        assert_eq!(
+            (bare.target.as_str(), bare.target_container.as_str()),
+            ("", "")
+        );
+        assert_eq!(bare.parameters, None);
+    }
 
     #[test]
     fn a_mount_as_gefyras_client_sends_it_decodes() {
@@ -356,10 +639,10 @@ mod tests {
             "providerParameter": { "tls": { "certificate": "/c.pem" } }
         }))
         .unwrap();
-        assert_eq!(mount.mount.target.as_deref(), Some("deployment/web"));
-        assert_eq!(mount.mount.target_namespace.as_deref(), Some("shop"));
-        assert_eq!(mount.mount.provider.as_deref(), Some("carrier2mount"));
-        assert!(mount.mount.state.is_none());
+        assert_eq!(mount.fields.target.as_deref(), Some("deployment/web"));
+        assert_eq!(mount.fields.target_namespace.as_deref(), Some("shop"));
+        assert_eq!(mount.fields.provider.as_deref(), Some("carrier2mount"));
+        assert!(mount.fields.state.is_none());
         let back = serde_json::to_value(&mount).unwrap();
         assert_eq!(back["providerParameter"]["tls"]["certificate"], "/c.pem");
         assert!(back.get("spec").is_none(), "fields stay at the top level");

@@ -5,10 +5,12 @@
 pub mod context;
 pub mod controller;
 pub mod crd;
-mod lifecycle;
+pub mod reason;
+mod reconcile;
+pub mod settings;
 pub mod state;
 pub mod status;
 
-pub use context::{Context, RESTORE_CONFIG_MAP, Settings};
-pub use crd::{GefyraBridge, GefyraBridgeMount};
-pub use lifecycle::DEFAULT_PROVIDER;
+pub use context::Context;
+pub use crd::{DEFAULT_PROVIDER, GefyraBridge, GefyraBridgeMount};
+pub use settings::{MountSettings, RESTORE_CONFIG_MAP};

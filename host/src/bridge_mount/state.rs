@@ -1,4 +1,4 @@
-//! The lifecycle of a GefyraBridgeMount: the seed's eight states and eight
+//! The lifecycle of a GefyraBridgeMount: Gefyra's eight states and eight
 //! events, with the transition table written once, as data.
 //!
 //! Pure: no Kubernetes, no wasmtime. The controller asks [`fire`] whether an
@@ -70,7 +70,7 @@ impl FromStr for State {
     }
 }
 
-/// What can happen to a mount (the seed's event names).
+/// What can happen to a mount (Gefyra's event names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Event {
     Arrange,
@@ -117,7 +117,7 @@ impl fmt::Display for Event {
 
 use State::*;
 
-/// The seed's table: each event, the states it may fire from, and where it leads.
+/// Gefyra's lifecycle table: each event, the states it may fire from, and where it leads.
 const TRANSITIONS: [(Event, &[State], State); 8] = [
     (
         Event::Arrange,
@@ -176,9 +176,9 @@ pub fn fire(from: State, event: Event) -> Result<State, TransitionNotAllowed> {
 mod tests {
     use super::*;
 
-    /// The seed's table, transcribed independently of [`TRANSITIONS`] as
-    /// (event, "valid from" as written in the seed, destination).
-    const SEED: [(&str, &str, &str); 8] = [
+    /// Gefyra's lifecycle table, transcribed independently of [`TRANSITIONS`]
+    /// as (event, "valid from" as Gefyra writes it, destination).
+    const GEFYRA_TABLE: [(&str, &str, &str); 8] = [
         (
             "arrange",
             "REQUESTED, RESTORING, ERROR, PREPARING",
@@ -205,8 +205,8 @@ mod tests {
         ("terminate", "Any non-TERMINATED state", "TERMINATED"),
     ];
 
-    fn seed_says(from: State, event: Event) -> Option<State> {
-        let (_, sources, to) = SEED.iter().find(|(e, _, _)| *e == event.as_str())?;
+    fn gefyra_says(from: State, event: Event) -> Option<State> {
+        let (_, sources, to) = GEFYRA_TABLE.iter().find(|(e, _, _)| *e == event.as_str())?;
         let allowed = if *sources == "Any non-TERMINATED state" {
             from != Terminated
         } else {
@@ -216,11 +216,11 @@ mod tests {
     }
 
     #[test]
-    fn every_state_and_event_pair_follows_the_seed() {
+    fn every_state_and_event_pair_follows_gefyras_table() {
         let mut allowed = 0;
         for from in State::ALL {
             for event in Event::ALL {
-                let expected = seed_says(from, event);
+                let expected = gefyra_says(from, event);
                 match (fire(from, event), expected) {
                     (Ok(to), Some(expected)) => {
                         assert_eq!(to, expected, "{event} from {from}");
@@ -230,12 +230,12 @@ mod tests {
                         assert_eq!(err, TransitionNotAllowed { from, event });
                     }
                     (got, expected) => {
-                        panic!("{event} from {from}: table gives {got:?}, seed says {expected:?}")
+                        panic!("{event} from {from}: table gives {got:?}, Gefyra says {expected:?}")
                     }
                 }
             }
         }
-        // 4 + 3 + 2 + 5 + 5 + 6 + 1 + 7 pairs are in the seed's table.
+        // 4 + 3 + 2 + 5 + 5 + 6 + 1 + 7 pairs are in Gefyra's table.
         assert_eq!(allowed, 33);
     }
 

@@ -5,7 +5,7 @@
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Condition, jiff::Timestamp};
 use serde_json::{Value, json};
 
-use super::state::State;
+use super::{reason::Reason, state::State};
 
 /// The overall condition: True only when the mount is ACTIVE and intact.
 pub const READY: &str = "Ready";
@@ -43,16 +43,16 @@ pub fn set_condition(conditions: &mut Vec<Condition>, observed: &Observed, now: 
 }
 
 /// The reason of `Ready` for a mount that is on its way in `state`.
-pub fn progress_reason(state: State) -> &'static str {
+pub fn progress_reason(state: State) -> Reason {
     match state {
-        State::Requested => "Requested",
-        State::Preparing => "Preparing",
-        State::Installing => "Installing",
-        State::Active => "Active",
-        State::Restoring => "Restoring",
-        State::Error => "Error",
-        State::Missing => "TargetMissing",
-        State::Terminated => "Terminated",
+        State::Requested => Reason::Requested,
+        State::Preparing => Reason::Preparing,
+        State::Installing => Reason::Installing,
+        State::Active => Reason::Active,
+        State::Restoring => Reason::Restoring,
+        State::Error => Reason::Error,
+        State::Missing => Reason::TargetMissing,
+        State::Terminated => Reason::Terminated,
     }
 }
 

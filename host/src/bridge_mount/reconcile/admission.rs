@@ -1,0 +1,438 @@
+//! Admission: REQUESTED, and ERROR's retry, which goes back through it.
+//! The provider validates the mount, a second mount of the same container
+//! is refused (one mount per workload), the target must exist; then the
+//! mount starts PREPARING.
+
+use std::{sync::Arc, time::Duration};
+
+use kube::{ResourceExt, runtime::controller::Action};
+use pontoon_provider_sdk::Target;
+
+use super::{
+    Error, Reconcile,
+    outcome::{ERROR_RETRY, Next, Step, failure, target_present},
+    transition::Transition,
+};
+use crate::{
+    bridge_mount::{
+        crd::GefyraBridgeMount,
+        reason::{ReadyReason, Reason},
+        state::State,
+    },
+    plugins::{ProviderModule, bindings::Mount},
+};
+
+impl Reconcile<'_> {
+    /// REQUESTED (and a retry from ERROR): validate, refuse a second mount of
+    /// the same target, check the target exists, then start preparing.
+    pub(super) async fn admit(
+        &mut self,
+        from: State,
+        provider: &ProviderModule,
+        request: &Mount,
+    ) -> Result<Action, Error> {
+        let valid = provider
+            .validate(Some(self.access(provider, request)), request)
+            .await;
+        if let Err(err) = valid {
+            return self
+                .execute(from, failure(from, Step::Validate, &err))
+                .await;
+        }
+        let holder = earlier_mount_of_same_target(&self.cr, &self.ctx.mounts.state());
+        let ready = self.writer.ready_reason();
+        if let Some(next) = duplicate(from, ready, request, holder, self.interval) {
+            return self.execute(from, next).await;
+        }
+        let exists = provider
+            .target_exists(self.access(provider, request), request)
+            .await;
+        if let Some(next) = target_present(from, request, &exists) {
+            return self.execute(from, next).await;
+        }
+        let next = Next::Fire(admitted(request, provider.name()));
+        self.execute(from, next).await
+    }
+
+    /// ERROR: a mount stays here until what caused it can have changed.
+    pub(super) async fn retry_error(
+        &mut self,
+        provider: &ProviderModule,
+        request: &Mount,
+    ) -> Result<Action, Error> {
+        let waited = self.cr.time_in(State::Error, self.writer.now());
+        match error_retry(self.writer.ready_reason(), waited, self.interval) {
+            Retry::Admit => self.admit(State::Error, provider, request).await,
+            Retry::After(after) => Ok(Action::requeue(after)),
+        }
+    }
+}
+
+/// Whether ERROR goes back through admission now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retry {
+    Admit,
+    After(Duration),
+}
+
+/// ERROR, by the reason it was entered for: the provider may have been
+/// loaded or the other mount of the target gone (both are watched, so at
+/// once); a provider failure may pass after some time. Invalid input stays:
+/// the fields that decide it cannot change, the mount must be recreated.
+pub fn error_retry(ready: ReadyReason, waited: Duration, interval: Duration) -> Retry {
+    match ready {
+        ReadyReason::Known(Reason::ProviderNotFound | Reason::DuplicateMount) => Retry::Admit,
+        ReadyReason::Known(Reason::ProviderFailed) | ReadyReason::Unset => {
+            if waited >= ERROR_RETRY {
+                Retry::Admit
+            } else {
+                Retry::After(ERROR_RETRY.saturating_sub(waited))
+            }
+        }
+        ReadyReason::Known(_) | ReadyReason::Other => Retry::After(interval),
+    }
+}
+
+/// A second mount of a mounted container is refused, naming the first; a
+/// mount in ERROR for that already waits quietly for the first to go.
+pub fn duplicate(
+    from: State,
+    ready: ReadyReason,
+    request: &Mount,
+    holder: Option<String>,
+    interval: Duration,
+) -> Option<Next> {
+    let holder = holder?;
+    if from == State::Error && ready == ReadyReason::Known(Reason::DuplicateMount) {
+        return Some(Next::Requeue(interval));
+    }
+    Some(Next::Fire(Transition::impair(
+        Reason::DuplicateMount,
+        format!(
+            "container `{}` of `{}` in namespace `{}` is already mounted by {holder}; delete one of the two mounts",
+            request.target_container, request.target, request.target_namespace
+        ),
+    )))
+}
+
+/// Admitted: the provider starts duplicating the target.
+pub fn admitted(request: &Mount, provider: &str) -> Transition {
+    Transition::arrange(format!(
+        "duplicating `{}` in namespace `{}` with provider `{provider}`",
+        request.target, request.target_namespace
+    ))
+}
+
+/// Another mount among `mounts`, older than `cr` (by creation, then
+/// namespace and name), of the same container of the same workload, as
+/// `namespace/name (STATE)`.
+pub fn earlier_mount_of_same_target(
+    cr: &GefyraBridgeMount,
+    mounts: &[Arc<GefyraBridgeMount>],
+) -> Option<String> {
+    let key = |mount: &GefyraBridgeMount| {
+        let fields = &mount.fields;
+        Target::parse(fields.target.as_deref().unwrap_or_default())
+            .ok()
+            .map(|target| {
+                (
+                    mount.target_namespace(),
+                    target,
+                    fields.target_container.clone().unwrap_or_default(),
+                )
+            })
+    };
+    let order = |mount: &GefyraBridgeMount| {
+        (
+            mount.creation_timestamp(),
+            mount.namespace(),
+            mount.name_any(),
+        )
+    };
+    let own = key(cr)?;
+    let own_order = order(cr);
+    mounts
+        .iter()
+        .filter(|other| other.uid() != cr.uid())
+        .filter(|other| key(other).as_ref() == Some(&own))
+        .filter(|other| order(other) < own_order)
+        .map(|other| {
+            format!(
+                "{} ({})",
+                other.qualified_name(),
+                other.fields.state.as_deref().unwrap_or("REQUESTED")
+            )
+        })
+        .next()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{super::fixtures::*, *};
+    use crate::bridge_mount::state::{Event, fire};
+
+    fn mount(
+        namespace: &str,
+        name: &str,
+        created: &str,
+        fields: serde_json::Value,
+    ) -> Arc<GefyraBridgeMount> {
+        let mut object = serde_json::json!({
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": format!("uid-{namespace}-{name}"),
+                "creationTimestamp": created,
+            },
+            "target": "deploy/web",
+            "targetContainer": "app",
+            "targetNamespace": "shop",
+        });
+        if let (Some(object), Some(fields)) = (object.as_object_mut(), fields.as_object()) {
+            object.extend(fields.clone());
+        }
+        Arc::new(serde_json::from_value(object).unwrap())
+    }
+
+    const EARLY: &str = "2026-11-29T10:00:00Z";
+    const LATE: &str = "2026-11-29T11:00:00Z";
+
+    #[test]
+    fn an_older_mount_of_the_same_container_holds_the_target() {
+        let first = mount(
+            "gefyra",
+            "first",
+            EARLY,
+            serde_json::json!({ "state": "ACTIVE" }),
+        );
+        let second = mount("gefyra", "second", LATE, serde_json::json!({}));
+        let all = [first.clone(), second.clone()];
+        assert_eq!(
+            earlier_mount_of_same_target(&second, &all),
+            Some("gefyra/first (ACTIVE)".into())
+        );
+        assert_eq!(
+            earlier_mount_of_same_target(&first, &all),
+            None,
+            "the newer one does not hold it"
+        );
+    }
+
+    #[test]
+    fn a_holder_that_never_got_a_state_is_requested() {
+        let first = mount("gefyra", "first", EARLY, serde_json::json!({}));
+        let second = mount("gefyra", "second", LATE, serde_json::json!({}));
+        assert_eq!(
+            earlier_mount_of_same_target(&second, &[first]),
+            Some("gefyra/first (REQUESTED)".into())
+        );
+    }
+
+    #[test]
+    fn a_mount_does_not_hold_its_own_target() {
+        let own = mount("gefyra", "web-mount", LATE, serde_json::json!({}));
+        let mut same_uid = (*mount("gefyra", "older-copy", EARLY, serde_json::json!({}))).clone();
+        same_uid.metadata.uid = own.metadata.uid.clone();
+        assert_eq!(
+            earlier_mount_of_same_target(&own, &[own.clone(), Arc::new(same_uid)]),
+            None
+        );
+    }
+
+    #[test]
+    fn same_creation_time_is_decided_by_namespace_then_name() {
+        let a = mount("gefyra", "a", EARLY, serde_json::json!({}));
+        let b = mount("gefyra", "b", EARLY, serde_json::json!({}));
+        let all = [a.clone(), b.clone()];
+        assert_eq!(
+            earlier_mount_of_same_target(&b, &all),
+            Some("gefyra/a (REQUESTED)".into())
+        );
+        assert_eq!(earlier_mount_of_same_target(&a, &all), None);
+    }
+
+    #[test]
+    fn other_containers_workloads_and_namespaces_are_other_targets() {
+        let second = mount("gefyra", "second", LATE, serde_json::json!({}));
+        for fields in [
+            serde_json::json!({ "targetContainer": "sidecar" }),
+            serde_json::json!({ "target": "deploy/shop" }),
+            serde_json::json!({ "target": "sts/web" }),
+            serde_json::json!({ "targetNamespace": "other" }),
+            serde_json::json!({ "target": "" }),
+        ] {
+            let first = mount("gefyra", "first", EARLY, fields.clone());
+            assert_eq!(
+                earlier_mount_of_same_target(&second, &[first]),
+                None,
+                "{fields}"
+            );
+        }
+    }
+
+    #[test]
+    fn spellings_of_one_workload_are_one_target() {
+        let second = mount("gefyra", "second", LATE, serde_json::json!({}));
+        for target in ["deployment/web", "deployments/web", "web"] {
+            let first = mount(
+                "gefyra",
+                "first",
+                EARLY,
+                serde_json::json!({ "target": target }),
+            );
+            assert!(
+                earlier_mount_of_same_target(&second, &[first]).is_some(),
+                "{target} is deploy/web"
+            );
+        }
+    }
+
+    #[test]
+    fn an_unset_target_namespace_is_the_mounts_own() {
+        // `first` lives in `shop` and targets its own namespace; `second`
+        // lives elsewhere and names `shop`: the same container.
+        let first = mount(
+            "shop",
+            "first",
+            EARLY,
+            serde_json::json!({ "targetNamespace": null }),
+        );
+        let second = mount("gefyra", "second", LATE, serde_json::json!({}));
+        assert_eq!(
+            earlier_mount_of_same_target(&second, &[first]),
+            Some("shop/first (REQUESTED)".into())
+        );
+        let elsewhere = mount(
+            "other",
+            "first",
+            EARLY,
+            serde_json::json!({ "targetNamespace": "" }),
+        );
+        assert_eq!(earlier_mount_of_same_target(&second, &[elsewhere]), None);
+    }
+
+    #[test]
+    fn an_unparsable_target_holds_nothing_and_is_held_by_nothing() {
+        let first = mount("gefyra", "first", EARLY, serde_json::json!({}));
+        let bad = mount(
+            "gefyra",
+            "bad",
+            LATE,
+            serde_json::json!({ "target": "frobnicator/web" }),
+        );
+        assert_eq!(earlier_mount_of_same_target(&bad, &[first]), None);
+    }
+
+    #[test]
+    fn a_duplicate_is_refused_naming_the_holder() {
+        let request = request();
+        assert_eq!(
+            duplicate(
+                State::Requested,
+                ReadyReason::Unset,
+                &request,
+                None,
+                INTERVAL
+            ),
+            None
+        );
+        for from in [State::Requested, State::Error] {
+            let next = duplicate(
+                from,
+                ReadyReason::Unset,
+                &request,
+                Some("gefyra/first (ACTIVE)".into()),
+                INTERVAL,
+            )
+            .unwrap();
+            let t = fired(&next);
+            assert_eq!((t.event, t.reason), (Event::Impair, Reason::DuplicateMount));
+            assert_eq!(
+                t.message,
+                "container `app` of `deploy/web` in namespace `shop` is already mounted by gefyra/first (ACTIVE); delete one of the two mounts"
+            );
+            assert_eq!(fire(from, t.event), Ok(State::Error));
+        }
+        assert_eq!(
+            duplicate(
+                State::Error,
+                ReadyReason::Known(Reason::DuplicateMount),
+                &request,
+                Some("gefyra/first (ACTIVE)".into()),
+                INTERVAL,
+            ),
+            Some(Next::Requeue(INTERVAL)),
+            "said already"
+        );
+    }
+
+    #[test]
+    fn an_admitted_mount_starts_preparing() {
+        let t = admitted(&request(), "carrier2mount");
+        assert_eq!((t.event, t.reason), (Event::Arrange, Reason::Preparing));
+        assert_eq!(
+            t.message,
+            "duplicating `deploy/web` in namespace `shop` with provider `carrier2mount`"
+        );
+        for from in [State::Requested, State::Error] {
+            assert_eq!(fire(from, t.event), Ok(State::Preparing));
+        }
+    }
+
+    #[test]
+    fn admission_maps_every_provider_error_in_requested_and_error() {
+        let request = request();
+        for from in [State::Requested, State::Error] {
+            for err in provider_errors() {
+                // Validation and the target check share the mapping; both
+                // ways out (ERROR, MISSING) are open from either state.
+                let next = failure(from, Step::Validate, &err);
+                if let Next::Fire(t) = &next {
+                    assert!(fire(from, t.event).is_ok(), "{} from {from}", t.event);
+                }
+                let next = target_present(from, &request, &Err(copy(&err))).unwrap();
+                if let Next::Fire(t) = &next {
+                    assert!(fire(from, t.event).is_ok(), "{} from {from}", t.event);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn error_retries_by_the_reason_it_was_entered_for() {
+        let secs = Duration::from_secs;
+        for reason in [Reason::ProviderNotFound, Reason::DuplicateMount] {
+            assert_eq!(
+                error_retry(ReadyReason::Known(reason), Duration::ZERO, INTERVAL),
+                Retry::Admit,
+                "{reason}: at once"
+            );
+        }
+        for ready in [
+            ReadyReason::Known(Reason::ProviderFailed),
+            ReadyReason::Unset,
+        ] {
+            assert_eq!(
+                error_retry(ready, secs(0), INTERVAL),
+                Retry::After(secs(15))
+            );
+            assert_eq!(
+                error_retry(ready, secs(10), INTERVAL),
+                Retry::After(secs(5))
+            );
+            assert_eq!(error_retry(ready, secs(15), INTERVAL), Retry::Admit);
+            assert_eq!(error_retry(ready, secs(600), INTERVAL), Retry::Admit);
+        }
+        for ready in [
+            ReadyReason::Known(Reason::InvalidInput),
+            ReadyReason::Known(Reason::TransitionNotAllowed),
+            ReadyReason::Other,
+        ] {
+            assert_eq!(
+                error_retry(ready, secs(600), INTERVAL),
+                Retry::After(INTERVAL),
+                "{ready:?} stays"
+            );
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! One reconcile of one mount: read its state, run the provider step that
+//! state calls for, and write the outcome back as a transition of the state
+//! machine, with conditions and an Event saying what happened.
+//!
+//! Steps never wait: a provider that is not done says when to look again,
+//! and pod changes wake the mount up (see `controller.rs`). Each step asks
+//! a pure function of its family what the provider's answer leads to
+//! ([`outcome::Next`]) and carries that out through the [`writer::Writer`].
+//!
+//! Names: `cr` is the GefyraBridgeMount resource, `cr.fields` its
+//! top-level fields, `request` the mount as the provider sees it (the WIT
+//! record).
+
+mod admission;
+mod cleanup;
+#[cfg(test)]
+mod fixtures;
+mod forward;
+mod gate;
+mod outcome;
+mod recovery;
+mod transition;
+mod writer;
+
+use std::{sync::Arc, time::Duration};
+
+use kube::runtime::controller::Action;
+
+use self::{outcome::Next, transition::Transition, writer::Writer};
+use super::{context::Context, crd::GefyraBridgeMount, state::State};
+use crate::plugins::{ClusterAccess, EventSubject, ProviderModule, bindings::Mount};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("cannot encode a patch: {0}")]
+    Encode(#[from] serde_json::Error),
+    /// Deletion waits for the provider's uninstall; the finalizer stays.
+    #[error("uninstall not finished: {message}")]
+    CleanupPending { message: String, retry: Duration },
+}
+
+pub(super) struct Reconcile<'a> {
+    ctx: &'a Context,
+    cr: Arc<GefyraBridgeMount>,
+    writer: Writer,
+    /// How long the mount may go unlooked-at (see [`gate::interval`]).
+    interval: Duration,
+}
+
+impl<'a> Reconcile<'a> {
+    pub fn new(ctx: &'a Context, cr: Arc<GefyraBridgeMount>) -> Self {
+        let writer = Writer::new(ctx.client.clone(), ctx.recorder.clone(), cr.clone());
+        let interval = gate::interval(ctx.settings.reconcile_interval, cr.sunset(), writer.now());
+        Self {
+            ctx,
+            cr,
+            writer,
+            interval,
+        }
+    }
+
+    /// The reconcile of a mount that is not being deleted.
+    pub async fn apply(mut self) -> Result<Action, Error> {
+        let state = match self.cr.state() {
+            Ok(state) => state,
+            Err(unknown) => {
+                self.writer.report(gate::unknown_state(&unknown)).await?;
+                return Ok(Action::requeue(self.interval));
+            }
+        };
+        if state == State::Terminated {
+            return self.finish().await;
+        }
+        let ready = self.writer.ready_reason();
+        let sunset = self.cr.fields.sunset.as_deref();
+        if let Some(next) = gate::sunset(state, sunset, ready, self.writer.now(), self.interval) {
+            return self.execute(state, next).await;
+        }
+        let Some(provider) = self.provider() else {
+            let loaded: Vec<&str> = self.ctx.registry.provider_names().collect();
+            let provider = self.cr.provider_name();
+            let next = gate::provider_not_found(state, provider, &loaded, ready, self.interval);
+            return self.execute(state, next).await;
+        };
+        let request = self.cr.provider_request(&self.ctx.settings);
+        match state {
+            State::Requested => self.admit(state, &provider, &request).await,
+            State::Preparing => self.prepare(&provider, &request).await,
+            State::Installing => self.install(&provider, &request).await,
+            State::Active => self.check_intact(&provider, &request).await,
+            State::Restoring => self.restore(&provider, &request).await,
+            State::Error => self.retry_error(&provider, &request).await,
+            State::Missing => self.missing(&provider, &request).await,
+            State::Terminated => self.finish().await,
+        }
+    }
+
+    /// Deletion of the mount (the finalizer): TERMINATED, uninstall until
+    /// done, the mount's GefyraBridges deleted; only then may it go.
+    pub async fn cleanup(mut self) -> Result<Action, Error> {
+        if let Ok(from) = self.cr.state()
+            && from != State::Terminated
+        {
+            let interval = self.interval;
+            self.writer
+                .fire(from, Transition::mount_deleted(), interval)
+                .await?;
+        }
+        self.uninstall_all().await?;
+        Ok(Action::await_change())
+    }
+
+    /// Carries out what a step ended with.
+    async fn execute(&mut self, from: State, next: Next) -> Result<Action, Error> {
+        let after = match next {
+            Next::Fire(transition) => self.writer.fire(from, transition, self.interval).await?,
+            Next::Report(report, after) => {
+                self.writer.report(report).await?;
+                after
+            }
+            Next::Requeue(after) => after,
+        };
+        Ok(Action::requeue(after))
+    }
+
+    fn provider(&self) -> Option<Arc<ProviderModule>> {
+        self.ctx.registry.provider(self.cr.provider_name())
+    }
+
+    /// What the provider may do on the cluster while serving `request`.
+    fn access(&self, provider: &ProviderModule, request: &Mount) -> ClusterAccess {
+        ClusterAccess {
+            client: self.ctx.client.clone(),
+            discovery: self.ctx.discovery.clone(),
+            scope: provider.scope_for(request),
+            field_manager: provider.name().to_string(),
+            events: Some(EventSubject {
+                recorder: self.ctx.recorder.clone(),
+                object: self.writer.reference().clone(),
+            }),
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! The operator's settings for bridge mounts, as `pontoon run` takes them.
+
+use std::time::Duration;
+
+use crate::plugins::bindings::Settings as ProviderSettings;
+
+/// Name of the ConfigMap (in the operator namespace) holding the original
+/// container configuration of patched pods, as Gefyra names it.
+pub const RESTORE_CONFIG_MAP: &str = "gefyra-carrier2-restore-configmap";
+
+/// The operator's settings for bridge mounts.
+#[derive(Clone, Debug)]
+pub struct MountSettings {
+    /// Where the operator runs (and keeps its restore ConfigMap).
+    pub operator_namespace: String,
+    /// The Carrier2 image put into original pods.
+    pub carrier_image: String,
+    /// How long a mount whose target is gone waits for it, unless the mount says otherwise.
+    pub missing_grace_period: Duration,
+    /// The safety net: every mount is looked at least this often.
+    pub reconcile_interval: Duration,
+}
+
+impl MountSettings {
+    /// The part of the settings every provider call carries.
+    pub fn for_provider(&self) -> ProviderSettings {
+        ProviderSettings {
+            operator_namespace: self.operator_namespace.clone(),
+            carrier_image: self.carrier_image.clone(),
+            restore_config_map: RESTORE_CONFIG_MAP.into(),
+        }
+    }
+}
