@@ -200,11 +200,6 @@ async fn fetch_secrets(
     Ok(secrets)
 }
 
-/// Whether a rule can be expressed in Praxis (`Err` with why not).
-pub fn check_rule(rule: &model::Rule) -> Result<(), String> {
-    config::check_rule(rule).map(drop)
-}
-
 /// Why the Gateway is not accepted, if it is not.
 fn acceptance(
     gateway: &Gateway,
@@ -350,7 +345,6 @@ async fn apply(
             &states,
             &view,
             &ctx.translator,
-            &check_rule,
         )
         .await;
         for verdict in verdicts {
@@ -390,8 +384,8 @@ async fn apply(
             index += 1;
             keep
         });
-        // Rules Praxis cannot express were left out by `routes::evaluate`
-        // (and reported on their routes), with the same `check_rule`.
+        // Rules Praxis cannot express were left out by `routes::evaluate_all`
+        // (and reported on their routes), with `config::check_rule`.
         (data_plane, address_list) = match config::generate(&model, &ctx.settings.config) {
             Ok(yaml) => match apply_children(gateway, ctx, &yaml, &states, &secrets).await {
                 Ok(served) => {
