@@ -5,9 +5,8 @@
 
 use std::{
     collections::{BTreeMap, HashSet},
-    hash::{Hash, Hasher},
     sync::Arc,
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use gateway_api::{
@@ -31,12 +30,15 @@ use kube::{
         reflector::ObjectRef,
     },
 };
+use serde::{Serialize, de::DeserializeOwned};
 use serde_json::json;
 
 use super::{
-    Error, children,
+    Error,
+    apply_plan::{self, Applied, Desired, Order, Shown},
+    children,
     config::{self, ConfigError},
-    context::{Applied, GatewayContext, References, StoreView},
+    context::{GatewayContext, References, StoreView},
     model::{self, GatewayModel},
     resolve::listeners::{self, ListenerState},
     route_reconcile, routes,
@@ -51,10 +53,6 @@ pub const CONTROLLER_ANNOTATION: &str = "gateway.pontoon.dev/controller";
 pub const FIELD_MANAGER: &str = "pontoon-gateway";
 /// The safety net: a Gateway is looked at this often even when nothing changes.
 const RESYNC: Duration = Duration::from_secs(300);
-/// How long after an apply the stores may still show the children as they
-/// were: the watch events of the apply wake the Gateway again, so writing
-/// the same children a second time would only load the API server.
-const STORE_LAG: Duration = Duration::from_secs(1);
 
 pub async fn reconcile(
     gateway: Arc<Gateway>,
@@ -482,8 +480,8 @@ struct Served {
     recheck: Option<Duration>,
 }
 
-/// Applies the data plane unless it is as last applied; returns whether it
-/// is ready, and the addresses of its Service.
+/// Applies the children `apply_plan` says must be written, in its order;
+/// returns whether the data plane is ready, and the addresses of its Service.
 async fn apply_children(
     gateway: &Gateway,
     ctx: &GatewayContext,
@@ -510,7 +508,11 @@ async fn apply_children(
         &certificates,
     );
     let service = children::service(gateway, states);
-    let (deployment_hash, service_hash) = (fingerprint(&deployment)?, fingerprint(&service)?);
+    let desired = Desired {
+        data_plane: &hash,
+        deployment: apply_plan::fingerprint(&deployment)?,
+        service: apply_plan::fingerprint(&service)?,
+    };
     let key = ObjectRef::from_obj(gateway);
     let stores = &ctx.stores;
     let stored_config_map = stores
@@ -522,124 +524,71 @@ async fn apply_children(
     let stored_service = stores
         .services
         .get(&ObjectRef::new(&name).within(&namespace));
-
-    // Each child is applied when it would be written differently from its
-    // last apply, or when the stores do not show it as applied (deleted or
-    // edited by someone else). Just after an apply the stores lag behind
-    // (their events will wake the Gateway): a child is looked at again when
-    // the lag is over.
     let last = ctx.last_applied(&key);
-    let mut recheck = None;
-    let (config_stale, deployment_stale, service_stale) = match &last {
-        None => (true, true, true),
-        Some(last) => {
-            let lag = STORE_LAG.checked_sub(last.at.elapsed());
-            let mut stale = |same: bool, shown: bool| match (same, shown, lag) {
-                (false, _, _) | (true, false, None) => true,
-                (true, true, _) => false,
-                (true, false, Some(lag)) => {
-                    recheck = Some(lag);
-                    false
-                }
-            };
-            (
-                stale(
-                    last.data_plane == hash,
-                    stored_config_map.as_ref().map(|c| c.resource_version())
-                        == Some(last.config_map_version.clone()),
-                ),
-                stale(
-                    last.deployment_hash == deployment_hash,
-                    stored_deployment.as_ref().map(|d| d.metadata.generation)
-                        == Some(last.deployment.metadata.generation),
-                ),
-                stale(
-                    last.service_hash == service_hash,
-                    stored_service
-                        .as_deref()
-                        .is_some_and(|s| service_as_applied(s, &last.service)),
-                ),
-            )
-        }
+    let shown = Shown {
+        config_map: stored_config_map.as_ref().map(|c| &c.metadata),
+        deployment: stored_deployment.as_deref(),
+        service: stored_service.as_deref(),
     };
+    let plan = apply_plan::plan(&desired, &shown, last.as_ref(), Instant::now());
     tracing::debug!(
-        gateway = %key, config_stale, deployment_stale, service_stale, ?recheck, "data plane"
+        gateway = %key,
+        config_stale = plan.config,
+        deployment_stale = plan.deployment,
+        service_stale = plan.service,
+        recheck = ?plan.recheck,
+        "data plane"
     );
 
-    let params = PatchParams::apply(FIELD_MANAGER).force();
     let config = async {
-        if !config_stale {
+        if !plan.config {
             return Ok(None);
         }
         let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
         let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-        let config_map = Patch::Apply(children::config_map(gateway, config));
+        let config_map = children::config_map(gateway, config);
         let certificates = async {
             match &certificate_secret {
-                Some(secret) => secrets
-                    .patch(
-                        &children::certificates_name(gateway),
-                        &params,
-                        &Patch::Apply(secret),
-                    )
-                    .await
-                    .map(drop),
+                Some(secret) => {
+                    apply_child(&secrets, &children::certificates_name(gateway), secret)
+                        .await
+                        .map(drop)
+                }
                 None => Ok(()),
             }
         };
         let (config_map, ()) =
-            tokio::try_join!(config_maps.patch(&name, &params, &config_map), certificates)?;
+            tokio::try_join!(apply_child(&config_maps, &name, &config_map), certificates)?;
         Ok::<_, kube::Error>(Some(config_map.resource_version()))
     };
-    // What is not applied now was applied before: the stores' copy of it,
-    // or until they show it, what the API server returned then.
     let workload = async {
         let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
         let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
-        let deployment = async {
-            match &last {
-                Some(last) if !deployment_stale => Ok((
-                    stored_deployment.unwrap_or_else(|| last.deployment.clone()),
-                    false,
-                )),
-                _ => {
-                    let patch = Patch::Apply(&deployment);
-                    let applied = deployments.patch(&name, &params, &patch).await?;
-                    Ok((Arc::new(applied), true))
-                }
-            }
-        };
-        let service = async {
-            match &last {
-                Some(last) if !service_stale => Ok((
-                    stored_service.unwrap_or_else(|| last.service.clone()),
-                    false,
-                )),
-                _ => {
-                    let patch = Patch::Apply(&service);
-                    let applied = services.patch(&name, &params, &patch).await?;
-                    Ok((Arc::new(applied), true))
-                }
-            }
-        };
-        tokio::try_join!(deployment, service)
+        let kept_deployment = kept(
+            plan.deployment,
+            stored_deployment,
+            last.as_ref().map(|l| &l.deployment),
+        );
+        let kept_service = kept(
+            plan.service,
+            stored_service,
+            last.as_ref().map(|l| &l.service),
+        );
+        tokio::try_join!(
+            apply_unless_current(&deployments, &name, &deployment, kept_deployment),
+            apply_unless_current(&services, &name, &service, kept_service),
+        )
     };
     let (config_map_version, ((deployment, deployment_applied), (service, service_applied))) =
-        if stored_config_map.is_none() && last.is_none() {
-            // A first apply: all at once, so that the Deployment's rollout,
-            // the longest wait, starts a round trip earlier. Its pods cannot
-            // start before their ConfigMap exists (a kubelet retries the
-            // mount), so they never run a config that is not theirs.
-            tokio::try_join!(config, workload)?
-        } else {
-            // An update: the new config first, so that no pod of the rollout
-            // mounts the old one (Praxis reads its config once, at start).
-            let config_map_version = config.await?;
-            (config_map_version, workload.await?)
+        match plan.order {
+            Order::AllAtOnce => tokio::try_join!(config, workload)?,
+            Order::ConfigFirst => {
+                let config_map_version = config.await?;
+                (config_map_version, workload.await?)
+            }
         };
 
-    let applied_any = config_stale || deployment_applied || service_applied;
-    if applied_any {
+    if plan.config || deployment_applied || service_applied {
         let config_map_version = match (config_map_version, &last) {
             (Some(version), _) => version,
             (None, Some(last)) => last.config_map_version.clone(),
@@ -650,9 +599,9 @@ async fn apply_children(
             Applied {
                 data_plane: hash.clone(),
                 config_map_version,
-                deployment_hash,
-                service_hash,
-                at: std::time::Instant::now(),
+                deployment_hash: desired.deployment,
+                service_hash: desired.service,
+                at: Instant::now(),
                 deployment: deployment.clone(),
                 service: service.clone(),
             },
@@ -670,7 +619,7 @@ async fn apply_children(
     let pending = |why: String| Served {
         data_plane: DataPlane::Pending(why),
         addresses: Vec::new(),
-        recheck,
+        recheck: plan.recheck,
     };
     if !available {
         return Ok(pending(format!(
@@ -686,8 +635,44 @@ async fn apply_children(
     Ok(Served {
         data_plane: DataPlane::Ready,
         addresses,
-        recheck,
+        recheck: plan.recheck,
     })
+}
+
+/// Server-side applies a child as this controller, taking over its fields.
+async fn apply_child<K>(api: &Api<K>, name: &str, child: &K) -> Result<K, kube::Error>
+where
+    K: Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+{
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch(name, &params, &Patch::Apply(child)).await
+}
+
+/// What a child the plan does not write counts as: the stores' copy of it,
+/// or until they show it, what the API server returned at its last apply
+/// (`None`: it is to be applied).
+fn kept<K>(write: bool, stored: Option<Arc<K>>, last: Option<&Arc<K>>) -> Option<Arc<K>> {
+    match last {
+        Some(last) if !write => Some(stored.unwrap_or_else(|| last.clone())),
+        _ => None,
+    }
+}
+
+/// The child after this reconcile, and whether it was applied now: `current`
+/// when there is one, else `child` applied.
+async fn apply_unless_current<K>(
+    api: &Api<K>,
+    name: &str,
+    child: &K,
+    current: Option<Arc<K>>,
+) -> Result<(Arc<K>, bool), kube::Error>
+where
+    K: Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+{
+    match current {
+        Some(current) => Ok((current, false)),
+        None => Ok((Arc::new(apply_child(api, name, child).await?), true)),
+    }
 }
 
 /// Whether the Gateway's pods all serve the current config: at least one,
@@ -728,22 +713,6 @@ fn pods_serve(ctx: &GatewayContext, gateway: &Gateway, config_hash: &str) -> boo
                 .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
             current && ready
         })
-}
-
-/// Identifies a child as it would be applied.
-fn fingerprint(child: &impl serde::Serialize) -> Result<u64, Error> {
-    let mut hasher = std::hash::DefaultHasher::new();
-    serde_json::to_vec(child)?.hash(&mut hasher);
-    Ok(hasher.finish())
-}
-
-/// Whether the stored Service is as applied: same metadata this controller
-/// sets, same spec (its status may have moved on: a load-balancer address).
-fn service_as_applied(stored: &Service, ours: &Service) -> bool {
-    stored.spec == ours.spec
-        && stored.metadata.labels == ours.metadata.labels
-        && stored.metadata.annotations == ours.metadata.annotations
-        && stored.metadata.owner_references == ours.metadata.owner_references
 }
 
 /// The Service's load-balancer addresses, as Gateway status lists them.

@@ -1,6 +1,7 @@
 //! Gateway API for Praxis: GatewayClass, Gateway and HTTPRoute controllers,
 //! and the Praxis configuration generated from them.
 
+pub mod apply_plan;
 pub mod children;
 pub mod class_reconcile;
 pub mod config;
