@@ -31,7 +31,7 @@ use serde::de::DeserializeOwned;
 use super::{
     Error, children, class_reconcile,
     context::{GatewayContext, GatewaySettings, Stores},
-    gateway_reconcile,
+    gateway_reconcile, judgement,
     resolve::view::SERVICE_NAME_LABEL,
     route_reconcile,
     translate::Translator,
@@ -443,14 +443,7 @@ fn routes_naming(ctx: &GatewayContext, gateway: &Gateway) -> Vec<ObjectRef<HttpR
         .routes
         .state()
         .iter()
-        .filter(|r| {
-            let ns = r.namespace().unwrap_or_default();
-            r.spec
-                .parent_refs
-                .iter()
-                .flatten()
-                .any(|p| super::resolve::attach::names_gateway(p, &ns, gateway))
-        })
+        .filter(|r| judgement::names_gateway(r, gateway))
         .map(|r| ObjectRef::from_obj(&**r))
         .collect()
 }

@@ -2,17 +2,19 @@
 //! the routes that attach to it, generate the Praxis config, apply the data
 //! plane (ConfigMap, Deployment, Service) and report status. Another
 //! controller's Gateway is never touched, not even with a finalizer.
+//!
+//! This is the I/O edge: the claim and the finalizer, the Secrets fetched,
+//! the translations, the writes and the Events. The decisions are pure and
+//! live beside it: the Gateway judged and its model built in `judgement`,
+//! which children to write in `apply_plan`, the status in `status`.
 
 use std::{
-    collections::{BTreeMap, HashSet},
+    collections::BTreeMap,
     sync::Arc,
     time::{Duration, Instant},
 };
 
-use gateway_api::{
-    gateways::{Gateway, GatewayStatusAddresses},
-    httproutes::HttpRoute,
-};
+use gateway_api::gateways::{Gateway, GatewayStatusAddresses};
 use k8s_openapi::{
     api::{
         apps::v1::Deployment,
@@ -38,11 +40,12 @@ use super::{
     apply_plan::{self, Applied, Desired, Order, Shown},
     children,
     config::{self, ConfigError},
-    context::{GatewayContext, References, StoreView},
-    model::{self, GatewayModel},
+    context::{GatewayContext, StoreView},
+    judgement,
+    model::GatewayModel,
     resolve::listeners::{self, ListenerState},
     route_reconcile, routes,
-    status::{self, DataPlane},
+    status::{self, DataPlane, GatewayStatusUpdate},
 };
 
 /// Our finalizer, only ever on Gateways of our classes.
@@ -53,6 +56,9 @@ pub const CONTROLLER_ANNOTATION: &str = "gateway.pontoon.dev/controller";
 pub const FIELD_MANAGER: &str = "pontoon-gateway";
 /// The safety net: a Gateway is looked at this often even when nothing changes.
 const RESYNC: Duration = Duration::from_secs(300);
+/// A data plane that is not serving yet is looked at again this soon (its
+/// children's events usually come first).
+const PENDING: Duration = Duration::from_secs(10);
 
 pub async fn reconcile(
     gateway: Arc<Gateway>,
@@ -198,85 +204,6 @@ async fn fetch_secrets(
     Ok(secrets)
 }
 
-/// Why the Gateway is not accepted, if it is not.
-fn acceptance(
-    gateway: &Gateway,
-    ctx: &GatewayContext,
-    states: &[ListenerState],
-) -> Result<(), (&'static str, String)> {
-    let class = ctx
-        .stores
-        .classes
-        .get(&ObjectRef::new(&gateway.spec.gateway_class_name));
-    if let Some(p) = class.as_ref().and_then(|c| c.spec.parameters_ref.as_ref()) {
-        return Err((
-            "InvalidParameters",
-            format!(
-                "GatewayClass {} has parametersRef {}/{} {}, which Pontoon does not support",
-                gateway.spec.gateway_class_name, p.group, p.kind, p.name
-            ),
-        ));
-    }
-    if let Some(p) = gateway
-        .spec
-        .infrastructure
-        .as_ref()
-        .and_then(|i| i.parameters_ref.as_ref())
-    {
-        return Err((
-            "InvalidParameters",
-            format!(
-                "infrastructure.parametersRef ({}/{} {}) is not supported",
-                p.group, p.kind, p.name
-            ),
-        ));
-    }
-    if gateway
-        .spec
-        .addresses
-        .as_ref()
-        .is_some_and(|a| !a.is_empty())
-    {
-        return Err((
-            "UnsupportedAddress",
-            "spec.addresses is not supported: the address comes from the data plane's LoadBalancer Service".into(),
-        ));
-    }
-    if !states.iter().any(ListenerState::usable) {
-        return Err((
-            "ListenersNotValid",
-            "no listener is valid; see the listeners' conditions".into(),
-        ));
-    }
-    Ok(())
-}
-
-/// The routes that name this Gateway, oldest first (the spec's tie-break).
-fn candidate_routes(gateway: &Gateway, ctx: &GatewayContext) -> Vec<Arc<HttpRoute>> {
-    let mut routes: Vec<Arc<HttpRoute>> = ctx
-        .stores
-        .routes
-        .state()
-        .into_iter()
-        .filter(|r| {
-            let ns = r.namespace().unwrap_or_default();
-            r.spec
-                .parent_refs
-                .iter()
-                .flatten()
-                .any(|p| super::resolve::attach::names_gateway(p, &ns, gateway))
-        })
-        .collect();
-    routes.sort_by_key(|r| {
-        (
-            r.metadata.creation_timestamp.clone().map(|t| t.0),
-            r.namespace(),
-            r.name_any(),
-        )
-    });
-    routes
-}
-
 /// Judges the Gateway, applies its data plane and writes its status; a
 /// `claim` under way is waited for before the status is written (the claim
 /// is bound to the version it read, which a status write would change).
@@ -286,166 +213,120 @@ async fn apply(
     claim: Option<tokio::task::JoinHandle<Result<(), Error>>>,
 ) -> Result<Action, Error> {
     let now = Timestamp::now();
-    let generation = gateway.metadata.generation;
     let secrets = fetch_secrets(gateway, ctx).await?;
-    let secret_keys: HashSet<(String, String)> = secrets.keys().cloned().collect();
     let view = StoreView::new(&ctx.stores, secrets.clone());
     let states = listeners::evaluate(gateway, &view);
-    let accepted = acceptance(gateway, ctx, &states);
+    let accepted = judgement::acceptance(gateway, &view, &states);
 
-    let mut references = References {
-        secrets: secret_keys,
-        ..Default::default()
-    };
-    // Secrets named but missing count too: their creation must wake the Gateway.
-    for s in states.iter() {
-        for listener in &gateway.spec.listeners {
-            if listener.name != s.name {
-                continue;
-            }
-            for r in listener
-                .tls
-                .iter()
-                .flat_map(|t| t.certificate_refs.iter().flatten())
-            {
-                let ns = r
-                    .namespace
-                    .clone()
-                    .unwrap_or_else(|| gateway.namespace().unwrap_or_default());
-                references.secrets.insert((ns, r.name.clone()));
-            }
-        }
-    }
+    let mut verdicts = Vec::new();
     let mut attached = vec![0_i32; states.len()];
-    let mut data_plane = DataPlane::Absent;
-    let mut address_list = Vec::new();
-    let mut recheck = None;
-
+    let mut served = Served {
+        data_plane: DataPlane::Absent,
+        addresses: Vec::new(),
+        recheck: None,
+    };
     if accepted.is_ok() {
-        let mut model = GatewayModel {
-            namespace: gateway.namespace().unwrap_or_default(),
-            name: gateway.name_any(),
-            listeners: states
-                .iter()
-                .map(|s| model::Listener {
-                    name: s.name.clone(),
-                    port: s.port,
-                    protocol: s.protocol.unwrap_or(model::Protocol::Http),
-                    hostname: s.hostname.clone(),
-                    certificates: s.certificates.iter().map(|c| c.files()).collect(),
-                    routes: Vec::new(),
-                })
-                .collect(),
-        };
-        let verdicts = routes::evaluate_all(
-            &candidate_routes(gateway, ctx),
-            gateway,
-            &states,
-            &view,
-            &ctx.translator,
-        )
-        .await;
-        for verdict in verdicts {
-            references.services.extend(verdict.services.iter().cloned());
-            references
-                .routes
-                .insert((verdict.namespace.clone(), verdict.name.clone()));
-            if !verdict.attached() {
-                continue;
-            }
-            let mut on: BTreeMap<usize, Vec<String>> = BTreeMap::new();
-            for parent in &verdict.parents {
-                for a in parent.accepted.iter().flatten() {
-                    let hosts = on.entry(a.listener).or_default();
-                    for h in &a.hostnames {
-                        if !hosts.contains(h) {
-                            hosts.push(h.clone());
-                        }
-                    }
-                }
-            }
-            for (listener, hostnames) in on {
-                attached[listener] += 1;
-                model.listeners[listener].routes.push(model::Route {
-                    namespace: verdict.namespace.clone(),
-                    name: verdict.name.clone(),
-                    hostnames,
-                    rules: verdict.rules.clone(),
-                });
-            }
-        }
-        // Only what can be served goes into the config.
-        let programmable: Vec<bool> = states.iter().map(ListenerState::programmable).collect();
-        let mut index = 0;
-        model.listeners.retain(|_| {
-            let keep = programmable[index];
-            index += 1;
-            keep
-        });
-        // Rules Praxis cannot express were left out by `routes::evaluate_all`
-        // (and reported on their routes), with `config::check_rule`.
-        (data_plane, address_list) = match config::generate(&model, &ctx.settings.config) {
-            Ok(yaml) => match apply_children(gateway, ctx, &yaml, &states, &secrets).await {
-                Ok(served) => {
-                    recheck = served.recheck;
-                    (served.data_plane, served.addresses)
-                }
-                // Refused for what it is (invalid, forbidden): trying again
-                // at once would be refused again; the status says why.
-                Err(Error::Kube(kube::Error::Api(refusal)))
-                    if matches!(refusal.code, 400 | 403 | 422) =>
-                {
-                    let why = format!("the API server refused the data plane: {}", refusal.message);
-                    publish(
-                        ctx,
-                        gateway,
-                        EventType::Warning,
-                        "DataPlaneRefused",
-                        why.clone(),
-                    )
-                    .await;
-                    (DataPlane::Pending(why), Vec::new())
-                }
-                Err(err) => return Err(err),
-            },
-            Err(err) => {
-                publish(
-                    ctx,
-                    gateway,
-                    EventType::Warning,
-                    "ConfigInvalid",
-                    config_message(&err),
-                )
-                .await;
-                (
-                    DataPlane::Pending(format!("the Praxis config cannot be generated: {err}")),
-                    Vec::new(),
-                )
-            }
-        };
+        let candidates = judgement::candidate_routes(gateway, ctx.stores.routes.state());
+        verdicts =
+            routes::evaluate_all(&candidates, gateway, &states, &view, &ctx.translator).await;
+        let built = judgement::build(gateway, &states, &verdicts);
+        attached = built.attached;
+        served = serve(gateway, ctx, &built.model, &states, &secrets).await?;
     }
+    let references = judgement::references(gateway, &states, secrets.keys(), &verdicts);
     ctx.remember(ObjectRef::from_obj(gateway), references);
     if let Some(claim) = claim {
         claim.await.map_err(|e| Error::Claim(e.to_string()))??;
     }
-    write_status(
-        gateway,
-        ctx,
-        &states,
-        &attached,
+    let Served {
+        data_plane,
+        addresses,
+        recheck,
+    } = served;
+    let update = GatewayStatusUpdate {
         accepted,
-        &data_plane,
-        address_list,
-        generation,
+        states: &states,
+        attached: &attached,
+        data_plane: &data_plane,
+        addresses,
+        generation: gateway.metadata.generation,
         now,
-    )
-    .await?;
+    };
+    write_status(gateway, ctx, update).await?;
     tracing::debug!(gateway = %ObjectRef::from_obj(gateway), ?data_plane, "reconciled");
     let next = match data_plane {
-        DataPlane::Pending(_) => Duration::from_secs(10),
+        DataPlane::Pending(_) => PENDING,
         _ => RESYNC,
     };
     Ok(Action::requeue(recheck.map_or(next, |r| r.min(next))))
+}
+
+/// What the data plane serves, once its config was generated and applied.
+struct Served {
+    data_plane: DataPlane,
+    /// The Service's load-balancer addresses.
+    addresses: Vec<GatewayStatusAddresses>,
+    /// When to look again: the stores did not yet show the last apply.
+    recheck: Option<Duration>,
+}
+
+impl Served {
+    /// Not served, for the reason given (the status says why).
+    fn pending(why: String) -> Self {
+        Self {
+            data_plane: DataPlane::Pending(why),
+            addresses: Vec::new(),
+            recheck: None,
+        }
+    }
+}
+
+/// Generates the Praxis config of `model` and applies the data plane. A
+/// config that cannot be generated, or a data plane the API server refuses,
+/// is reported (an Event, and the status says why), not retried at once.
+async fn serve(
+    gateway: &Gateway,
+    ctx: &GatewayContext,
+    model: &GatewayModel,
+    states: &[ListenerState],
+    secrets: &BTreeMap<(String, String), Arc<Secret>>,
+) -> Result<Served, Error> {
+    // Rules Praxis cannot express were left out by `routes::evaluate_all`
+    // (and reported on their routes), with `config::check_rule`.
+    let yaml = match config::generate(model, &ctx.settings.config) {
+        Ok(yaml) => yaml,
+        Err(err) => {
+            publish(
+                ctx,
+                gateway,
+                EventType::Warning,
+                "ConfigInvalid",
+                config_message(&err),
+            )
+            .await;
+            return Ok(Served::pending(format!(
+                "the Praxis config cannot be generated: {err}"
+            )));
+        }
+    };
+    match apply_children(gateway, ctx, &yaml, states, secrets).await {
+        Ok(served) => Ok(served),
+        // Refused for what it is (invalid, forbidden): trying again at once
+        // would be refused again; the status says why.
+        Err(Error::Kube(kube::Error::Api(refusal))) if matches!(refusal.code, 400 | 403 | 422) => {
+            let why = format!("the API server refused the data plane: {}", refusal.message);
+            publish(
+                ctx,
+                gateway,
+                EventType::Warning,
+                "DataPlaneRefused",
+                why.clone(),
+            )
+            .await;
+            Ok(Served::pending(why))
+        }
+        Err(err) => Err(err),
+    }
 }
 
 fn config_message(err: &ConfigError) -> String {
@@ -469,15 +350,6 @@ async fn publish(
     if let Err(err) = ctx.recorder.publish(&event, &gateway.object_ref(&())).await {
         tracing::debug!(error = %err, "cannot post an event");
     }
-}
-
-/// What `apply_children` found.
-struct Served {
-    data_plane: DataPlane,
-    /// The Service's load-balancer addresses.
-    addresses: Vec<GatewayStatusAddresses>,
-    /// When to look again: the stores did not yet show the last apply.
-    recheck: Option<Duration>,
 }
 
 /// Applies the children `apply_plan` says must be written, in its order;
@@ -617,16 +489,15 @@ async fn apply_children(
         .is_some_and(|s| s.available_replicas.unwrap_or(0) >= 1)
         || pods_serve(ctx, gateway, &hash);
     let pending = |why: String| Served {
-        data_plane: DataPlane::Pending(why),
-        addresses: Vec::new(),
         recheck: plan.recheck,
+        ..Served::pending(why)
     };
     if !available {
         return Ok(pending(format!(
             "waiting for Deployment {name} to be available"
         )));
     }
-    let addresses = addresses(&service);
+    let addresses = status::addresses(&service);
     if addresses.is_empty() {
         return Ok(pending(format!(
             "waiting for Service {name} to get a load-balancer address"
@@ -715,71 +586,18 @@ fn pods_serve(ctx: &GatewayContext, gateway: &Gateway, config_hash: &str) -> boo
         })
 }
 
-/// The Service's load-balancer addresses, as Gateway status lists them.
-fn addresses(service: &Service) -> Vec<GatewayStatusAddresses> {
-    service
-        .status
-        .as_ref()
-        .and_then(|s| s.load_balancer.as_ref())
-        .and_then(|lb| lb.ingress.as_ref())
-        .into_iter()
-        .flatten()
-        .filter_map(|i| match (&i.ip, &i.hostname) {
-            (Some(ip), _) => Some(GatewayStatusAddresses {
-                r#type: Some("IPAddress".into()),
-                value: ip.clone(),
-            }),
-            (None, Some(host)) => Some(GatewayStatusAddresses {
-                r#type: Some("Hostname".into()),
-                value: host.clone(),
-            }),
-            _ => None,
-        })
-        .collect()
-}
-
-#[allow(clippy::too_many_arguments)]
+/// Writes the Gateway's status, unless it is already as `update` says.
 async fn write_status(
     gateway: &Gateway,
     ctx: &GatewayContext,
-    states: &[ListenerState],
-    attached: &[i32],
-    accepted: Result<(), (&'static str, String)>,
-    data_plane: &DataPlane,
-    address_list: Vec<GatewayStatusAddresses>,
-    generation: Option<i64>,
-    now: Timestamp,
+    update: GatewayStatusUpdate<'_>,
 ) -> Result<(), Error> {
-    let current = gateway.status.clone().unwrap_or_default();
-    let conditions = status::gateway_conditions(
-        current.conditions.as_deref().unwrap_or_default(),
-        accepted,
-        data_plane,
-        generation,
-        now,
-    );
-    let listeners = status::listeners(
-        current.listeners.as_deref().unwrap_or_default(),
-        states,
-        attached,
-        data_plane,
-        generation,
-        now,
-    );
-    let unchanged = current.conditions.as_ref() == Some(&conditions)
-        && current.listeners.as_ref() == Some(&listeners)
-        && current.addresses.clone().unwrap_or_default() == address_list;
-    if unchanged {
+    let Some(body) = update.patch(gateway.status.as_ref()) else {
         return Ok(());
-    }
+    };
     tracing::debug!(gateway = %ObjectRef::from_obj(gateway), "writing status");
     let api: Api<Gateway> =
         Api::namespaced(ctx.client.clone(), &gateway.namespace().unwrap_or_default());
-    let body = json!({ "status": {
-        "conditions": conditions,
-        "listeners": listeners,
-        "addresses": if address_list.is_empty() { serde_json::Value::Null } else { json!(address_list) },
-    } });
     api.patch_status(
         &gateway.name_any(),
         &PatchParams::default(),

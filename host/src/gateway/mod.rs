@@ -8,6 +8,7 @@ pub mod config;
 pub mod context;
 pub mod controller;
 pub mod gateway_reconcile;
+pub mod judgement;
 pub mod model;
 pub mod resolve;
 pub mod route_reconcile;
