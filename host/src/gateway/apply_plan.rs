@@ -86,13 +86,6 @@ pub struct Plan {
     pub recheck: Option<Duration>,
 }
 
-impl Plan {
-    /// Whether anything is written.
-    pub fn writes(&self) -> bool {
-        self.config || self.deployment || self.service
-    }
-}
-
 /// Decides which children to write, from what they would be, what the
 /// stores show, and the last apply (`None`: none since this process started).
 pub fn plan(
@@ -261,6 +254,16 @@ mod tests {
         }
     }
 
+    fn everything(order: Order) -> Plan {
+        Plan {
+            config: true,
+            deployment: true,
+            service: true,
+            order,
+            recheck: None,
+        }
+    }
+
     fn nothing(order: Order) -> Plan {
         Plan {
             config: false,
@@ -277,17 +280,7 @@ mod tests {
     fn a_first_apply_writes_every_child_at_once() {
         let (last, now) = applied_ago(LONG_AGO);
         let plan = plan(&desired(&last), &Shown::default(), None, now);
-        assert_eq!(
-            plan,
-            Plan {
-                config: true,
-                deployment: true,
-                service: true,
-                order: Order::AllAtOnce,
-                recheck: None,
-            }
-        );
-        assert!(plan.writes());
+        assert_eq!(plan, everything(Order::AllAtOnce));
     }
 
     #[test]
@@ -296,16 +289,7 @@ mod tests {
         // pods run, so a new config must not race their rollout.
         let (last, now) = applied_ago(LONG_AGO);
         let plan = plan(&desired(&last), &Store::caught_up().shown(), None, now);
-        assert_eq!(
-            plan,
-            Plan {
-                config: true,
-                deployment: true,
-                service: true,
-                order: Order::ConfigFirst,
-                recheck: None,
-            }
-        );
+        assert_eq!(plan, everything(Order::ConfigFirst));
     }
 
     #[test]
@@ -318,7 +302,6 @@ mod tests {
             now,
         );
         assert_eq!(plan, nothing(Order::ConfigFirst));
-        assert!(!plan.writes());
     }
 
     #[test]

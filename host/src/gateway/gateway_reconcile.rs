@@ -352,6 +352,50 @@ async fn publish(
     }
 }
 
+/// A Gateway's children as this reconcile would write them.
+struct Children {
+    config_map: ConfigMap,
+    /// The certificates of the programmable listeners, when there are any.
+    certificates: Option<Secret>,
+    deployment: Deployment,
+    service: Service,
+    /// The data plane's hash: of the config and the certificates.
+    hash: String,
+}
+
+impl Children {
+    fn new(
+        gateway: &Gateway,
+        ctx: &GatewayContext,
+        config: &str,
+        states: &[ListenerState],
+        secrets: &BTreeMap<(String, String), Arc<Secret>>,
+    ) -> Self {
+        let mut certificates: Vec<_> = states
+            .iter()
+            .filter(|s| s.programmable())
+            .flat_map(|s| s.certificates.iter().cloned())
+            .collect();
+        certificates.sort();
+        certificates.dedup();
+        let certificate_secret = children::certificates(gateway, &certificates, secrets);
+        let hash = children::data_plane_hash(config, certificate_secret.as_ref());
+        Self {
+            config_map: children::config_map(gateway, config),
+            deployment: children::deployment(
+                gateway,
+                &ctx.settings.praxis_image,
+                &hash,
+                states,
+                &certificates,
+            ),
+            service: children::service(gateway, states),
+            certificates: certificate_secret,
+            hash,
+        }
+    }
+}
+
 /// Applies the children `apply_plan` says must be written, in its order;
 /// returns whether the data plane is ready, and the addresses of its Service.
 async fn apply_children(
@@ -363,23 +407,13 @@ async fn apply_children(
 ) -> Result<Served, Error> {
     let namespace = gateway.namespace().unwrap_or_default();
     let name = children::name(gateway);
-    let mut certificates: Vec<_> = states
-        .iter()
-        .filter(|s| s.programmable())
-        .flat_map(|s| s.certificates.iter().cloned())
-        .collect();
-    certificates.sort();
-    certificates.dedup();
-    let certificate_secret = children::certificates(gateway, &certificates, secrets);
-    let hash = children::data_plane_hash(config, certificate_secret.as_ref());
-    let deployment = children::deployment(
-        gateway,
-        &ctx.settings.praxis_image,
-        &hash,
-        states,
-        &certificates,
-    );
-    let service = children::service(gateway, states);
+    let Children {
+        config_map,
+        certificates,
+        deployment,
+        service,
+        hash,
+    } = Children::new(gateway, ctx, config, states, secrets);
     let desired = Desired {
         data_plane: &hash,
         deployment: apply_plan::fingerprint(&deployment)?,
@@ -418,9 +452,8 @@ async fn apply_children(
         }
         let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
         let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-        let config_map = children::config_map(gateway, config);
         let certificates = async {
-            match &certificate_secret {
+            match &certificates {
                 Some(secret) => {
                     apply_child(&secrets, &children::certificates_name(gateway), secret)
                         .await
@@ -480,34 +513,43 @@ async fn apply_children(
         );
     }
 
-    // Serving: an available pod, with this config or (during a rolling
-    // update to it) the one before; the Gateway stays Programmed while its
-    // config rolls out, as its traffic is served throughout.
+    Ok(Served {
+        recheck: plan.recheck,
+        ..serving(ctx, gateway, &deployment, &service, &hash)
+    })
+}
+
+/// Whether the data plane serves: an available pod, with this config or
+/// (during a rolling update to it) the one before; the Gateway stays
+/// Programmed while its config rolls out, as its traffic is served
+/// throughout. And the addresses of its Service.
+fn serving(
+    ctx: &GatewayContext,
+    gateway: &Gateway,
+    deployment: &Deployment,
+    service: &Service,
+    config_hash: &str,
+) -> Served {
+    let name = children::name(gateway);
     let available = deployment
         .status
         .as_ref()
         .is_some_and(|s| s.available_replicas.unwrap_or(0) >= 1)
-        || pods_serve(ctx, gateway, &hash);
-    let pending = |why: String| Served {
-        recheck: plan.recheck,
-        ..Served::pending(why)
-    };
+        || pods_serve(ctx, gateway, config_hash);
     if !available {
-        return Ok(pending(format!(
-            "waiting for Deployment {name} to be available"
-        )));
+        return Served::pending(format!("waiting for Deployment {name} to be available"));
     }
-    let addresses = status::addresses(&service);
+    let addresses = status::addresses(service);
     if addresses.is_empty() {
-        return Ok(pending(format!(
+        return Served::pending(format!(
             "waiting for Service {name} to get a load-balancer address"
-        )));
+        ));
     }
-    Ok(Served {
+    Served {
         data_plane: DataPlane::Ready,
         addresses,
-        recheck: plan.recheck,
-    })
+        recheck: None,
+    }
 }
 
 /// Server-side applies a child as this controller, taking over its fields.
