@@ -80,9 +80,10 @@ fn bounded(wanted: &str, whole: &str, dots: bool) -> String {
     format!("{kept}-{suffix}")
 }
 
-/// The seed's labels, on every child and the pods; the selectors of the
-/// Deployment and the Service (a Deployment's selector cannot change, so
-/// nothing else ever joins it).
+/// The Praxis operator's standard labels (`app.kubernetes.io/name`,
+/// `instance`, `managed-by`), on every child and the pods; the selectors of
+/// the Deployment and the Service (a Deployment's selector cannot change,
+/// so nothing else ever joins it).
 pub fn labels(gateway: &Gateway) -> BTreeMap<String, String> {
     [
         ("app.kubernetes.io/name", "praxis"),
@@ -95,8 +96,9 @@ pub fn labels(gateway: &Gateway) -> BTreeMap<String, String> {
 }
 
 /// The labels every child and the pods carry: the Gateway's
-/// `infrastructure.labels`, then the seed's and the Gateway API's own
-/// (those win: they are what the selectors and watches rely on).
+/// `infrastructure.labels`, then the Praxis operator's standard ones and
+/// the Gateway API's own (those win: they are what the selectors and
+/// watches rely on).
 pub fn object_labels(gateway: &Gateway) -> BTreeMap<String, String> {
     let mut all = infrastructure(gateway, |i| i.labels.as_ref());
     all.extend(labels(gateway));
@@ -404,7 +406,7 @@ mod tests {
             labels: Some(
                 [
                     ("team".to_string(), "edge".to_string()),
-                    // The seed's own keys stay the operator's.
+                    // The standard labels' keys stay the operator's.
                     ("app.kubernetes.io/name".to_string(), "other".to_string()),
                 ]
                 .into(),
@@ -435,7 +437,7 @@ mod tests {
             );
         }
         assert_eq!(pod.annotations.unwrap()[CONFIG_HASH_ANNOTATION], "abc");
-        // The selectors are the seed's labels only (a Deployment's cannot change).
+        // The selectors are the standard labels only (a Deployment's cannot change).
         assert_eq!(spec.selector.match_labels.unwrap(), labels(&gw));
         assert_eq!(svc.spec.unwrap().selector.unwrap(), labels(&gw));
         // Without infrastructure metadata, no annotations at all.

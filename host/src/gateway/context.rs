@@ -27,6 +27,7 @@ use kube::{
 };
 
 use super::{
+    apply_plan::Applied,
     config::GenerateOptions,
     resolve::view::{ClusterView, SERVICE_NAME_LABEL},
     translate::Translator,
@@ -59,25 +60,6 @@ pub struct Stores {
     pub config_maps: Store<PartialObjectMeta<ConfigMap>>,
     /// The data planes' pods.
     pub pods: Store<Pod>,
-}
-
-/// What the last applies of a Gateway's children wrote: a child that would
-/// be written the same, and that nobody else changed, is not written again
-/// (every status change of a child wakes its Gateway).
-#[derive(Clone, Debug)]
-pub struct Applied {
-    /// The data plane's hash (config and certificates) the ConfigMap and
-    /// certificate Secret were applied with, and the ConfigMap's version.
-    pub data_plane: String,
-    pub config_map_version: Option<String>,
-    /// Hashes of the Deployment and Service as applied.
-    pub deployment_hash: u64,
-    pub service_hash: u64,
-    /// When a child was last applied, and the Deployment and Service the API
-    /// server returned: what counts until the stores show them.
-    pub at: std::time::Instant,
-    pub deployment: Arc<Deployment>,
-    pub service: Arc<Service>,
 }
 
 /// What one Gateway's config was built from, besides its routes.

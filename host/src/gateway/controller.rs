@@ -31,7 +31,7 @@ use serde::de::DeserializeOwned;
 use super::{
     Error, children, class_reconcile,
     context::{GatewayContext, GatewaySettings, Stores},
-    gateway_reconcile,
+    gateway_reconcile, judgement,
     resolve::view::SERVICE_NAME_LABEL,
     route_reconcile,
     translate::Translator,
@@ -42,7 +42,7 @@ use crate::{health::Health, metrics::METRICS, plugins::Registry};
 const BUFFER: usize = 1024;
 
 /// A watch shared by several controllers: its store and one stream per subscriber.
-struct Shared<K: Resource + Clone + 'static>
+struct SharedWatch<K: Resource + Clone + 'static>
 where
     K::DynamicType: Eq + std::hash::Hash + Clone + Default,
 {
@@ -53,7 +53,7 @@ where
     deleted: Vec<mpsc::UnboundedSender<Arc<K>>>,
 }
 
-impl<K> Shared<K>
+impl<K> SharedWatch<K>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Default,
@@ -118,20 +118,20 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     ensure_crds(&client).await?;
     health.expect(CACHES);
-    let mut classes = Shared::<GatewayClass>::new();
-    let mut gateways = Shared::<Gateway>::new();
-    let mut routes = Shared::<HttpRoute>::new();
-    let mut grants = Shared::<ReferenceGrant>::new();
-    let mut services = Shared::<Service>::new();
-    let mut slices = Shared::<EndpointSlice>::new();
-    let mut namespaces = Shared::<PartialObjectMeta<Namespace>>::new();
+    let mut classes = SharedWatch::<GatewayClass>::new();
+    let mut gateways = SharedWatch::<Gateway>::new();
+    let mut routes = SharedWatch::<HttpRoute>::new();
+    let mut grants = SharedWatch::<ReferenceGrant>::new();
+    let mut services = SharedWatch::<Service>::new();
+    let mut slices = SharedWatch::<EndpointSlice>::new();
+    let mut namespaces = SharedWatch::<PartialObjectMeta<Namespace>>::new();
     // The data planes' children: their Deployments (availability) and
     // ConfigMaps (only their versions: the configs are not kept twice).
-    let mut deployments = Shared::<Deployment>::new();
-    let mut config_maps = Shared::<PartialObjectMeta<ConfigMap>>::new();
+    let mut deployments = SharedWatch::<Deployment>::new();
+    let mut config_maps = SharedWatch::<PartialObjectMeta<ConfigMap>>::new();
     // And their pods: a first rollout is served once its pods are Ready,
     // before the ReplicaSet and then the Deployment report it.
-    let mut pods = Shared::<Pod>::new();
+    let mut pods = SharedWatch::<Pod>::new();
 
     let stores = Stores {
         classes: classes.store.clone(),
@@ -443,14 +443,7 @@ fn routes_naming(ctx: &GatewayContext, gateway: &Gateway) -> Vec<ObjectRef<HttpR
         .routes
         .state()
         .iter()
-        .filter(|r| {
-            let ns = r.namespace().unwrap_or_default();
-            r.spec
-                .parent_refs
-                .iter()
-                .flatten()
-                .any(|p| super::resolve::attach::names_gateway(p, &ns, gateway))
-        })
+        .filter(|r| judgement::names_gateway(r, gateway))
         .map(|r| ObjectRef::from_obj(&**r))
         .collect()
 }

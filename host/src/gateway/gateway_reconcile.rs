@@ -2,18 +2,19 @@
 //! the routes that attach to it, generate the Praxis config, apply the data
 //! plane (ConfigMap, Deployment, Service) and report status. Another
 //! controller's Gateway is never touched, not even with a finalizer.
+//!
+//! This is the I/O edge: the claim and the finalizer, the Secrets fetched,
+//! the translations, the writes and the Events. The decisions are pure and
+//! live beside it: the Gateway judged and its model built in `judgement`,
+//! which children to write in `apply_plan`, the status in `status`.
 
 use std::{
-    collections::{BTreeMap, HashSet},
-    hash::{Hash, Hasher},
+    collections::BTreeMap,
     sync::Arc,
-    time::Duration,
+    time::{Duration, Instant},
 };
 
-use gateway_api::{
-    gateways::{Gateway, GatewayStatusAddresses},
-    httproutes::HttpRoute,
-};
+use gateway_api::gateways::{Gateway, GatewayStatusAddresses};
 use k8s_openapi::{
     api::{
         apps::v1::Deployment,
@@ -31,16 +32,20 @@ use kube::{
         reflector::ObjectRef,
     },
 };
+use serde::{Serialize, de::DeserializeOwned};
 use serde_json::json;
 
 use super::{
-    Error, children,
+    Error,
+    apply_plan::{self, Applied, Desired, Order, Shown},
+    children,
     config::{self, ConfigError},
-    context::{Applied, GatewayContext, References, StoreView},
-    model::{self, GatewayModel},
+    context::{GatewayContext, StoreView},
+    judgement,
+    model::GatewayModel,
     resolve::listeners::{self, ListenerState},
     route_reconcile, routes,
-    status::{self, DataPlane},
+    status::{self, DataPlane, GatewayStatusUpdate},
 };
 
 /// Our finalizer, only ever on Gateways of our classes.
@@ -51,10 +56,9 @@ pub const CONTROLLER_ANNOTATION: &str = "gateway.pontoon.dev/controller";
 pub const FIELD_MANAGER: &str = "pontoon-gateway";
 /// The safety net: a Gateway is looked at this often even when nothing changes.
 const RESYNC: Duration = Duration::from_secs(300);
-/// How long after an apply the stores may still show the children as they
-/// were: the watch events of the apply wake the Gateway again, so writing
-/// the same children a second time would only load the API server.
-const STORE_LAG: Duration = Duration::from_secs(1);
+/// A data plane that is not serving yet is looked at again this soon (its
+/// children's events usually come first).
+const PENDING: Duration = Duration::from_secs(10);
 
 pub async fn reconcile(
     gateway: Arc<Gateway>,
@@ -200,90 +204,6 @@ async fn fetch_secrets(
     Ok(secrets)
 }
 
-/// Whether a rule can be expressed in Praxis (`Err` with why not).
-pub fn check_rule(rule: &model::Rule) -> Result<(), String> {
-    config::check_rule(rule).map(drop)
-}
-
-/// Why the Gateway is not accepted, if it is not.
-fn acceptance(
-    gateway: &Gateway,
-    ctx: &GatewayContext,
-    states: &[ListenerState],
-) -> Result<(), (&'static str, String)> {
-    let class = ctx
-        .stores
-        .classes
-        .get(&ObjectRef::new(&gateway.spec.gateway_class_name));
-    if let Some(p) = class.as_ref().and_then(|c| c.spec.parameters_ref.as_ref()) {
-        return Err((
-            "InvalidParameters",
-            format!(
-                "GatewayClass {} has parametersRef {}/{} {}, which Pontoon does not support",
-                gateway.spec.gateway_class_name, p.group, p.kind, p.name
-            ),
-        ));
-    }
-    if let Some(p) = gateway
-        .spec
-        .infrastructure
-        .as_ref()
-        .and_then(|i| i.parameters_ref.as_ref())
-    {
-        return Err((
-            "InvalidParameters",
-            format!(
-                "infrastructure.parametersRef ({}/{} {}) is not supported",
-                p.group, p.kind, p.name
-            ),
-        ));
-    }
-    if gateway
-        .spec
-        .addresses
-        .as_ref()
-        .is_some_and(|a| !a.is_empty())
-    {
-        return Err((
-            "UnsupportedAddress",
-            "spec.addresses is not supported: the address comes from the data plane's LoadBalancer Service".into(),
-        ));
-    }
-    if !states.iter().any(ListenerState::usable) {
-        return Err((
-            "ListenersNotValid",
-            "no listener is valid; see the listeners' conditions".into(),
-        ));
-    }
-    Ok(())
-}
-
-/// The routes that name this Gateway, oldest first (the spec's tie-break).
-fn candidate_routes(gateway: &Gateway, ctx: &GatewayContext) -> Vec<Arc<HttpRoute>> {
-    let mut routes: Vec<Arc<HttpRoute>> = ctx
-        .stores
-        .routes
-        .state()
-        .into_iter()
-        .filter(|r| {
-            let ns = r.namespace().unwrap_or_default();
-            r.spec
-                .parent_refs
-                .iter()
-                .flatten()
-                .any(|p| super::resolve::attach::names_gateway(p, &ns, gateway))
-        })
-        .collect();
-    routes.sort_by_key(|r| {
-        (
-            r.metadata.creation_timestamp.clone().map(|t| t.0),
-            r.namespace(),
-            r.name_any(),
-        )
-    });
-    routes
-}
-
 /// Judges the Gateway, applies its data plane and writes its status; a
 /// `claim` under way is waited for before the status is written (the claim
 /// is bound to the version it read, which a status write would change).
@@ -293,167 +213,120 @@ async fn apply(
     claim: Option<tokio::task::JoinHandle<Result<(), Error>>>,
 ) -> Result<Action, Error> {
     let now = Timestamp::now();
-    let generation = gateway.metadata.generation;
     let secrets = fetch_secrets(gateway, ctx).await?;
-    let secret_keys: HashSet<(String, String)> = secrets.keys().cloned().collect();
     let view = StoreView::new(&ctx.stores, secrets.clone());
     let states = listeners::evaluate(gateway, &view);
-    let accepted = acceptance(gateway, ctx, &states);
+    let accepted = judgement::acceptance(gateway, &view, &states);
 
-    let mut references = References {
-        secrets: secret_keys,
-        ..Default::default()
-    };
-    // Secrets named but missing count too: their creation must wake the Gateway.
-    for s in states.iter() {
-        for listener in &gateway.spec.listeners {
-            if listener.name != s.name {
-                continue;
-            }
-            for r in listener
-                .tls
-                .iter()
-                .flat_map(|t| t.certificate_refs.iter().flatten())
-            {
-                let ns = r
-                    .namespace
-                    .clone()
-                    .unwrap_or_else(|| gateway.namespace().unwrap_or_default());
-                references.secrets.insert((ns, r.name.clone()));
-            }
-        }
-    }
+    let mut verdicts = Vec::new();
     let mut attached = vec![0_i32; states.len()];
-    let mut data_plane = DataPlane::Absent;
-    let mut address_list = Vec::new();
-    let mut recheck = None;
-
+    let mut served = Served {
+        data_plane: DataPlane::Absent,
+        addresses: Vec::new(),
+        recheck: None,
+    };
     if accepted.is_ok() {
-        let mut model = GatewayModel {
-            namespace: gateway.namespace().unwrap_or_default(),
-            name: gateway.name_any(),
-            listeners: states
-                .iter()
-                .map(|s| model::Listener {
-                    name: s.name.clone(),
-                    port: s.port,
-                    protocol: s.protocol.unwrap_or(model::Protocol::Http),
-                    hostname: s.hostname.clone(),
-                    certificates: s.certificates.iter().map(|c| c.files()).collect(),
-                    routes: Vec::new(),
-                })
-                .collect(),
-        };
-        let verdicts = routes::evaluate_all(
-            &candidate_routes(gateway, ctx),
-            gateway,
-            &states,
-            &view,
-            &ctx.translator,
-            &check_rule,
-        )
-        .await;
-        for verdict in verdicts {
-            references.services.extend(verdict.services.iter().cloned());
-            references
-                .routes
-                .insert((verdict.namespace.clone(), verdict.name.clone()));
-            if !verdict.attached() {
-                continue;
-            }
-            let mut on: BTreeMap<usize, Vec<String>> = BTreeMap::new();
-            for parent in &verdict.parents {
-                for a in parent.accepted.iter().flatten() {
-                    let hosts = on.entry(a.listener).or_default();
-                    for h in &a.hostnames {
-                        if !hosts.contains(h) {
-                            hosts.push(h.clone());
-                        }
-                    }
-                }
-            }
-            for (listener, hostnames) in on {
-                attached[listener] += 1;
-                model.listeners[listener].routes.push(model::Route {
-                    namespace: verdict.namespace.clone(),
-                    name: verdict.name.clone(),
-                    hostnames,
-                    rules: verdict.rules.clone(),
-                });
-            }
-        }
-        // Only what can be served goes into the config.
-        let programmable: Vec<bool> = states.iter().map(ListenerState::programmable).collect();
-        let mut index = 0;
-        model.listeners.retain(|_| {
-            let keep = programmable[index];
-            index += 1;
-            keep
-        });
-        // Rules Praxis cannot express were left out by `routes::evaluate`
-        // (and reported on their routes), with the same `check_rule`.
-        (data_plane, address_list) = match config::generate(&model, &ctx.settings.config) {
-            Ok(yaml) => match apply_children(gateway, ctx, &yaml, &states, &secrets).await {
-                Ok(served) => {
-                    recheck = served.recheck;
-                    (served.data_plane, served.addresses)
-                }
-                // Refused for what it is (invalid, forbidden): trying again
-                // at once would be refused again; the status says why.
-                Err(Error::Kube(kube::Error::Api(refusal)))
-                    if matches!(refusal.code, 400 | 403 | 422) =>
-                {
-                    let why = format!("the API server refused the data plane: {}", refusal.message);
-                    publish(
-                        ctx,
-                        gateway,
-                        EventType::Warning,
-                        "DataPlaneRefused",
-                        why.clone(),
-                    )
-                    .await;
-                    (DataPlane::Pending(why), Vec::new())
-                }
-                Err(err) => return Err(err),
-            },
-            Err(err) => {
-                publish(
-                    ctx,
-                    gateway,
-                    EventType::Warning,
-                    "ConfigInvalid",
-                    config_message(&err),
-                )
-                .await;
-                (
-                    DataPlane::Pending(format!("the Praxis config cannot be generated: {err}")),
-                    Vec::new(),
-                )
-            }
-        };
+        let candidates = judgement::candidate_routes(gateway, ctx.stores.routes.state());
+        verdicts =
+            routes::evaluate_all(&candidates, gateway, &states, &view, &ctx.translator).await;
+        let built = judgement::build(gateway, &states, &verdicts);
+        attached = built.attached;
+        served = serve(gateway, ctx, &built.model, &states, &secrets).await?;
     }
+    let references = judgement::references(gateway, &states, secrets.keys(), &verdicts);
     ctx.remember(ObjectRef::from_obj(gateway), references);
     if let Some(claim) = claim {
         claim.await.map_err(|e| Error::Claim(e.to_string()))??;
     }
-    write_status(
-        gateway,
-        ctx,
-        &states,
-        &attached,
+    let Served {
+        data_plane,
+        addresses,
+        recheck,
+    } = served;
+    let update = GatewayStatusUpdate {
         accepted,
-        &data_plane,
-        address_list,
-        generation,
+        states: &states,
+        attached: &attached,
+        data_plane: &data_plane,
+        addresses,
+        generation: gateway.metadata.generation,
         now,
-    )
-    .await?;
+    };
+    write_status(gateway, ctx, update).await?;
     tracing::debug!(gateway = %ObjectRef::from_obj(gateway), ?data_plane, "reconciled");
     let next = match data_plane {
-        DataPlane::Pending(_) => Duration::from_secs(10),
+        DataPlane::Pending(_) => PENDING,
         _ => RESYNC,
     };
     Ok(Action::requeue(recheck.map_or(next, |r| r.min(next))))
+}
+
+/// What the data plane serves, once its config was generated and applied.
+struct Served {
+    data_plane: DataPlane,
+    /// The Service's load-balancer addresses.
+    addresses: Vec<GatewayStatusAddresses>,
+    /// When to look again: the stores did not yet show the last apply.
+    recheck: Option<Duration>,
+}
+
+impl Served {
+    /// Not served, for the reason given (the status says why).
+    fn pending(why: String) -> Self {
+        Self {
+            data_plane: DataPlane::Pending(why),
+            addresses: Vec::new(),
+            recheck: None,
+        }
+    }
+}
+
+/// Generates the Praxis config of `model` and applies the data plane. A
+/// config that cannot be generated, or a data plane the API server refuses,
+/// is reported (an Event, and the status says why), not retried at once.
+async fn serve(
+    gateway: &Gateway,
+    ctx: &GatewayContext,
+    model: &GatewayModel,
+    states: &[ListenerState],
+    secrets: &BTreeMap<(String, String), Arc<Secret>>,
+) -> Result<Served, Error> {
+    // Rules Praxis cannot express were left out by `routes::evaluate_all`
+    // (and reported on their routes), with `config::check_rule`.
+    let yaml = match config::generate(model, &ctx.settings.config) {
+        Ok(yaml) => yaml,
+        Err(err) => {
+            publish(
+                ctx,
+                gateway,
+                EventType::Warning,
+                "ConfigInvalid",
+                config_message(&err),
+            )
+            .await;
+            return Ok(Served::pending(format!(
+                "the Praxis config cannot be generated: {err}"
+            )));
+        }
+    };
+    match apply_children(gateway, ctx, &yaml, states, secrets).await {
+        Ok(served) => Ok(served),
+        // Refused for what it is (invalid, forbidden): trying again at once
+        // would be refused again; the status says why.
+        Err(Error::Kube(kube::Error::Api(refusal))) if matches!(refusal.code, 400 | 403 | 422) => {
+            let why = format!("the API server refused the data plane: {}", refusal.message);
+            publish(
+                ctx,
+                gateway,
+                EventType::Warning,
+                "DataPlaneRefused",
+                why.clone(),
+            )
+            .await;
+            Ok(Served::pending(why))
+        }
+        Err(err) => Err(err),
+    }
 }
 
 fn config_message(err: &ConfigError) -> String {
@@ -479,17 +352,52 @@ async fn publish(
     }
 }
 
-/// What `apply_children` found.
-struct Served {
-    data_plane: DataPlane,
-    /// The Service's load-balancer addresses.
-    addresses: Vec<GatewayStatusAddresses>,
-    /// When to look again: the stores did not yet show the last apply.
-    recheck: Option<Duration>,
+/// A Gateway's children as this reconcile would write them.
+struct Children {
+    config_map: ConfigMap,
+    /// The certificates of the programmable listeners, when there are any.
+    certificates: Option<Secret>,
+    deployment: Deployment,
+    service: Service,
+    /// The data plane's hash: of the config and the certificates.
+    hash: String,
 }
 
-/// Applies the data plane unless it is as last applied; returns whether it
-/// is ready, and the addresses of its Service.
+impl Children {
+    fn new(
+        gateway: &Gateway,
+        ctx: &GatewayContext,
+        config: &str,
+        states: &[ListenerState],
+        secrets: &BTreeMap<(String, String), Arc<Secret>>,
+    ) -> Self {
+        let mut certificates: Vec<_> = states
+            .iter()
+            .filter(|s| s.programmable())
+            .flat_map(|s| s.certificates.iter().cloned())
+            .collect();
+        certificates.sort();
+        certificates.dedup();
+        let certificate_secret = children::certificates(gateway, &certificates, secrets);
+        let hash = children::data_plane_hash(config, certificate_secret.as_ref());
+        Self {
+            config_map: children::config_map(gateway, config),
+            deployment: children::deployment(
+                gateway,
+                &ctx.settings.praxis_image,
+                &hash,
+                states,
+                &certificates,
+            ),
+            service: children::service(gateway, states),
+            certificates: certificate_secret,
+            hash,
+        }
+    }
+}
+
+/// Applies the children `apply_plan` says must be written, in its order;
+/// returns whether the data plane is ready, and the addresses of its Service.
 async fn apply_children(
     gateway: &Gateway,
     ctx: &GatewayContext,
@@ -499,24 +407,18 @@ async fn apply_children(
 ) -> Result<Served, Error> {
     let namespace = gateway.namespace().unwrap_or_default();
     let name = children::name(gateway);
-    let mut certificates: Vec<_> = states
-        .iter()
-        .filter(|s| s.programmable())
-        .flat_map(|s| s.certificates.iter().cloned())
-        .collect();
-    certificates.sort();
-    certificates.dedup();
-    let certificate_secret = children::certificates(gateway, &certificates, secrets);
-    let hash = children::data_plane_hash(config, certificate_secret.as_ref());
-    let deployment = children::deployment(
-        gateway,
-        &ctx.settings.praxis_image,
-        &hash,
-        states,
-        &certificates,
-    );
-    let service = children::service(gateway, states);
-    let (deployment_hash, service_hash) = (fingerprint(&deployment)?, fingerprint(&service)?);
+    let Children {
+        config_map,
+        certificates,
+        deployment,
+        service,
+        hash,
+    } = Children::new(gateway, ctx, config, states, secrets);
+    let desired = Desired {
+        data_plane: &hash,
+        deployment: apply_plan::fingerprint(&deployment)?,
+        service: apply_plan::fingerprint(&service)?,
+    };
     let key = ObjectRef::from_obj(gateway);
     let stores = &ctx.stores;
     let stored_config_map = stores
@@ -528,124 +430,70 @@ async fn apply_children(
     let stored_service = stores
         .services
         .get(&ObjectRef::new(&name).within(&namespace));
-
-    // Each child is applied when it would be written differently from its
-    // last apply, or when the stores do not show it as applied (deleted or
-    // edited by someone else). Just after an apply the stores lag behind
-    // (their events will wake the Gateway): a child is looked at again when
-    // the lag is over.
     let last = ctx.last_applied(&key);
-    let mut recheck = None;
-    let (config_stale, deployment_stale, service_stale) = match &last {
-        None => (true, true, true),
-        Some(last) => {
-            let lag = STORE_LAG.checked_sub(last.at.elapsed());
-            let mut stale = |same: bool, shown: bool| match (same, shown, lag) {
-                (false, _, _) | (true, false, None) => true,
-                (true, true, _) => false,
-                (true, false, Some(lag)) => {
-                    recheck = Some(lag);
-                    false
-                }
-            };
-            (
-                stale(
-                    last.data_plane == hash,
-                    stored_config_map.as_ref().map(|c| c.resource_version())
-                        == Some(last.config_map_version.clone()),
-                ),
-                stale(
-                    last.deployment_hash == deployment_hash,
-                    stored_deployment.as_ref().map(|d| d.metadata.generation)
-                        == Some(last.deployment.metadata.generation),
-                ),
-                stale(
-                    last.service_hash == service_hash,
-                    stored_service
-                        .as_deref()
-                        .is_some_and(|s| service_as_applied(s, &last.service)),
-                ),
-            )
-        }
+    let shown = Shown {
+        config_map: stored_config_map.as_ref().map(|c| &c.metadata),
+        deployment: stored_deployment.as_deref(),
+        service: stored_service.as_deref(),
     };
+    let plan = apply_plan::plan(&desired, &shown, last.as_ref(), Instant::now());
     tracing::debug!(
-        gateway = %key, config_stale, deployment_stale, service_stale, ?recheck, "data plane"
+        gateway = %key,
+        config_stale = plan.config,
+        deployment_stale = plan.deployment,
+        service_stale = plan.service,
+        recheck = ?plan.recheck,
+        "data plane"
     );
 
-    let params = PatchParams::apply(FIELD_MANAGER).force();
     let config = async {
-        if !config_stale {
+        if !plan.config {
             return Ok(None);
         }
         let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
         let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-        let config_map = Patch::Apply(children::config_map(gateway, config));
         let certificates = async {
-            match &certificate_secret {
-                Some(secret) => secrets
-                    .patch(
-                        &children::certificates_name(gateway),
-                        &params,
-                        &Patch::Apply(secret),
-                    )
-                    .await
-                    .map(drop),
+            match &certificates {
+                Some(secret) => {
+                    apply_child(&secrets, &children::certificates_name(gateway), secret)
+                        .await
+                        .map(drop)
+                }
                 None => Ok(()),
             }
         };
         let (config_map, ()) =
-            tokio::try_join!(config_maps.patch(&name, &params, &config_map), certificates)?;
+            tokio::try_join!(apply_child(&config_maps, &name, &config_map), certificates)?;
         Ok::<_, kube::Error>(Some(config_map.resource_version()))
     };
-    // What is not applied now was applied before: the stores' copy of it,
-    // or until they show it, what the API server returned then.
     let workload = async {
         let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
         let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
-        let deployment = async {
-            match &last {
-                Some(last) if !deployment_stale => Ok((
-                    stored_deployment.unwrap_or_else(|| last.deployment.clone()),
-                    false,
-                )),
-                _ => {
-                    let patch = Patch::Apply(&deployment);
-                    let applied = deployments.patch(&name, &params, &patch).await?;
-                    Ok((Arc::new(applied), true))
-                }
-            }
-        };
-        let service = async {
-            match &last {
-                Some(last) if !service_stale => Ok((
-                    stored_service.unwrap_or_else(|| last.service.clone()),
-                    false,
-                )),
-                _ => {
-                    let patch = Patch::Apply(&service);
-                    let applied = services.patch(&name, &params, &patch).await?;
-                    Ok((Arc::new(applied), true))
-                }
-            }
-        };
-        tokio::try_join!(deployment, service)
+        let kept_deployment = kept(
+            plan.deployment,
+            stored_deployment,
+            last.as_ref().map(|l| &l.deployment),
+        );
+        let kept_service = kept(
+            plan.service,
+            stored_service,
+            last.as_ref().map(|l| &l.service),
+        );
+        tokio::try_join!(
+            apply_unless_current(&deployments, &name, &deployment, kept_deployment),
+            apply_unless_current(&services, &name, &service, kept_service),
+        )
     };
     let (config_map_version, ((deployment, deployment_applied), (service, service_applied))) =
-        if stored_config_map.is_none() && last.is_none() {
-            // A first apply: all at once, so that the Deployment's rollout,
-            // the longest wait, starts a round trip earlier. Its pods cannot
-            // start before their ConfigMap exists (a kubelet retries the
-            // mount), so they never run a config that is not theirs.
-            tokio::try_join!(config, workload)?
-        } else {
-            // An update: the new config first, so that no pod of the rollout
-            // mounts the old one (Praxis reads its config once, at start).
-            let config_map_version = config.await?;
-            (config_map_version, workload.await?)
+        match plan.order {
+            Order::AllAtOnce => tokio::try_join!(config, workload)?,
+            Order::ConfigFirst => {
+                let config_map_version = config.await?;
+                (config_map_version, workload.await?)
+            }
         };
 
-    let applied_any = config_stale || deployment_applied || service_applied;
-    if applied_any {
+    if plan.config || deployment_applied || service_applied {
         let config_map_version = match (config_map_version, &last) {
             (Some(version), _) => version,
             (None, Some(last)) => last.config_map_version.clone(),
@@ -656,44 +504,88 @@ async fn apply_children(
             Applied {
                 data_plane: hash.clone(),
                 config_map_version,
-                deployment_hash,
-                service_hash,
-                at: std::time::Instant::now(),
+                deployment_hash: desired.deployment,
+                service_hash: desired.service,
+                at: Instant::now(),
                 deployment: deployment.clone(),
                 service: service.clone(),
             },
         );
     }
 
-    // Serving: an available pod, with this config or (during a rolling
-    // update to it) the one before; the Gateway stays Programmed while its
-    // config rolls out, as its traffic is served throughout.
+    Ok(Served {
+        recheck: plan.recheck,
+        ..serving(ctx, gateway, &deployment, &service, &hash)
+    })
+}
+
+/// Whether the data plane serves: an available pod, with this config or
+/// (during a rolling update to it) the one before; the Gateway stays
+/// Programmed while its config rolls out, as its traffic is served
+/// throughout. And the addresses of its Service.
+fn serving(
+    ctx: &GatewayContext,
+    gateway: &Gateway,
+    deployment: &Deployment,
+    service: &Service,
+    config_hash: &str,
+) -> Served {
+    let name = children::name(gateway);
     let available = deployment
         .status
         .as_ref()
         .is_some_and(|s| s.available_replicas.unwrap_or(0) >= 1)
-        || pods_serve(ctx, gateway, &hash);
-    let pending = |why: String| Served {
-        data_plane: DataPlane::Pending(why),
-        addresses: Vec::new(),
-        recheck,
-    };
+        || pods_serve(ctx, gateway, config_hash);
     if !available {
-        return Ok(pending(format!(
-            "waiting for Deployment {name} to be available"
-        )));
+        return Served::pending(format!("waiting for Deployment {name} to be available"));
     }
-    let addresses = addresses(&service);
+    let addresses = status::addresses(service);
     if addresses.is_empty() {
-        return Ok(pending(format!(
+        return Served::pending(format!(
             "waiting for Service {name} to get a load-balancer address"
-        )));
+        ));
     }
-    Ok(Served {
+    Served {
         data_plane: DataPlane::Ready,
         addresses,
-        recheck,
-    })
+        recheck: None,
+    }
+}
+
+/// Server-side applies a child as this controller, taking over its fields.
+async fn apply_child<K>(api: &Api<K>, name: &str, child: &K) -> Result<K, kube::Error>
+where
+    K: Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+{
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch(name, &params, &Patch::Apply(child)).await
+}
+
+/// What a child the plan does not write counts as: the stores' copy of it,
+/// or until they show it, what the API server returned at its last apply
+/// (`None`: it is to be applied).
+fn kept<K>(write: bool, stored: Option<Arc<K>>, last: Option<&Arc<K>>) -> Option<Arc<K>> {
+    match last {
+        Some(last) if !write => Some(stored.unwrap_or_else(|| last.clone())),
+        _ => None,
+    }
+}
+
+/// The child after this reconcile, and whether it was applied now: `current`
+/// when there is one, else `child` applied.
+async fn apply_unless_current<K>(
+    api: &Api<K>,
+    name: &str,
+    child: &K,
+    current: Option<Arc<K>>,
+) -> Result<(Arc<K>, bool), kube::Error>
+where
+    K: Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+{
+    match current {
+        Some(current) => Ok((current, false)),
+        None => Ok((Arc::new(apply_child(api, name, child).await?), true)),
+    }
 }
 
 /// Whether the Gateway's pods all serve the current config: at least one,
@@ -736,87 +628,18 @@ fn pods_serve(ctx: &GatewayContext, gateway: &Gateway, config_hash: &str) -> boo
         })
 }
 
-/// Identifies a child as it would be applied.
-fn fingerprint(child: &impl serde::Serialize) -> Result<u64, Error> {
-    let mut hasher = std::hash::DefaultHasher::new();
-    serde_json::to_vec(child)?.hash(&mut hasher);
-    Ok(hasher.finish())
-}
-
-/// Whether the stored Service is as applied: same metadata this controller
-/// sets, same spec (its status may have moved on: a load-balancer address).
-fn service_as_applied(stored: &Service, ours: &Service) -> bool {
-    stored.spec == ours.spec
-        && stored.metadata.labels == ours.metadata.labels
-        && stored.metadata.annotations == ours.metadata.annotations
-        && stored.metadata.owner_references == ours.metadata.owner_references
-}
-
-/// The Service's load-balancer addresses, as Gateway status lists them.
-fn addresses(service: &Service) -> Vec<GatewayStatusAddresses> {
-    service
-        .status
-        .as_ref()
-        .and_then(|s| s.load_balancer.as_ref())
-        .and_then(|lb| lb.ingress.as_ref())
-        .into_iter()
-        .flatten()
-        .filter_map(|i| match (&i.ip, &i.hostname) {
-            (Some(ip), _) => Some(GatewayStatusAddresses {
-                r#type: Some("IPAddress".into()),
-                value: ip.clone(),
-            }),
-            (None, Some(host)) => Some(GatewayStatusAddresses {
-                r#type: Some("Hostname".into()),
-                value: host.clone(),
-            }),
-            _ => None,
-        })
-        .collect()
-}
-
-#[allow(clippy::too_many_arguments)]
+/// Writes the Gateway's status, unless it is already as `update` says.
 async fn write_status(
     gateway: &Gateway,
     ctx: &GatewayContext,
-    states: &[ListenerState],
-    attached: &[i32],
-    accepted: Result<(), (&'static str, String)>,
-    data_plane: &DataPlane,
-    address_list: Vec<GatewayStatusAddresses>,
-    generation: Option<i64>,
-    now: Timestamp,
+    update: GatewayStatusUpdate<'_>,
 ) -> Result<(), Error> {
-    let current = gateway.status.clone().unwrap_or_default();
-    let conditions = status::gateway_conditions(
-        current.conditions.as_deref().unwrap_or_default(),
-        accepted,
-        data_plane,
-        generation,
-        now,
-    );
-    let listeners = status::listeners(
-        current.listeners.as_deref().unwrap_or_default(),
-        states,
-        attached,
-        data_plane,
-        generation,
-        now,
-    );
-    let unchanged = current.conditions.as_ref() == Some(&conditions)
-        && current.listeners.as_ref() == Some(&listeners)
-        && current.addresses.clone().unwrap_or_default() == address_list;
-    if unchanged {
+    let Some(body) = update.patch(gateway.status.as_ref()) else {
         return Ok(());
-    }
+    };
     tracing::debug!(gateway = %ObjectRef::from_obj(gateway), "writing status");
     let api: Api<Gateway> =
         Api::namespaced(ctx.client.clone(), &gateway.namespace().unwrap_or_default());
-    let body = json!({ "status": {
-        "conditions": conditions,
-        "listeners": listeners,
-        "addresses": if address_list.is_empty() { serde_json::Value::Null } else { json!(address_list) },
-    } });
     api.patch_status(
         &gateway.name_any(),
         &PatchParams::default(),

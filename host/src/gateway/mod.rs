@@ -1,12 +1,14 @@
 //! Gateway API for Praxis: GatewayClass, Gateway and HTTPRoute controllers,
 //! and the Praxis configuration generated from them.
 
+pub mod apply_plan;
 pub mod children;
 pub mod class_reconcile;
 pub mod config;
 pub mod context;
 pub mod controller;
 pub mod gateway_reconcile;
+pub mod judgement;
 pub mod model;
 pub mod resolve;
 pub mod route_reconcile;

@@ -20,7 +20,6 @@ use serde_json::json;
 use super::{
     Error,
     context::{GatewayContext, StoreView},
-    gateway_reconcile::check_rule,
     resolve::{attach, listeners},
     routes,
     status::{route_parent, same_parent},
@@ -76,7 +75,6 @@ pub async fn reconcile(route: Arc<HttpRoute>, ctx: Arc<GatewayContext>) -> Resul
             &states,
             &view,
             &ctx.translator,
-            &check_rule,
         )
         .await;
         let judged = verdicts

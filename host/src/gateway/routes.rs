@@ -12,6 +12,7 @@ use gateway_api::{
 };
 
 use super::{
+    config,
     model::{Match, Rule, TranslatedFilter},
     resolve::{
         attach::{self, Attachment},
@@ -56,17 +57,16 @@ impl RouteVerdict {
     }
 }
 
-/// Judges each of `routes` on `gateway`; `check_rule` says whether config
-/// generation can express a rule faithfully (`Err` with the reason when
-/// not). Every filter of every route goes to the translator in one batch:
-/// a Gateway's first reconcile translates all its routes' filters at once.
+/// Judges each of `routes` on `gateway`; a rule config generation cannot
+/// express faithfully ([`config::check_rule`]) is refused. Every filter of
+/// every route goes to the translator in one batch: a Gateway's first
+/// reconcile translates all its routes' filters at once.
 pub async fn evaluate_all(
     routes: &[Arc<HttpRoute>],
     gateway: &Gateway,
     listeners: &[ListenerState],
     view: &dyn ClusterView,
     translator: &Translator,
-    check_rule: &(dyn Fn(&Rule) -> Result<(), String> + Sync),
 ) -> Vec<RouteVerdict> {
     let gateway_namespace = gateway.metadata.namespace.clone().unwrap_or_default();
     let gateway_name = gateway.metadata.name.clone().unwrap_or_default();
@@ -101,7 +101,7 @@ pub async fn evaluate_all(
     routes
         .iter()
         .zip(translated)
-        .map(|(route, per_rule)| judge(route, gateway, listeners, view, per_rule, check_rule))
+        .map(|(route, per_rule)| judge(route, gateway, listeners, view, per_rule))
         .collect()
 }
 
@@ -112,7 +112,6 @@ fn judge(
     listeners: &[ListenerState],
     view: &dyn ClusterView,
     mut per_rule: Vec<Vec<Result<TranslatedFilter, Issue>>>,
-    check_rule: &(dyn Fn(&Rule) -> Result<(), String> + Sync),
 ) -> RouteVerdict {
     let namespace = route.metadata.namespace.clone().unwrap_or_default();
     let name = route.metadata.name.clone().unwrap_or_default();
@@ -176,7 +175,7 @@ fn judge(
             ));
         }
         if refused.is_none()
-            && let Err(why) = check_rule(&model)
+            && let Err(why) = config::check_rule(&model)
         {
             refused = Some(Issue::new(
                 UNSUPPORTED_VALUE,

@@ -5,10 +5,16 @@
 //! `lastTransitionTime` moves exactly when a condition's status changes.
 
 use gateway_api::{
-    gateways::{GatewayStatusListeners, GatewayStatusListenersSupportedKinds},
+    gateways::{
+        GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
+        GatewayStatusListenersSupportedKinds,
+    },
     httproutes::{HttpRouteParentRefs, HttpRouteStatusParents, HttpRouteStatusParentsParentRef},
 };
-use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Condition, jiff::Timestamp};
+use k8s_openapi::{
+    api::core::v1::Service, apimachinery::pkg::apis::meta::v1::Condition, jiff::Timestamp,
+};
+use serde_json::json;
 
 use super::{
     resolve::listeners::{GATEWAY_GROUP, ListenerState},
@@ -25,6 +31,83 @@ pub enum DataPlane {
     Pending(String),
     /// Not deployed (the Gateway is not accepted).
     Absent,
+}
+
+/// What a Gateway's status is written from.
+#[derive(Clone, Debug)]
+pub struct GatewayStatusUpdate<'a> {
+    /// `Err` with the reason and message when the Gateway is not accepted.
+    pub accepted: Result<(), (&'static str, String)>,
+    pub states: &'a [ListenerState],
+    /// Routes attached to each listener, in the Gateway's order.
+    pub attached: &'a [i32],
+    pub data_plane: &'a DataPlane,
+    /// The data plane Service's load-balancer addresses.
+    pub addresses: Vec<GatewayStatusAddresses>,
+    pub generation: Option<i64>,
+    pub now: Timestamp,
+}
+
+impl GatewayStatusUpdate<'_> {
+    /// The merge patch that brings `current` up to date, or `None` when it
+    /// already is (nothing is written then).
+    pub fn patch(self, current: Option<&GatewayStatus>) -> Option<serde_json::Value> {
+        let current = current.cloned().unwrap_or_default();
+        let conditions = gateway_conditions(
+            current.conditions.as_deref().unwrap_or_default(),
+            self.accepted,
+            self.data_plane,
+            self.generation,
+            self.now,
+        );
+        let listeners = listeners(
+            current.listeners.as_deref().unwrap_or_default(),
+            self.states,
+            self.attached,
+            self.data_plane,
+            self.generation,
+            self.now,
+        );
+        let unchanged = current.conditions.as_ref() == Some(&conditions)
+            && current.listeners.as_ref() == Some(&listeners)
+            && current.addresses.clone().unwrap_or_default() == self.addresses;
+        if unchanged {
+            return None;
+        }
+        let addresses = if self.addresses.is_empty() {
+            serde_json::Value::Null
+        } else {
+            json!(self.addresses)
+        };
+        Some(json!({ "status": {
+            "conditions": conditions,
+            "listeners": listeners,
+            "addresses": addresses,
+        } }))
+    }
+}
+
+/// The Service's load-balancer addresses, as Gateway status lists them.
+pub fn addresses(service: &Service) -> Vec<GatewayStatusAddresses> {
+    service
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|i| match (&i.ip, &i.hostname) {
+            (Some(ip), _) => Some(GatewayStatusAddresses {
+                r#type: Some("IPAddress".into()),
+                value: ip.clone(),
+            }),
+            (None, Some(host)) => Some(GatewayStatusAddresses {
+                r#type: Some("Hostname".into()),
+                value: host.clone(),
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Listener conditions and attached route counts, in the Gateway's order.
@@ -359,5 +442,78 @@ mod tests {
             condition(&entry.conditions, "ResolvedRefs").reason,
             "BackendNotFound"
         );
+    }
+
+    /// Gateway `gw` accepted, one route on its HTTP listener.
+    fn update<'a>(
+        states: &'a [ListenerState],
+        data_plane: &'a DataPlane,
+        addresses: Vec<GatewayStatusAddresses>,
+    ) -> GatewayStatusUpdate<'a> {
+        GatewayStatusUpdate {
+            accepted: Ok(()),
+            states,
+            attached: &[1, 0],
+            data_plane,
+            addresses,
+            generation: Some(2),
+            now: at("2026-01-01T00:00:00Z"),
+        }
+    }
+
+    #[test]
+    fn a_status_as_written_is_not_written_again_and_a_new_address_is() {
+        let states = states();
+        let pending = DataPlane::Pending(
+            "waiting for Service praxis-gw to get a load-balancer address".into(),
+        );
+        let first = update(&states, &pending, Vec::new()).patch(None).unwrap();
+        assert_eq!(first["status"]["addresses"], serde_json::Value::Null);
+        let written: GatewayStatus = serde_json::from_value(first["status"].clone()).unwrap();
+        assert_eq!(
+            condition(written.conditions.as_deref().unwrap(), "Programmed").reason,
+            "AddressNotAssigned"
+        );
+        assert_eq!(
+            update(&states, &pending, Vec::new()).patch(Some(&written)),
+            None,
+            "the same status again is not written"
+        );
+
+        let address = GatewayStatusAddresses {
+            r#type: Some("IPAddress".into()),
+            value: "192.0.2.10".into(),
+        };
+        let later = update(&states, &DataPlane::Ready, vec![address.clone()])
+            .patch(Some(&written))
+            .unwrap();
+        assert_eq!(later["status"]["addresses"], json!([address]));
+        assert_eq!(later["status"]["listeners"][0]["attachedRoutes"], 1);
+    }
+
+    #[test]
+    fn load_balancer_ingresses_become_ip_and_hostname_addresses() {
+        let service: Service = serde_json::from_value(json!({
+            "metadata": { "name": "praxis-gw" },
+            "status": { "loadBalancer": { "ingress": [
+                { "ip": "192.0.2.10", "hostname": "ignored.example.com" },
+                { "hostname": "lb.example.com" },
+                { "ports": [] }
+            ] } }
+        }))
+        .unwrap();
+        let found = addresses(&service);
+        let listed: Vec<(Option<&str>, &str)> = found
+            .iter()
+            .map(|a| (a.r#type.as_deref(), a.value.as_str()))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                (Some("IPAddress"), "192.0.2.10"),
+                (Some("Hostname"), "lb.example.com")
+            ]
+        );
+        assert!(addresses(&Service::default()).is_empty());
     }
 }

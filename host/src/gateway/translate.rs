@@ -50,11 +50,12 @@ enum Outcome {
 }
 
 pub struct Translator {
-    shared: Arc<Shared>,
+    modules: Arc<CachedModules>,
 }
 
-/// What every part of a batch uses.
-struct Shared {
+/// The filter modules and the cache of their outcomes: what every part of
+/// a batch translates with, each on its own task.
+struct CachedModules {
     registry: Arc<Registry>,
     cache: Mutex<Cache>,
 }
@@ -110,7 +111,7 @@ fn key(module: Arc<str>, filter: String, c: &RouteContext) -> Key {
 impl Translator {
     pub fn new(registry: Arc<Registry>) -> Self {
         Self {
-            shared: Arc::new(Shared {
+            modules: Arc::new(CachedModules {
                 registry,
                 cache: Mutex::default(),
             }),
@@ -125,7 +126,7 @@ impl Translator {
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         let parts = cores.min(requests.len() / PART_SIZE).max(1);
         if parts == 1 {
-            return self.shared.translate_part(&requests).await;
+            return self.modules.translate_part(&requests).await;
         }
         let size = requests.len().div_ceil(parts);
         // The other parts on tasks of their own, for idle workers to take;
@@ -133,14 +134,16 @@ impl Translator {
         let tasks: Vec<_> = (size..requests.len())
             .step_by(size)
             .map(|start| {
-                let (shared, requests) = (self.shared.clone(), requests.clone());
+                let (modules, requests) = (self.modules.clone(), requests.clone());
                 let end = (start + size).min(requests.len());
                 let task =
-                    tokio::spawn(async move { shared.translate_part(&requests[start..end]).await });
+                    tokio::spawn(
+                        async move { modules.translate_part(&requests[start..end]).await },
+                    );
                 (end - start, task)
             })
             .collect();
-        let mut results = self.shared.translate_part(&requests[..size]).await;
+        let mut results = self.modules.translate_part(&requests[..size]).await;
         results.reserve(requests.len() - size);
         for (count, task) in tasks {
             match task.await {
@@ -159,7 +162,7 @@ impl Translator {
     }
 }
 
-impl Shared {
+impl CachedModules {
     fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
         self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
