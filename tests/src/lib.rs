@@ -23,6 +23,9 @@ pub mod netns;
 pub mod operator;
 pub mod praxis;
 pub mod providers;
+pub mod skip;
+
+pub use skip::skip;
 
 /// A build done once per process: `build`'s path, or its error's message
 /// for every caller (anyhow::Error is not Clone).

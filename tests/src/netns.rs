@@ -9,10 +9,11 @@
 //!
 //! ```no_run
 //! # fn main() -> anyhow::Result<()> {
-//! use pontoon_tests::netns::NetNs;
-//! let Some(mut ns) = NetNs::create("traffic")? else {
-//!     return Ok(()); // not root, or a tool is missing: the reason is printed
-//! };
+//! use pontoon_tests::netns::{self, NetNs};
+//! if let Some(reason) = netns::unavailable() {
+//!     return pontoon_tests::skip!("{reason}"); // not root, or a tool is missing
+//! }
+//! let mut ns = NetNs::create("traffic")?;
 //! ns.start_echo_backend("web-0", &["10.244.0.7:8080".parse()?])?;
 //! let response = ns.get("http://10.244.0.7:8080/hello")?;
 //! assert_eq!(response.json()?["name"], "web-0");
@@ -21,8 +22,10 @@
 //!
 //! Made with `unshare --net` (a holder process keeps the namespace; it ends
 //! when its stdin closes), entered with `nsenter --net=/proc/PID/ns/net`.
-//! Needs root and `unshare`, `nsenter`, `ip` and `curl` (scripts/deps.sh);
-//! without them [`NetNs::create`] prints why and returns `None`. Dropping the
+//! Needs root and `unshare`, `nsenter`, `ip` and `curl` (scripts/deps.sh):
+//! a test asks [`unavailable`] first and skips ([`crate::skip!`]) with its
+//! reason; without them [`NetNs::create`] fails, so a test that forgot to
+//! ask does not pass without having run. Dropping the
 //! [`NetNs`] kills every process started in it; the namespace goes with the
 //! last of them. Each process's output is logged under the cargo target
 //! directory, `netns-logs/<namespace>/<label>.log`, for a day.
@@ -114,12 +117,11 @@ fn on_path(tool: &str) -> bool {
 
 impl NetNs {
     /// Makes a network namespace named `<prefix>-<random>` (the name only
-    /// labels its logs). `Ok(None)`, after printing why, when this machine
-    /// cannot ([`unavailable`]): the test should then return early.
-    pub fn create(prefix: &str) -> anyhow::Result<Option<Self>> {
+    /// labels its logs). An error when this machine cannot ([`unavailable`]):
+    /// a test asks that first and skips.
+    pub fn create(prefix: &str) -> anyhow::Result<Self> {
         if let Some(reason) = unavailable() {
-            println!("note: skipping a traffic test: {reason}");
-            return Ok(None);
+            bail!("cannot make a network namespace here: {reason}");
         }
         let suffix = Alphanumeric
             .sample_string(&mut rand::rng(), 6)
@@ -155,14 +157,14 @@ impl NetNs {
         let logs = all_logs.join(&name);
         std::fs::create_dir_all(&logs)
             .with_context(|| format!("cannot create {}", logs.display()))?;
-        Ok(Some(Self {
+        Ok(Self {
             name,
             holder_stdin: holder.stdin.take(),
             holder,
             net,
             logs,
             processes: Vec::new(),
-        }))
+        })
     }
 
     /// The namespace's name (`<prefix>-<random>`).

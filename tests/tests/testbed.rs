@@ -452,18 +452,16 @@ async fn horizontal_pod_autoscalers_can_be_created() -> anyhow::Result<()> {
 // --- certificates ----------------------------------------------------------
 
 /// The test bed's directory when the tests' kubeconfig is a test bed's (its
-/// `pki/` beside it); `None`, after saying so, for any other cluster.
-fn testbed_dir(what: &str) -> Option<PathBuf> {
+/// `pki/` beside it); for any other cluster, why it is not.
+fn testbed_dir() -> Result<PathBuf, String> {
     let kubeconfig = kubeconfig_path();
-    let dir = kubeconfig.parent()?.to_path_buf();
-    if dir.join("pki/ca.crt").is_file() {
-        return Some(dir);
+    match kubeconfig.parent() {
+        Some(dir) if dir.join("pki/ca.crt").is_file() => Ok(dir.to_path_buf()),
+        _ => Err(format!(
+            "{} is not a test bed's kubeconfig (no pki/ beside it)",
+            kubeconfig.display()
+        )),
     }
-    println!(
-        "note: {} is not a test bed's kubeconfig (no pki/ beside it): skipping {what}",
-        kubeconfig.display()
-    );
-    None
 }
 
 /// A scratch directory, removed when dropped.
@@ -553,8 +551,9 @@ print(json.dumps({"gitVersion": version["gitVersion"], "user": info["username"],
 
 #[tokio::test]
 async fn strict_tls_clients_accept_the_api_server() -> anyhow::Result<()> {
-    let Some(dir) = testbed_dir("the strict TLS check of the test bed's certificates") else {
-        return Ok(());
+    let dir = match testbed_dir() {
+        Ok(dir) => dir,
+        Err(reason) => return pontoon_tests::skip!("{reason}"),
     };
     let kubeconfig = Kubeconfig::read_from(kubeconfig_path())?;
     let out = python(
@@ -761,8 +760,8 @@ fn carrier2_script(config: &str) -> String {
 
 #[tokio::test]
 async fn carrier2_stand_in_bootstraps_on_a_good_config() -> anyhow::Result<()> {
-    if testbed_dir("the test bed's carrier2 stand-in").is_none() {
-        return Ok(());
+    if let Err(reason) = testbed_dir() {
+        return pontoon_tests::skip!("{reason}");
     }
     let ns = TestNamespace::new("tb-carrier2").await?;
     let pods: Api<Pod> = ns.api();
@@ -809,8 +808,8 @@ async fn carrier2_stand_in_bootstraps_on_a_good_config() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn carrier2_stand_in_panics_on_a_malformed_config() -> anyhow::Result<()> {
-    if testbed_dir("the test bed's carrier2 stand-in").is_none() {
-        return Ok(());
+    if let Err(reason) = testbed_dir() {
+        return pontoon_tests::skip!("{reason}");
     }
     let ns = TestNamespace::new("tb-carrier2-bad").await?;
     let pods: Api<Pod> = ns.api();
