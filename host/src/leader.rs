@@ -10,6 +10,9 @@
 //! `renew_deadline` stops leading (the process exits, to come back as a
 //! standby). On a clean shutdown the holder hands the Lease back, so a
 //! standby takes over at its next try instead of after the duration.
+//!
+//! [`lead`] waits for the Lease; [`keep_leading`] renews it while the
+//! controllers run and says when it is lost.
 
 use std::time::{Duration, Instant};
 
@@ -22,6 +25,8 @@ use kube::{
     Api, Client,
     api::{ObjectMeta, PostParams},
 };
+
+use crate::metrics::METRICS;
 
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -201,4 +206,75 @@ impl LeaderElector {
             .and_then(|s| u64::try_from(s).ok())
             .map_or(self.settings.lease_duration, Duration::from_secs)
     }
+}
+
+/// Waits until this replica holds the Lease (`true`) or the process is asked
+/// to stop (`false`).
+pub async fn lead(
+    elector: &mut LeaderElector,
+    shutdown: impl std::future::Future<Output = ()> + Clone,
+) -> anyhow::Result<bool> {
+    let settings = elector.settings().clone();
+    tracing::info!(lease = %format!("{}/{}", settings.namespace, settings.name), identity = settings.identity, "waiting to lead");
+    let mut last_holder = None;
+    loop {
+        match elector.try_acquire_or_renew().await {
+            Ok(Attempt::Leading) => {
+                tracing::info!(
+                    identity = settings.identity,
+                    "leading: starting the controllers"
+                );
+                return Ok(true);
+            }
+            Ok(Attempt::Following { holder }) => {
+                if last_holder.as_ref() != Some(&holder) {
+                    tracing::info!(%holder, "standing by: another replica leads");
+                    last_holder = Some(holder);
+                }
+            }
+            Err(err) => tracing::warn!(error = %err, "cannot read or take the leader Lease"),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(settings.retry_period) => {},
+            () = shutdown.clone() => return Ok(false),
+        }
+    }
+}
+
+/// Renews the Lease every retry period; when it is lost (another replica
+/// took it, or renewals failed for the renew deadline) signals `lost`. On
+/// `stop` (the controllers have stopped) hands the Lease back, so a standby
+/// takes over at once; returns whether this replica still led.
+pub async fn keep_leading(
+    mut elector: LeaderElector,
+    lost: tokio::sync::oneshot::Sender<()>,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) -> bool {
+    let settings = elector.settings().clone();
+    let mut renewed = std::time::Instant::now();
+    loop {
+        tokio::select! {
+            _ = &mut stop => {
+                if let Err(err) = elector.release().await {
+                    tracing::warn!(error = %err, "cannot hand the leader Lease back");
+                }
+                return true;
+            }
+            () = tokio::time::sleep(settings.retry_period) => {}
+        }
+        match elector.try_acquire_or_renew().await {
+            Ok(Attempt::Leading) => renewed = std::time::Instant::now(),
+            Ok(Attempt::Following { holder }) => {
+                tracing::error!(%holder, "another replica took the leader Lease");
+                break;
+            }
+            Err(err) => tracing::warn!(error = %err, "cannot renew the leader Lease"),
+        }
+        if renewed.elapsed() >= settings.renew_deadline {
+            break;
+        }
+    }
+    METRICS.leader.set(0);
+    let _ = lost.send(());
+    false
 }

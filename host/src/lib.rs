@@ -5,6 +5,7 @@
 pub mod bridge_mount;
 pub mod conditions;
 pub mod conformance;
+pub mod controller_support;
 pub mod crds;
 pub mod gateway;
 pub mod health;

@@ -31,7 +31,8 @@ pub struct CallLabels {
     pub module: String,
     /// `install`, `translate`, `metadata`, ...
     pub step: &'static str,
-    /// `ok`, `error` (the module's own answer) or `stopped` (by the sandbox).
+    /// `returned` (the module answered, success or its own error) or
+    /// `stopped` (by the sandbox: deadline, memory, trap).
     pub result: &'static str,
 }
 
@@ -223,7 +224,12 @@ mod tests {
         metrics.reconciled("bridge-mount", true);
         metrics.reconciled("bridge-mount", false);
         metrics.reconciled("bridge-mount", true);
-        metrics.provider_call("carrier2mount", "install", "ok", Duration::from_millis(3));
+        metrics.provider_call(
+            "carrier2mount",
+            "install",
+            "returned",
+            Duration::from_millis(3),
+        );
         metrics.sandbox_stop("spin", "deadline");
         let text = metrics.render();
         assert!(
@@ -231,7 +237,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains(r#"pontoon_provider_calls_total{module="carrier2mount",step="install",result="ok"} 1"#),
+            text.contains(r#"pontoon_provider_calls_total{module="carrier2mount",step="install",result="returned"} 1"#),
             "{text}"
         );
         assert!(

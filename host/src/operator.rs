@@ -12,9 +12,10 @@ use kube::{
 
 use crate::{
     bridge_mount::{self, controller::WatchScope},
+    controller_support::MissingCrds,
     gateway::{self, context::GatewaySettings},
     health::{self, Health},
-    leader::{self, Attempt, LeaderElector},
+    leader::{self, LeaderElector, keep_leading, lead},
     metrics::METRICS,
     plugins::{Limits, PluginRuntime, Worlds, grants::Grants},
 };
@@ -213,89 +214,6 @@ pub async fn run(client: Client, options: Options) -> anyhow::Result<()> {
         }
     }
     mounts.and(gateways)
-}
-
-/// Waits until this replica holds the Lease (`true`) or the process is asked
-/// to stop (`false`).
-async fn lead(
-    elector: &mut LeaderElector,
-    shutdown: impl std::future::Future<Output = ()> + Clone,
-) -> anyhow::Result<bool> {
-    let settings = elector.settings().clone();
-    tracing::info!(lease = %format!("{}/{}", settings.namespace, settings.name), identity = settings.identity, "waiting to lead");
-    let mut last_holder = None;
-    loop {
-        match elector.try_acquire_or_renew().await {
-            Ok(Attempt::Leading) => {
-                tracing::info!(
-                    identity = settings.identity,
-                    "leading: starting the controllers"
-                );
-                return Ok(true);
-            }
-            Ok(Attempt::Following { holder }) => {
-                if last_holder.as_ref() != Some(&holder) {
-                    tracing::info!(%holder, "standing by: another replica leads");
-                    last_holder = Some(holder);
-                }
-            }
-            Err(err) => tracing::warn!(error = %err, "cannot read or take the leader Lease"),
-        }
-        tokio::select! {
-            () = tokio::time::sleep(settings.retry_period) => {},
-            () = shutdown.clone() => return Ok(false),
-        }
-    }
-}
-
-/// Renews the Lease every retry period; when it is lost (another replica
-/// took it, or renewals failed for the renew deadline) signals `lost`. On
-/// `stop` (the controllers have stopped) hands the Lease back, so a standby
-/// takes over at once; returns whether this replica still led.
-async fn keep_leading(
-    mut elector: LeaderElector,
-    lost: tokio::sync::oneshot::Sender<()>,
-    mut stop: tokio::sync::oneshot::Receiver<()>,
-) -> bool {
-    let settings = elector.settings().clone();
-    let mut renewed = std::time::Instant::now();
-    loop {
-        tokio::select! {
-            _ = &mut stop => {
-                if let Err(err) = elector.release().await {
-                    tracing::warn!(error = %err, "cannot hand the leader Lease back");
-                }
-                return true;
-            }
-            () = tokio::time::sleep(settings.retry_period) => {}
-        }
-        match elector.try_acquire_or_renew().await {
-            Ok(Attempt::Leading) => renewed = std::time::Instant::now(),
-            Ok(Attempt::Following { holder }) => {
-                tracing::error!(%holder, "another replica took the leader Lease");
-                break;
-            }
-            Err(err) => tracing::warn!(error = %err, "cannot renew the leader Lease"),
-        }
-        if renewed.elapsed() >= settings.renew_deadline {
-            break;
-        }
-    }
-    METRICS.leader.set(0);
-    let _ = lost.send(());
-    false
-}
-
-/// A controller's CRDs are not installed; the message says how to install them.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct MissingCrds(pub String);
-
-/// Whether an API error says the resource does not exist. When a whole API
-/// group is missing the server answers a plain-text 404, which kube turns
-/// into a `Status` with the code but without the `NotFound` reason.
-pub fn not_found(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(status) if status.is_not_found() || status.code == 404)
 }
 
 /// With every controller asked for, one whose CRDs are missing is skipped

@@ -1169,7 +1169,7 @@ async fn health_readiness_and_metrics_show_an_active_mount() -> anyhow::Result<(
         log.contains("provider: carrier2mount: created shadow"),
         "{log}"
     );
-    assert!(!log.contains("pontoon::plugins::state"), "{log}");
+    assert!(!log.contains("pontoon::plugins::host::log"), "{log}");
     Ok(())
 }
 

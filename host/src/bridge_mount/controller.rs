@@ -12,10 +12,9 @@ use k8s_openapi::api::{
 };
 use kube::{
     Api, Client, Resource, ResourceExt,
-    api::ListParams,
     core::PartialObjectMeta,
     runtime::{
-        Controller, WatchStreamExt,
+        Controller,
         controller::Action,
         events::Recorder,
         finalizer::{self, finalizer},
@@ -33,6 +32,7 @@ use super::{
     state::State,
 };
 use crate::{
+    controller_support::{ApiFailure, ensure_crd, metadata_watch, other_failure},
     health::Health,
     metrics::{METRICS, StateLabels},
     plugins::{Discovery, Registry},
@@ -40,12 +40,6 @@ use crate::{
 
 /// Our finalizer on every mount: deletion waits for `uninstall`.
 pub const FINALIZER: &str = "gefyra.dev/bridge-mount-cleanup";
-
-/// How a conflicting write (someone changed the mount meanwhile) is retried;
-/// the newer version arrives through the watch anyway.
-const CONFLICT_RETRY: Duration = Duration::from_millis(500);
-/// How any other failure of a reconcile is retried.
-const FAILURE_RETRY: Duration = Duration::from_secs(5);
 
 /// Where the controller looks for mounts.
 #[derive(Clone, Debug, Default)]
@@ -68,7 +62,12 @@ pub async fn run(
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    ensure_crd(&mounts).await?;
+    ensure_crd(
+        &mounts,
+        "the cluster has no CRD gefyrabridgemounts.gefyra.dev; install it with `pontoon crds | kubectl apply -f -` (or the Helm chart)",
+        "GefyraBridgeMounts",
+    )
+    .await?;
     let controller = Controller::new(mounts, watcher::Config::default().any_semantic());
     let store = controller.store();
     health.expect(CACHE);
@@ -96,13 +95,13 @@ pub async fn run(
     });
     let (pods, deployments, sets) = (store.clone(), store.clone(), store);
     controller
-        .watches_stream(metadata::<Pod>(&client), move |pod| {
+        .watches_stream(metadata_watch::<Pod>(&client), move |pod| {
             affected_mounts(&pods, &pod)
         })
-        .watches_stream(metadata::<Deployment>(&client), move |d| {
+        .watches_stream(metadata_watch::<Deployment>(&client), move |d| {
             affected_mounts(&deployments, &d)
         })
-        .watches_stream(metadata::<StatefulSet>(&client), move |s| {
+        .watches_stream(metadata_watch::<StatefulSet>(&client), move |s| {
             affected_mounts(&sets, &s)
         })
         .graceful_shutdown_on(shutdown)
@@ -147,40 +146,6 @@ fn count_states(store: &Store<GefyraBridgeMount>) {
             .get_or_create(&StateLabels { state })
             .set(count);
     }
-}
-
-/// Fails early, with what to do, when the CRD is not installed.
-async fn ensure_crd(mounts: &Api<GefyraBridgeMount>) -> anyhow::Result<()> {
-    match mounts.list_metadata(&ListParams::default().limit(1)).await {
-        Ok(_) => Ok(()),
-        Err(err) if crate::operator::not_found(&err) => Err(crate::operator::MissingCrds(
-            "the cluster has no CRD gefyrabridgemounts.gefyra.dev; install it with `pontoon crds | kubectl apply -f -` (or the Helm chart)".into(),
-        )
-        .into()),
-        Err(err) => Err(anyhow::Error::new(err).context("cannot list GefyraBridgeMounts")),
-    }
-}
-
-/// Changes of every object of kind `K`, metadata only (a watch of full pods
-/// would keep every pod of the cluster in memory).
-fn metadata<K>(
-    client: &Client,
-) -> impl futures::Stream<Item = Result<PartialObjectMeta<K>, watcher::Error>> + Send + 'static
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    watcher(
-        Api::<PartialObjectMeta<K>>::all(client.clone()),
-        watcher::Config::default().any_semantic(),
-    )
-    .default_backoff()
-    .touched_objects()
 }
 
 /// The mounts an object may concern: those targeting its namespace whose
@@ -256,21 +221,10 @@ fn error_policy(
         | finalizer::Error::RemoveFinalizer(e) => Some(e),
         _ => None,
     };
-    if let Some(kube::Error::Api(status)) = kube_error
-        && status.is_not_found()
-    {
-        // A reconcile queued before the mount went away: nothing left to do.
-        tracing::debug!(mount = %name, "the mount is gone");
-        return Action::await_change();
+    match kube_error {
+        Some(e) => ApiFailure::of(e).action(&name, err),
+        None => other_failure(&name, err),
     }
-    if let Some(kube::Error::Api(status)) = kube_error
-        && status.is_conflict()
-    {
-        tracing::debug!(mount = %name, "the mount changed meanwhile; looking again");
-        return Action::requeue(CONFLICT_RETRY);
-    }
-    tracing::warn!(mount = %name, error = %err, "reconcile failed; retrying in 5 s");
-    Action::requeue(FAILURE_RETRY)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! kind, whichever controllers read it), then the GatewayClass, Gateway and
 //! HTTPRoute controllers, each woken by exactly the changes that concern it.
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{future::Future, sync::Arc};
 
 use futures::{FutureExt, StreamExt, channel::mpsc};
 use gateway_api::{
@@ -36,7 +36,12 @@ use super::{
     route_reconcile,
     translate::Translator,
 };
-use crate::{health::Health, metrics::METRICS, plugins::Registry};
+use crate::{
+    controller_support::{ApiFailure, ensure_crd, metadata_watch, other_failure},
+    health::Health,
+    metrics::METRICS,
+    plugins::Registry,
+};
 
 /// Events a subscriber may lag behind before the watch waits for it.
 const BUFFER: usize = 1024;
@@ -198,15 +203,7 @@ pub async fn run(
             .watches_shared_stream(services.changes(), by_service)
             .watches_shared_stream(slices.changes(), by_slice)
             .watches_shared_stream(namespaces.changes(), by_namespace)
-            .watches_stream(
-                watcher(
-                    Api::<PartialObjectMeta<Secret>>::all(client.clone()),
-                    watcher::Config::default(),
-                )
-                .default_backoff()
-                .touched_objects(),
-                by_secret,
-            )
+            .watches_stream(metadata_watch::<Secret>(&client), by_secret)
     };
 
     let route_controller = {
@@ -300,17 +297,12 @@ fn bounded() -> kube::runtime::controller::Config {
 
 /// Fails early, with what to do, when the Gateway API CRDs are not installed.
 async fn ensure_crds(client: &Client) -> anyhow::Result<()> {
-    let probe = Api::<GatewayClass>::all(client.clone())
-        .list_metadata(&kube::api::ListParams::default().limit(1))
-        .await;
-    match probe {
-        Ok(_) => Ok(()),
-        Err(err) if crate::operator::not_found(&err) => Err(crate::operator::MissingCrds(
-            "the cluster has no Gateway API CRDs (gateway.networking.k8s.io/v1); install them with `pontoon crds --set gateway-api | kubectl apply --server-side -f -`, or run with `--controllers bridge-mounts`".into(),
-        )
-        .into()),
-        Err(err) => Err(anyhow::Error::new(err).context("cannot list GatewayClasses")),
-    }
+    ensure_crd(
+        &Api::<GatewayClass>::all(client.clone()),
+        "the cluster has no Gateway API CRDs (gateway.networking.k8s.io/v1); install them with `pontoon crds --set gateway-api | kubectl apply --server-side -f -`, or run with `--controllers bridge-mounts`",
+        "GatewayClasses",
+    )
+    .await
 }
 
 /// The readiness part these controllers report (`/readyz`).
@@ -324,34 +316,16 @@ fn log<E: std::fmt::Display>(controller: &'static str, err: Option<E>) {
     }
 }
 
-fn retry_for(err: &Error) -> Duration {
+fn error_policy<K: Resource<DynamicType = ()>>(
+    object: Arc<K>,
+    err: &Error,
+    _: Arc<GatewayContext>,
+) -> Action {
+    let name = ObjectRef::from_obj(&*object).to_string();
     match err {
-        // A lost race (409), or a JSON patch whose `test` failed because the
-        // object changed meanwhile (422): the newer version is on its way.
-        Error::Kube(kube::Error::Api(status)) if status.is_conflict() || status.code == 422 => {
-            Duration::from_millis(200)
-        }
-        _ => Duration::from_secs(5),
+        Error::Kube(e) => ApiFailure::of(e).action(&name, err),
+        _ => other_failure(&name, err),
     }
-}
-
-fn error_policy<K: Resource>(object: Arc<K>, err: &Error, _: Arc<GatewayContext>) -> Action {
-    if let Error::Kube(kube::Error::Api(status)) = err
-        && status.is_not_found()
-    {
-        return Action::await_change();
-    }
-    let name = object.meta().name.clone().unwrap_or_default();
-    if let Error::Kube(kube::Error::Api(status)) = err
-        && status.is_conflict()
-    {
-        // A write raced another (a user's edit, a controller's status):
-        // expected, and retried shortly with the newer version.
-        tracing::debug!(object = %name, error = %err, "object changed meanwhile; retrying");
-    } else {
-        tracing::warn!(object = %name, error = %err, "reconcile failed; retrying");
-    }
-    Action::requeue(retry_for(err))
 }
 
 fn gateway_error_policy(
@@ -364,19 +338,10 @@ fn gateway_error_policy(
             error_policy(gateway, e, ctx)
         }
         finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => {
-            error_policy(gateway, &Error::Kube(clone_kube_error(e)), ctx)
+            let name = ObjectRef::from_obj(&*gateway).to_string();
+            ApiFailure::of(e).action(&name, err)
         }
-        other => {
-            tracing::warn!(gateway = %gateway.name_any(), error = %other, "reconcile failed; retrying");
-            Action::requeue(Duration::from_secs(5))
-        }
-    }
-}
-
-fn clone_kube_error(e: &kube::Error) -> kube::Error {
-    match e {
-        kube::Error::Api(status) => kube::Error::Api(status.clone()),
-        other => kube::Error::Service(other.to_string().into()),
+        other => other_failure(&ObjectRef::from_obj(&*gateway).to_string(), other),
     }
 }
 

@@ -4,13 +4,15 @@
 use crate::plugins::{bindings::Level, state::CallState};
 
 impl crate::plugins::bindings::provider::pontoon::provider::log::Host for CallState {
+    /// Asked for the target the lines go to (`provider`), so that
+    /// `RUST_LOG=provider=debug` alone turns a module's debug lines on.
     async fn enabled(&mut self, level: Level) -> bool {
         match level {
-            Level::Trace => tracing::enabled!(tracing::Level::TRACE),
-            Level::Debug => tracing::enabled!(tracing::Level::DEBUG),
-            Level::Info => tracing::enabled!(tracing::Level::INFO),
-            Level::Warn => tracing::enabled!(tracing::Level::WARN),
-            Level::Error => tracing::enabled!(tracing::Level::ERROR),
+            Level::Trace => tracing::enabled!(target: "provider", tracing::Level::TRACE),
+            Level::Debug => tracing::enabled!(target: "provider", tracing::Level::DEBUG),
+            Level::Info => tracing::enabled!(target: "provider", tracing::Level::INFO),
+            Level::Warn => tracing::enabled!(target: "provider", tracing::Level::WARN),
+            Level::Error => tracing::enabled!(target: "provider", tracing::Level::ERROR),
         }
     }
 

@@ -1,0 +1,156 @@
+//! What every controller of the operator shares, so that they behave alike:
+//! the probe that fails early when a controller's CRDs are missing, how an
+//! API error is told apart (gone, a lost race, anything else), the one retry
+//! policy that follows from it, and metadata-only watches.
+
+use std::time::Duration;
+
+use kube::{
+    Api, Client, Resource,
+    api::ListParams,
+    core::PartialObjectMeta,
+    runtime::{WatchStreamExt, controller::Action, watcher},
+};
+
+/// How a write that lost a race is retried: the newer version of the object
+/// arrives through the watch anyway, so soon is enough.
+pub const RACE_RETRY: Duration = Duration::from_millis(200);
+/// How any other failure of a reconcile is retried.
+pub const FAILURE_RETRY: Duration = Duration::from_secs(5);
+
+/// A controller's CRDs are not installed; the message says how to install them.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct MissingCrds(pub String);
+
+/// Whether an API error says the resource does not exist. When a whole API
+/// group is missing the server answers a plain-text 404, which kube turns
+/// into a `Status` with the code but without the `NotFound` reason.
+pub fn not_found(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if status.is_not_found() || status.code == 404)
+}
+
+/// Fails early, with what to do (`missing`), when the kind of `api` is not
+/// served: its CRD is not installed.
+pub async fn ensure_crd<K>(api: &Api<K>, missing: &str, kind: &str) -> anyhow::Result<()>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.list_metadata(&ListParams::default().limit(1)).await {
+        Ok(_) => Ok(()),
+        Err(err) if not_found(&err) => Err(MissingCrds(missing.to_string()).into()),
+        Err(err) => Err(anyhow::Error::new(err).context(format!("cannot list {kind}"))),
+    }
+}
+
+/// What an API error means for the reconcile that met it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApiFailure {
+    /// The object is gone: a reconcile queued before it went away.
+    Gone,
+    /// A write lost a race: a resourceVersion precondition (409), or a JSON
+    /// patch whose `test` failed because the object changed meanwhile (422;
+    /// kube-runtime's finalizer helper writes those).
+    Raced,
+    Other,
+}
+
+impl ApiFailure {
+    pub fn of(err: &kube::Error) -> Self {
+        match err {
+            kube::Error::Api(status) if status.is_not_found() => ApiFailure::Gone,
+            kube::Error::Api(status) if status.is_conflict() || status.code == 422 => {
+                ApiFailure::Raced
+            }
+            _ => ApiFailure::Other,
+        }
+    }
+
+    /// The one retry policy of every controller: a gone object waits for a
+    /// change, a race is looked at again soon, anything else in 5 s. Logs
+    /// what it decided about `object` (races at debug: they are expected).
+    pub fn action(self, object: &str, err: &dyn std::fmt::Display) -> Action {
+        match self {
+            ApiFailure::Gone => {
+                tracing::debug!(%object, "the object is gone");
+                Action::await_change()
+            }
+            ApiFailure::Raced => {
+                tracing::debug!(%object, error = %err, "the object changed meanwhile; looking again");
+                Action::requeue(RACE_RETRY)
+            }
+            ApiFailure::Other => other_failure(object, err),
+        }
+    }
+}
+
+/// A failure that is not the API's verdict on one object: retried in 5 s.
+pub fn other_failure(object: &str, err: &dyn std::fmt::Display) -> Action {
+    tracing::warn!(%object, error = %err, "reconcile failed; retrying in {} s", FAILURE_RETRY.as_secs());
+    Action::requeue(FAILURE_RETRY)
+}
+
+/// Changes of every object of kind `K`, metadata only: a watch of whole
+/// objects (pods, Secrets) would keep every one of the cluster in memory.
+pub fn metadata_watch<K>(
+    client: &Client,
+) -> impl futures::Stream<Item = Result<PartialObjectMeta<K>, watcher::Error>> + Send + 'static
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    watcher(
+        Api::<PartialObjectMeta<K>>::all(client.clone()),
+        watcher::Config::default().any_semantic(),
+    )
+    .default_backoff()
+    .touched_objects()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+
+    fn api(code: u16, reason: &str) -> kube::Error {
+        kube::Error::Api(Box::new(Status::failure("x", reason).with_code(code)))
+    }
+
+    #[test]
+    fn errors_are_told_apart_as_every_controller_retries_them() {
+        assert_eq!(ApiFailure::of(&api(404, "NotFound")), ApiFailure::Gone);
+        assert_eq!(ApiFailure::of(&api(409, "Conflict")), ApiFailure::Raced);
+        assert_eq!(ApiFailure::of(&api(422, "Invalid")), ApiFailure::Raced);
+        assert_eq!(ApiFailure::of(&api(403, "Forbidden")), ApiFailure::Other);
+        assert_eq!(
+            ApiFailure::of(&api(500, "InternalError")),
+            ApiFailure::Other
+        );
+    }
+
+    #[test]
+    fn a_race_is_looked_at_again_soon_and_anything_else_in_five_seconds() {
+        let err = "e";
+        assert_eq!(
+            ApiFailure::Raced.action("o", &err),
+            Action::requeue(RACE_RETRY)
+        );
+        assert_eq!(
+            ApiFailure::Other.action("o", &err),
+            Action::requeue(FAILURE_RETRY)
+        );
+        assert_eq!(ApiFailure::Gone.action("o", &err), Action::await_change());
+    }
+
+    #[test]
+    fn a_missing_api_group_counts_as_not_found() {
+        assert!(not_found(&api(404, "")));
+        assert!(not_found(&api(404, "NotFound")));
+        assert!(!not_found(&api(403, "Forbidden")));
+    }
+}
