@@ -135,6 +135,32 @@ struct RunArgs {
     /// Only for tests that run praxis as root; never in a cluster.
     #[arg(long, hide = true)]
     praxis_allow_root: bool,
+    /// Provider calls that run at once; the others wait their turn. Keep
+    /// this times `--provider-memory`, plus about 64 MiB for the operator,
+    /// under the operator's memory limit (the chart checks it).
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=64), env = "PONTOON_MAX_PROVIDER_CALLS")]
+    max_provider_calls: u64,
+    /// Namespaces mounts may target, comma-separated, or `*` for every
+    /// namespace but the excluded ones. A mount targeting any other goes to
+    /// ERROR before anything is touched.
+    #[arg(
+        long,
+        value_name = "NAMESPACES",
+        value_delimiter = ',',
+        default_value = "*",
+        env = "PONTOON_MOUNT_NAMESPACES"
+    )]
+    mount_namespaces: Vec<String>,
+    /// Namespaces mounts may never target, comma-separated; the operator's
+    /// own (`--namespace`) always is one.
+    #[arg(
+        long,
+        value_name = "NAMESPACES",
+        value_delimiter = ',',
+        default_value = "kube-system",
+        env = "PONTOON_MOUNT_EXCLUDED_NAMESPACES"
+    )]
+    mount_excluded_namespaces: Vec<String>,
     /// Memory (MiB) one provider instance may use before it is stopped.
     #[arg(long, value_name = "MIB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096), env = "PONTOON_PROVIDER_MEMORY")]
     provider_memory: u64,
@@ -205,6 +231,11 @@ async fn main() -> anyhow::Result<ExitCode> {
                 custom_providers: args.custom_providers,
                 grants: args.grants,
                 settings: bridge_mount::MountSettings {
+                    target_namespaces: bridge_mount::TargetNamespaces::new(
+                        args.mount_namespaces.iter().map(String::as_str),
+                        args.mount_excluded_namespaces.iter().map(String::as_str),
+                        &args.namespace,
+                    ),
                     operator_namespace: args.namespace,
                     carrier_image: args.carrier_image,
                     missing_grace_period: Duration::from_secs(args.missing_grace_period),
@@ -213,6 +244,7 @@ async fn main() -> anyhow::Result<ExitCode> {
                 limits: Limits {
                     deadline: Duration::from_secs(args.provider_deadline),
                     memory_bytes: usize::try_from(args.provider_memory)? * 1024 * 1024,
+                    concurrent_calls: usize::try_from(args.max_provider_calls)?,
                 },
                 cache_dir: args.cache_dir,
                 controllers: args.controllers,

@@ -211,9 +211,12 @@ async fn provider_events_land_on_the_mount() -> anyhow::Result<()> {
 async fn hostile_modules_are_contained_while_others_keep_working() -> anyhow::Result<()> {
     let ns = TestNamespace::new("rt-hostile").await?;
     let other = TestNamespace::new("rt-victim").await?;
+    // All six calls at once: what is tested is that they cannot hurt each
+    // other, not the operator's bound on calls running together.
     let limits = Limits {
         deadline: Duration::from_secs(3),
         memory_bytes: 32 * 1024 * 1024,
+        concurrent_calls: 6,
     };
     let runtime = PluginRuntime::new(limits)?;
     let (sample, looping, hog, trap, outsider) = (

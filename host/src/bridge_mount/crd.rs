@@ -604,6 +604,7 @@ mod tests {
             carrier_image: "carrier2:1".into(),
             missing_grace_period: Duration::from_secs(300),
             reconcile_interval: Duration::from_secs(60),
+            target_namespaces: Default::default(),
         };
         let request = mount.provider_request(&settings);
         assert_eq!(request.name, "web-mount");

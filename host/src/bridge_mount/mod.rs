@@ -5,6 +5,7 @@
 pub mod context;
 pub mod controller;
 pub mod crd;
+pub mod namespaces;
 pub mod reason;
 mod reconcile;
 pub mod settings;
@@ -13,4 +14,5 @@ pub mod status;
 
 pub use context::Context;
 pub use crd::{DEFAULT_PROVIDER, GefyraBridge, GefyraBridgeMount};
+pub use namespaces::TargetNamespaces;
 pub use settings::{MountSettings, RESTORE_CONFIG_MAP};

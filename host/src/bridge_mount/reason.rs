@@ -25,6 +25,7 @@ pub enum Reason {
     ProviderNotFound,
     DuplicateMount,
     ProviderFailed,
+    NamespaceNotAllowed,
     // What holds a mount up without moving it.
     TransitionNotAllowed,
     UnknownState,
@@ -46,7 +47,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const ALL: [Reason; 26] = [
+    pub const ALL: [Reason; 27] = [
         Reason::Requested,
         Reason::Preparing,
         Reason::Installing,
@@ -59,6 +60,7 @@ impl Reason {
         Reason::ProviderNotFound,
         Reason::DuplicateMount,
         Reason::ProviderFailed,
+        Reason::NamespaceNotAllowed,
         Reason::TransitionNotAllowed,
         Reason::UnknownState,
         Reason::UninstallFailed,
@@ -90,6 +92,7 @@ impl Reason {
             Reason::ProviderNotFound => "ProviderNotFound",
             Reason::DuplicateMount => "DuplicateMount",
             Reason::ProviderFailed => "ProviderFailed",
+            Reason::NamespaceNotAllowed => "NamespaceNotAllowed",
             Reason::TransitionNotAllowed => "TransitionNotAllowed",
             Reason::UnknownState => "UnknownState",
             Reason::UninstallFailed => "UninstallFailed",

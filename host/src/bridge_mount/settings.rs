@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::namespaces::TargetNamespaces;
 use crate::plugins::bindings::Settings as ProviderSettings;
 
 /// Name of the ConfigMap (in the operator namespace) holding the original
@@ -19,6 +20,8 @@ pub struct MountSettings {
     pub missing_grace_period: Duration,
     /// The safety net: every mount is looked at least this often.
     pub reconcile_interval: Duration,
+    /// Where mounts may reach (`--mount-namespaces`).
+    pub target_namespaces: TargetNamespaces,
 }
 
 impl MountSettings {

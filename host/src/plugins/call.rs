@@ -30,6 +30,8 @@ const HARD_DEADLINE_GRACE: Duration = Duration::from_secs(5);
 pub(super) struct Sandbox {
     engine: Engine,
     limits: Limits,
+    /// Turns for provider calls, shared by every module of the runtime.
+    turns: Arc<tokio::sync::Semaphore>,
 }
 
 /// How a call ended, as [`tokio::time::timeout`] around it reports it.
@@ -37,7 +39,20 @@ pub(super) type Ended<T> = Result<wasmtime::Result<T>, tokio::time::error::Elaps
 
 impl Sandbox {
     pub(super) fn new(engine: Engine, limits: Limits) -> Self {
-        Self { engine, limits }
+        Self {
+            engine,
+            limits,
+            turns: Arc::new(tokio::sync::Semaphore::new(limits.concurrent_calls.max(1))),
+        }
+    }
+
+    /// Waits for a turn to run a provider call: at most
+    /// `limits.concurrent_calls` run at once. The turn ends when the
+    /// returned permit is dropped.
+    pub(super) async fn turn(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        // The semaphore is never closed; were it, calls would run unbounded
+        // rather than never.
+        self.turns.acquire().await.ok()
     }
 
     pub(super) fn engine(&self) -> &Engine {
@@ -256,6 +271,7 @@ mod tests {
         let limits = Limits {
             deadline: Duration::from_secs(10),
             memory_bytes: 32 * MIB,
+            concurrent_calls: 2,
         };
         Sandbox::new(engine, limits)
     }
@@ -424,5 +440,21 @@ mod tests {
             "carrier2mount.wasm"
         );
         assert_eq!(file_label(Path::new("/")), "/");
+    }
+
+    #[tokio::test]
+    async fn at_most_the_limit_of_provider_calls_take_their_turn_at_once() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let sandbox = sandbox();
+        let (now, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let call = || async {
+            let _turn = sandbox.turn().await;
+            let running = now.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(running, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            now.fetch_sub(1, Ordering::SeqCst);
+        };
+        futures::future::join_all((0..8).map(|_| call())).await;
+        assert_eq!(most.load(Ordering::SeqCst), 2, "two turns, eight callers");
     }
 }

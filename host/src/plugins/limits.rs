@@ -12,6 +12,10 @@ pub struct Limits {
     pub deadline: Duration,
     /// Linear memory one instance may grow to.
     pub memory_bytes: usize,
+    /// Provider calls that run at once (the others wait their turn), so
+    /// that this many times `memory_bytes` bounds what provider instances
+    /// can take together. Filter calls are bounded by the cores instead.
+    pub concurrent_calls: usize,
 }
 
 impl Default for Limits {
@@ -19,6 +23,9 @@ impl Default for Limits {
         Self {
             deadline: Duration::from_secs(10),
             memory_bytes: 64 * 1024 * 1024,
+            // The chart's default: 3 × 64 MiB and the operator's own 64 MiB
+            // fit its 256 MiB memory limit.
+            concurrent_calls: 3,
         }
     }
 }

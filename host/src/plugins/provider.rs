@@ -26,6 +26,8 @@ pub struct ProviderModule {
 macro_rules! step {
     ($self:ident, $cluster:expr, $mount:expr, $step:literal, $method:ident) => {{
         let subject: Arc<str> = format!("{}/{}", $mount.namespace, $mount.name).into();
+        // Waiting for a turn is not part of the call's deadline.
+        let _turn = $self.sandbox.turn().await;
         let mut store = $self.sandbox.store($self.name.clone(), subject, $cluster);
         let call = async {
             let bindings = $self.pre.instantiate_async(&mut store).await?;

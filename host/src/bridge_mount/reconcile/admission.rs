@@ -1,7 +1,8 @@
 //! Admission: REQUESTED, and ERROR's retry, which goes back through it.
-//! The provider validates the mount, a second mount of the same container
-//! is refused (one mount per workload), the target must exist; then the
-//! mount starts PREPARING.
+//! The target namespace must be one mounts may target, the provider
+//! validates the mount, a second mount of the same workload is refused (one
+//! mount per workload, whatever the container), the target must exist; then
+//! the mount starts PREPARING.
 
 use std::{sync::Arc, time::Duration};
 
@@ -23,14 +24,24 @@ use crate::{
 };
 
 impl Reconcile<'_> {
-    /// REQUESTED (and a retry from ERROR): validate, refuse a second mount of
-    /// the same target, check the target exists, then start preparing.
+    /// REQUESTED (and a retry from ERROR): refuse a namespace outside the
+    /// administrator's list, validate, refuse a second mount of the same
+    /// workload, check the target exists, then start preparing.
     pub(super) async fn admit(
         &mut self,
         from: State,
         provider: &ProviderModule,
         request: &Mount,
     ) -> Result<Action, Error> {
+        let ready = self.writer.ready_reason();
+        let allowed = self
+            .ctx
+            .settings
+            .target_namespaces
+            .permit(&request.target_namespace);
+        if let Some(next) = namespace_refused(from, ready, allowed, self.interval) {
+            return self.execute(from, next).await;
+        }
         let valid = provider
             .validate(Some(self.access(provider, request)), request)
             .await;
@@ -40,7 +51,6 @@ impl Reconcile<'_> {
                 .await;
         }
         let holder = earlier_mount_of_same_target(&self.cr, &self.ctx.mounts.state());
-        let ready = self.writer.ready_reason();
         if let Some(next) = duplicate(from, ready, request, holder, self.interval) {
             return self.execute(from, next).await;
         }
@@ -76,12 +86,15 @@ pub enum Retry {
 }
 
 /// ERROR, by the reason it was entered for: the provider may have been
-/// loaded or the other mount of the target gone (both are watched, so at
-/// once); a provider failure may pass after some time. Invalid input stays:
-/// the fields that decide it cannot change, the mount must be recreated.
+/// loaded, the other mount of the target gone, or the operator restarted
+/// with other namespaces allowed (admission answers those at once); a
+/// provider failure may pass after some time. Invalid input stays: the
+/// fields that decide it cannot change, the mount must be recreated.
 pub fn error_retry(ready: ReadyReason, waited: Duration, interval: Duration) -> Retry {
     match ready {
-        ReadyReason::Known(Reason::ProviderNotFound | Reason::DuplicateMount) => Retry::Admit,
+        ReadyReason::Known(
+            Reason::ProviderNotFound | Reason::DuplicateMount | Reason::NamespaceNotAllowed,
+        ) => Retry::Admit,
         ReadyReason::Known(Reason::ProviderFailed) | ReadyReason::Unset => {
             if waited >= ERROR_RETRY {
                 Retry::Admit
@@ -93,7 +106,26 @@ pub fn error_retry(ready: ReadyReason, waited: Duration, interval: Duration) -> 
     }
 }
 
-/// A second mount of a mounted container is refused, naming the first; a
+/// A mount targeting a namespace outside the administrator's list goes to
+/// ERROR before anything is read or written there; one in ERROR for that
+/// already waits quietly (the list changes only with a restart).
+pub fn namespace_refused(
+    from: State,
+    ready: ReadyReason,
+    allowed: Result<(), String>,
+    interval: Duration,
+) -> Option<Next> {
+    let refusal = allowed.err()?;
+    if from == State::Error && ready == ReadyReason::Known(Reason::NamespaceNotAllowed) {
+        return Some(Next::Requeue(interval));
+    }
+    Some(Next::Fire(Transition::impair(
+        Reason::NamespaceNotAllowed,
+        refusal,
+    )))
+}
+
+/// A second mount of a mounted workload is refused, naming the first; a
 /// mount in ERROR for that already waits quietly for the first to go.
 pub fn duplicate(
     from: State,
@@ -109,8 +141,10 @@ pub fn duplicate(
     Some(Next::Fire(Transition::impair(
         Reason::DuplicateMount,
         format!(
-            "container `{}` of `{}` in namespace `{}` is already mounted by {holder}; delete one of the two mounts",
-            request.target_container, request.target, request.target_namespace
+            "`{}` in namespace `{}` is already mounted by {holder}; a workload takes one mount \
+             at a time, whatever the container (its shadow copy is one per workload): delete \
+             one of the two mounts",
+            request.target, request.target_namespace
         ),
     )))
 }
@@ -124,8 +158,8 @@ pub fn admitted(request: &Mount, provider: &str) -> Transition {
 }
 
 /// Another mount among `mounts`, older than `cr` (by creation, then
-/// namespace and name), of the same container of the same workload, as
-/// `namespace/name (STATE)`.
+/// namespace and name), of the same workload, whatever its container, as
+/// `namespace/name (STATE, container C)`. The oldest one is named.
 pub fn earlier_mount_of_same_target(
     cr: &GefyraBridgeMount,
     mounts: &[Arc<GefyraBridgeMount>],
@@ -134,13 +168,7 @@ pub fn earlier_mount_of_same_target(
         let fields = &mount.fields;
         Target::parse(fields.target.as_deref().unwrap_or_default())
             .ok()
-            .map(|target| {
-                (
-                    mount.target_namespace(),
-                    target,
-                    fields.target_container.clone().unwrap_or_default(),
-                )
-            })
+            .map(|target| (mount.target_namespace(), target))
     };
     let order = |mount: &GefyraBridgeMount| {
         (
@@ -156,14 +184,15 @@ pub fn earlier_mount_of_same_target(
         .filter(|other| other.uid() != cr.uid())
         .filter(|other| key(other).as_ref() == Some(&own))
         .filter(|other| order(other) < own_order)
+        .min_by_key(|other| order(other))
         .map(|other| {
             format!(
-                "{} ({})",
+                "{} ({}, container `{}`)",
                 other.qualified_name(),
-                other.fields.state.as_deref().unwrap_or("REQUESTED")
+                other.fields.state.as_deref().unwrap_or("REQUESTED"),
+                other.fields.target_container.as_deref().unwrap_or_default()
             )
         })
-        .next()
 }
 
 #[cfg(test)]
@@ -209,7 +238,7 @@ mod tests {
         let all = [first.clone(), second.clone()];
         assert_eq!(
             earlier_mount_of_same_target(&second, &all),
-            Some("gefyra/first (ACTIVE)".into())
+            Some("gefyra/first (ACTIVE, container `app`)".into())
         );
         assert_eq!(
             earlier_mount_of_same_target(&first, &all),
@@ -224,7 +253,7 @@ mod tests {
         let second = mount("gefyra", "second", LATE, serde_json::json!({}));
         assert_eq!(
             earlier_mount_of_same_target(&second, &[first]),
-            Some("gefyra/first (REQUESTED)".into())
+            Some("gefyra/first (REQUESTED, container `app`)".into())
         );
     }
 
@@ -246,16 +275,79 @@ mod tests {
         let all = [a.clone(), b.clone()];
         assert_eq!(
             earlier_mount_of_same_target(&b, &all),
-            Some("gefyra/a (REQUESTED)".into())
+            Some("gefyra/a (REQUESTED, container `app`)".into())
         );
         assert_eq!(earlier_mount_of_same_target(&a, &all), None);
     }
 
     #[test]
-    fn other_containers_workloads_and_namespaces_are_other_targets() {
+    fn another_container_of_the_same_workload_is_the_same_target() {
+        let first = mount(
+            "gefyra",
+            "first",
+            EARLY,
+            serde_json::json!({ "targetContainer": "sidecar", "state": "ACTIVE" }),
+        );
+        let second = mount("gefyra", "second", LATE, serde_json::json!({}));
+        assert_eq!(
+            earlier_mount_of_same_target(&second, &[first]),
+            Some("gefyra/first (ACTIVE, container `sidecar`)".into())
+        );
+    }
+
+    #[test]
+    fn the_oldest_holder_is_named_whatever_the_store_order() {
+        let oldest = mount(
+            "gefyra",
+            "oldest",
+            "2026-11-29T09:00:00Z",
+            serde_json::json!({}),
+        );
+        let older = mount("gefyra", "older", EARLY, serde_json::json!({}));
+        let second = mount("gefyra", "second", LATE, serde_json::json!({}));
+        assert_eq!(
+            earlier_mount_of_same_target(&second, &[older, oldest]),
+            Some("gefyra/oldest (REQUESTED, container `app`)".into())
+        );
+    }
+
+    #[test]
+    fn a_namespace_outside_the_list_is_refused_once_then_waited_on() {
+        let refused = Err("mounts may not target namespace `x`".to_string());
+        match namespace_refused(
+            State::Requested,
+            ReadyReason::Unset,
+            refused.clone(),
+            INTERVAL,
+        ) {
+            Some(Next::Fire(t)) => {
+                assert_eq!(t.reason, Reason::NamespaceNotAllowed);
+                assert_eq!(t.message, "mounts may not target namespace `x`");
+                assert!(fire(State::Requested, t.event).is_ok());
+                assert!(fire(State::Error, t.event).is_ok());
+            }
+            other => panic!("expected ERROR, got {other:?}"),
+        }
+        let said = ReadyReason::Known(Reason::NamespaceNotAllowed);
+        assert_eq!(
+            namespace_refused(State::Error, said, refused, INTERVAL),
+            Some(Next::Requeue(INTERVAL))
+        );
+        assert_eq!(
+            namespace_refused(State::Requested, ReadyReason::Unset, Ok(()), INTERVAL),
+            None
+        );
+        assert_eq!(
+            error_retry(said, Duration::ZERO, INTERVAL),
+            Retry::Admit,
+            "a restart with other namespaces allowed is answered at once"
+        );
+    }
+
+    #[test]
+    fn other_workloads_and_namespaces_are_other_targets() {
         let second = mount("gefyra", "second", LATE, serde_json::json!({}));
         for fields in [
-            serde_json::json!({ "targetContainer": "sidecar" }),
             serde_json::json!({ "target": "deploy/shop" }),
             serde_json::json!({ "target": "sts/web" }),
             serde_json::json!({ "targetNamespace": "other" }),
@@ -300,7 +392,7 @@ mod tests {
         let second = mount("gefyra", "second", LATE, serde_json::json!({}));
         assert_eq!(
             earlier_mount_of_same_target(&second, &[first]),
-            Some("shop/first (REQUESTED)".into())
+            Some("shop/first (REQUESTED, container `app`)".into())
         );
         let elsewhere = mount(
             "other",
@@ -341,7 +433,7 @@ mod tests {
                 from,
                 ReadyReason::Unset,
                 &request,
-                Some("gefyra/first (ACTIVE)".into()),
+                Some("gefyra/first (ACTIVE, container `app`)".into()),
                 INTERVAL,
             )
             .unwrap();
@@ -349,7 +441,9 @@ mod tests {
             assert_eq!((t.event, t.reason), (Event::Impair, Reason::DuplicateMount));
             assert_eq!(
                 t.message,
-                "container `app` of `deploy/web` in namespace `shop` is already mounted by gefyra/first (ACTIVE); delete one of the two mounts"
+                "`deploy/web` in namespace `shop` is already mounted by gefyra/first (ACTIVE, \
+                 container `app`); a workload takes one mount at a time, whatever the container \
+                 (its shadow copy is one per workload): delete one of the two mounts"
             );
             assert_eq!(fire(from, t.event), Ok(State::Error));
         }
@@ -358,7 +452,7 @@ mod tests {
                 State::Error,
                 ReadyReason::Known(Reason::DuplicateMount),
                 &request,
-                Some("gefyra/first (ACTIVE)".into()),
+                Some("gefyra/first (ACTIVE, container `app`)".into()),
                 INTERVAL,
             ),
             Some(Next::Requeue(INTERVAL)),
