@@ -133,14 +133,18 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
         kinds(&objects),
         BTreeMap::from(
             [
-                ("ClusterRole", 1),
-                ("ClusterRoleBinding", 1),
+                // The operator's, and carrier2mount's rights in target
+                // namespaces (cluster-wide: every namespace by default).
+                ("ClusterRole", 2),
+                ("ClusterRoleBinding", 2),
                 ("ConfigMap", 1),
                 ("Deployment", 1),
                 ("Role", 1),
                 ("RoleBinding", 1),
                 ("Service", 1),
                 ("ServiceAccount", 1),
+                ("ValidatingAdmissionPolicy", 1),
+                ("ValidatingAdmissionPolicyBinding", 1),
             ]
             .map(|(k, n)| (k.to_string(), n))
         )
@@ -155,6 +159,9 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
         "--carrier-image=quay.io/gefyra/carrier2:latest",
         "--praxis-image=ghcr.io/praxis-proxy/praxis:0.7.5",
         "--grants=/etc/pontoon/grants.yaml",
+        "--max-provider-calls=3",
+        "--mount-namespaces=*",
+        "--mount-excluded-namespaces=kube-system",
     ] {
         assert!(args.iter().any(|a| a == expected), "{expected} in {args:?}");
     }
@@ -224,12 +231,71 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
         "bridge mounts only: no Gateway API rights"
     );
 
+    // An allow-list of namespaces: carrier2mount's rights are bound there
+    // only, and the admission policy and the operator know the list.
+    let objects = render(&["--set", "mounts.targetNamespaces={shop,dev}"])?;
+    let bound: Vec<(String, String)> = objects
+        .iter()
+        .filter(|o| o["kind"] == "RoleBinding" && o["roleRef"]["name"] == "t-pontoon-mount-targets")
+        .map(|o| {
+            (
+                o["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                o["subjects"][0]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        bound,
+        [
+            ("shop".to_string(), "t-pontoon".to_string()),
+            ("dev".to_string(), "t-pontoon".to_string())
+        ]
+    );
+    assert!(
+        !objects.iter().any(|o| o["kind"] == "ClusterRoleBinding"
+            && o["metadata"]["name"] == "t-pontoon-mount-targets"),
+        "no cluster-wide binding of the pod-level rights"
+    );
+    let args = args_of(deployment_of(&objects)?);
+    assert!(
+        args.iter().any(|a| a == "--mount-namespaces=shop,dev"),
+        "{args:?}"
+    );
+    let policy = objects
+        .iter()
+        .find(|o| o["kind"] == "ValidatingAdmissionPolicy")
+        .context("the admission policy")?;
+    let allow = policy["spec"]["validations"][0]["expression"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        allow.contains(r#"!(variables.ns in ["kube-system","ops"])"#)
+            && allow.contains(r#"variables.ns in ["shop","dev"]"#),
+        "{allow}"
+    );
+    let off = render(&["--set", "mounts.admissionPolicy=false"])?;
+    assert!(!kinds(&off).contains_key("ValidatingAdmissionPolicy"));
+
     // Bad values are refused, naming the value.
     for (set, says) in [
         ("sandbox.memoryMiB=0", "/sandbox/memoryMiB"),
         ("controllers={bridges}", "/controllers/0"),
         ("logFormat=xml", "/logFormat"),
         ("replicas=2", "replicas"),
+        (
+            "mounts.targetNamespaces={Shop}",
+            "/mounts/targetNamespaces/0",
+        ),
+        (
+            "sandbox.concurrentCalls=8",
+            "sandbox.concurrentCalls (8) x sandbox.memoryMiB (64) + 64 MiB for the operator is 576 MiB, more than resources.limits.memory (256Mi)",
+        ),
     ] {
         let output = helm(&[
             "template",
