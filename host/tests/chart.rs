@@ -26,7 +26,7 @@ use kube::{
     Api,
     api::{ListParams, PostParams},
 };
-use pontoon::bridge_mount::{GefyraBridgeMount, crd::BridgeMountFields};
+use pontoon::bridge_mount::{GefyraBridge, GefyraBridgeMount, crd::BridgeMountFields};
 use pontoon_tests::{
     TestNamespace, kubeconfig_path, modules::test_module, operator::Operator, repo_root,
     testbed_bin, wait_for,
@@ -181,7 +181,7 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
     let custom = r#"providers.custom=[{"name":"mine","configMap":{"name":"mine-wasm","key":"mine.wasm"}},{"name":"theirs","image":{"repository":"registry.example/theirs","tag":"1.0","path":"/theirs.wasm"}}]"#;
     let objects = render(&[
         "--set",
-        "replicaCount=2,gateway.installCRDs=true,sandbox.memoryMiB=128,controllers={bridge-mounts}",
+        "replicaCount=2,gateway.installCRDs=true,sandbox.memoryMiB=128,sandbox.concurrentCalls=1,controllers={bridge-mounts}",
         "--set-json",
         custom,
     ])?;
@@ -556,48 +556,83 @@ async fn run_installed(
     }
     let operator = Operator::start(Path::new(env!("CARGO_BIN_EXE_pontoon")), ns.name(), &local)?;
 
-    // A mount with the custom provider.
-    ns.api::<Deployment>()
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": "web"},
-                "spec": {
-                    "replicas": 1,
-                    "selector": {"matchLabels": {"app": "web"}},
-                    "template": {
-                        "metadata": {"labels": {"app": "web"}},
-                        "spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}
+    // Mounts live in the release's namespace, their targets in another one
+    // (the operator's own namespace is never a target).
+    let target = TestNamespace::new("chart-target").await?;
+    // A mount with the custom provider, and one with the bundled
+    // carrier2mount (its shadow, Carrier2 in the pod, exec) carrying a
+    // GefyraBridge, which its deletion removes.
+    for (name, containers) in [
+        ("web", json!([{"name": "app", "image": "nginx:1.27"}])),
+        (
+            "shop",
+            json!([{
+                "name": "app", "image": "nginx:1.27",
+                "ports": [{"containerPort": 80}],
+                "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8081}}
+            }]),
+        ),
+    ] {
+        target
+            .api::<Deployment>()
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({
+                    "metadata": {"name": name},
+                    "spec": {
+                        "replicas": 1,
+                        "selector": {"matchLabels": {"app": name}},
+                        "template": {
+                            "metadata": {"labels": {"app": name}},
+                            "spec": {"containers": containers}
+                        }
                     }
-                }
-            }))?,
-        )
-        .await?;
+                }))?,
+            )
+            .await?;
+    }
     let mounts: Api<GefyraBridgeMount> = ns.api();
-    let mount = GefyraBridgeMount {
-        metadata: kube::api::ObjectMeta {
-            name: Some("web-mount".into()),
-            ..Default::default()
-        },
-        fields: BridgeMountFields {
-            target: Some("deploy/web".into()),
-            target_container: Some("app".into()),
-            provider: Some("sample".into()),
-            ..Default::default()
-        },
-    };
-    mounts.create(&PostParams::default(), &mount).await?;
+    for (name, workload, provider) in [
+        ("web-mount", "deploy/web", "sample"),
+        ("shop-mount", "deploy/shop", "carrier2mount"),
+    ] {
+        let mount = GefyraBridgeMount {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            fields: BridgeMountFields {
+                target_namespace: Some(target.name().into()),
+                target: Some(workload.into()),
+                target_container: Some("app".into()),
+                provider: Some(provider.into()),
+                ..Default::default()
+            },
+        };
+        mounts.create(&PostParams::default(), &mount).await?;
+    }
+    let bridges: Api<GefyraBridge> = ns.api();
+    let bridge: GefyraBridge = serde_json::from_value(json!({
+        "metadata": { "name": "to-shop", "labels": { "gefyra.dev/bridge-mount": "shop-mount" } },
+        "provider": "carrier2",
+        "target": "shop-mount",
+        "targetNamespace": target.name(),
+        "portMappings": ["8080:80"]
+    }))?;
+    bridges.create(&PostParams::default(), &bridge).await?;
     let active = |m: Option<&GefyraBridgeMount>| {
         m.is_some_and(|m| m.fields.state.as_deref() == Some("ACTIVE"))
     };
-    if let Err(err) = wait_for(&mounts, "web-mount", active, TIMEOUT).await {
-        let now = mounts.get_opt("web-mount").await?;
-        bail!(
-            "{err}: the mount is {:?} {:#?}\n--- operator ---\n{}",
-            now.as_ref().and_then(|m| m.fields.state.clone()),
-            now.as_ref().and_then(|m| m.fields.status.clone()),
-            operator.log_tail(40)
-        );
+    for name in ["web-mount", "shop-mount"] {
+        if let Err(err) = wait_for(&mounts, name, active, TIMEOUT).await {
+            let now = mounts.get_opt(name).await?;
+            bail!(
+                "{err}: {name} is {:?} {:#?}\n--- operator ---\n{}",
+                now.as_ref().and_then(|m| m.fields.state.clone()),
+                now.as_ref().and_then(|m| m.fields.status.clone()),
+                operator.log_tail(40)
+            );
+        }
     }
 
     // A Gateway of the chart's controllerName.
@@ -638,19 +673,30 @@ async fn run_installed(
         log.contains(r#"providers=["carrier2mount", "sample"]"#) && log.contains("rejected=0"),
         "{log}"
     );
-    // Cleaned up while the operator runs (its finalizers).
+    // Cleaned up while the operator runs (its finalizers): the mounts, with
+    // the bridge (a delete-collection the chart's RBAC must allow).
     pontoon_tests::gateway_api::remove_gateways_blocking(ns.name(), &[release.to_string()]);
-    mounts
-        .delete("web-mount", &kube::api::DeleteParams::default())
-        .await?;
-    wait_for(
-        &mounts,
-        "web-mount",
-        |m: Option<&GefyraBridgeMount>| m.is_none(),
-        TIMEOUT,
-    )
-    .await
-    .with_context(|| format!("the mount was not removed\n{}", operator.log_tail(30)))?;
+    for name in ["web-mount", "shop-mount"] {
+        mounts
+            .delete(name, &kube::api::DeleteParams::default())
+            .await?;
+    }
+    for name in ["web-mount", "shop-mount"] {
+        wait_for(
+            &mounts,
+            name,
+            |m: Option<&GefyraBridgeMount>| m.is_none(),
+            TIMEOUT,
+        )
+        .await
+        .with_context(|| format!("{name} was not removed\n{}", operator.log_tail(30)))?;
+    }
+    assert!(
+        bridges.get_opt("to-shop").await?.is_none(),
+        "the bridge went with its mount"
+    );
+    let log = operator.log();
+    assert!(!log.contains("forbidden"), "a missing RBAC rule:\n{log}");
     Ok(())
 }
 

@@ -25,8 +25,8 @@ use crate::{
 
 impl Reconcile<'_> {
     /// REQUESTED (and a retry from ERROR): refuse a namespace outside the
-    /// administrator's list, validate, refuse a second mount of the same
-    /// workload, check the target exists, then start preparing.
+    /// administrator's list and a second mount of the same workload, let the
+    /// provider validate, check the target exists, then start preparing.
     pub(super) async fn admit(
         &mut self,
         from: State,
@@ -42,6 +42,12 @@ impl Reconcile<'_> {
         if let Some(next) = namespace_refused(from, ready, allowed, self.interval) {
             return self.execute(from, next).await;
         }
+        // Before the provider looks: a second mount would find the first
+        // one's shadow and take it for a user's object.
+        let holder = earlier_mount_of_same_target(&self.cr, &self.ctx.mounts.state());
+        if let Some(next) = duplicate(from, ready, request, holder, self.interval) {
+            return self.execute(from, next).await;
+        }
         let valid = provider
             .validate(Some(self.access(provider, request)), request)
             .await;
@@ -49,10 +55,6 @@ impl Reconcile<'_> {
             return self
                 .execute(from, failure(from, Step::Validate, &err))
                 .await;
-        }
-        let holder = earlier_mount_of_same_target(&self.cr, &self.ctx.mounts.state());
-        if let Some(next) = duplicate(from, ready, request, holder, self.interval) {
-            return self.execute(from, next).await;
         }
         let exists = provider
             .target_exists(self.access(provider, request), request)

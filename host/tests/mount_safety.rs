@@ -1,0 +1,855 @@
+//! Nothing lost, no one let in: the paths by which a user could lose their
+//! original workload, or act through the operator where they have no
+//! rights, tried on the test bed as users and admins would try them.
+
+use std::{collections::BTreeMap, process::Command, time::Duration};
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::{
+    apps::v1::{Deployment, StatefulSet},
+    core::v1::{ConfigMap, Pod, Service},
+};
+use kube::{
+    Api, ResourceExt,
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+};
+use pontoon::bridge_mount::{GefyraBridgeMount, RESTORE_CONFIG_MAP, crd::BridgeMountFields};
+use pontoon_tests::{TestNamespace, kubeconfig_path, testbed_bin, wait_for, wait_for_list};
+use serde_json::json;
+
+mod support;
+
+use support::mounts::*;
+
+/// A pod spec of two containers that carrier2mount could each mount.
+fn two_containers() -> serde_json::Value {
+    json!([
+        app_container(),
+        { "name": "api", "image": "nginx:1.27", "ports": [{ "containerPort": 9090 }] }
+    ])
+}
+
+fn pod_of_two(name: &str) -> anyhow::Result<Pod> {
+    Ok(serde_json::from_value(json!({
+        "metadata": { "name": name, "labels": { "app": name } },
+        "spec": { "containers": two_containers() }
+    }))?)
+}
+
+fn deployment_of_two(name: &str, replicas: i32) -> anyhow::Result<Deployment> {
+    Ok(serde_json::from_value(json!({
+        "metadata": { "name": name, "labels": { "app": name } },
+        "spec": {
+            "replicas": replicas,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name } },
+                "spec": { "containers": two_containers() }
+            }
+        }
+    }))?)
+}
+
+/// The container `name` of a pod.
+fn container(pod: &Pod, name: &str) -> anyhow::Result<k8s_openapi::api::core::v1::Container> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.containers.iter().find(|c| c.name == name))
+        .cloned()
+        .with_context(|| format!("pod {} has no container {name}", pod.name_any()))
+}
+
+/// The restore ConfigMap's entries (none when it does not exist).
+async fn restore_entries(bed: &Bed) -> anyhow::Result<BTreeMap<String, String>> {
+    Ok(bed
+        .gefyra
+        .api::<ConfigMap>()
+        .get_opt(RESTORE_CONFIG_MAP)
+        .await?
+        .and_then(|c| c.data)
+        .unwrap_or_default())
+}
+
+/// Mount `second` on container `api` of a workload that `first` mounts on
+/// `app`: refused, naming `first`, and neither the pods nor the restore
+/// entries change; deleting both then restores the workload exactly.
+async fn second_container_is_refused(
+    bed: &Bed,
+    target: &str,
+    selector: &str,
+    count: usize,
+) -> anyhow::Result<()> {
+    let before = Before::take(&bed.target, selector).await?;
+    bed.mount("first", target, "app").await?;
+    bed.wait_state("first", "ACTIVE").await?;
+    let entries = restore_entries(bed).await?;
+    let pods_then = live(
+        bed.target
+            .api::<Pod>()
+            .list(&ListParams::default().labels(selector))
+            .await?
+            .items,
+    );
+
+    bed.mount("second", target, "api").await?;
+    let second = bed.wait_state("second", "ERROR").await?;
+    let (reason, message) = Bed::ready(&second);
+    assert_eq!(reason, "DuplicateMount", "{message}");
+    assert!(
+        message.contains("/first (ACTIVE, container `app`)")
+            && message.contains("one mount at a time"),
+        "names the first mount and why: {message}"
+    );
+    // Nothing of the second mount reached the cluster.
+    assert_eq!(restore_entries(bed).await?, entries, "restore entries");
+    for pod in &pods_then {
+        let now = bed.target.api::<Pod>().get(&pod.name_any()).await?;
+        assert_eq!(
+            container(&now, "api")?.image.as_deref(),
+            Some("nginx:1.27"),
+            "container api of {} is untouched",
+            pod.name_any()
+        );
+    }
+    bed.delete_mount("second").await?;
+    let first = bed.mounts().get("first").await?;
+    assert_eq!(
+        first.fields.state.as_deref(),
+        Some("ACTIVE"),
+        "the first is untouched"
+    );
+    bed.delete_mount("first").await?;
+    assert_restored(bed, &before, selector, count).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_second_mount_on_another_container_of_a_bare_pod_is_refused() -> anyhow::Result<()> {
+    let bed = Bed::new("ms-two-pod").await?;
+    bed.target
+        .api::<Pod>()
+        .create(&PostParams::default(), &pod_of_two("duo")?)
+        .await?;
+    ready_pods(&bed.target, "app=duo", 1).await?;
+    second_container_is_refused(&bed, "pod/duo", "app=duo", 1).await
+}
+
+#[tokio::test]
+async fn a_second_mount_on_another_container_of_a_deployment_is_refused() -> anyhow::Result<()> {
+    let bed = Bed::new("ms-two-deploy").await?;
+    bed.target
+        .api::<Deployment>()
+        .create(&PostParams::default(), &deployment_of_two("duo", 2)?)
+        .await?;
+    ready_pods(&bed.target, "app=duo", 2).await?;
+    second_container_is_refused(&bed, "deploy/duo", "app=duo", 2).await
+}
+
+/// Creates the kind of target `kind` names, as `web`, with `replicas` pods.
+async fn create_target(bed: &Bed, kind: &str, replicas: i32) -> anyhow::Result<(String, usize)> {
+    let ns = &bed.target;
+    let target = match kind {
+        "deploy" => {
+            ns.api::<Deployment>()
+                .create(&PostParams::default(), &deployment("web", replicas)?)
+                .await?;
+            "deploy/web"
+        }
+        "sts" => {
+            ns.api::<StatefulSet>()
+                .create(&PostParams::default(), &statefulset("web", replicas)?)
+                .await?;
+            "sts/web"
+        }
+        _ => {
+            ns.api::<Pod>()
+                .create(&PostParams::default(), &bare_pod("web")?)
+                .await?;
+            "pod/web"
+        }
+    };
+    let count = if kind == "pod" {
+        1
+    } else {
+        usize::try_from(replicas)?
+    };
+    ready_pods(ns, "app=web", count).await?;
+    Ok((target.to_string(), count))
+}
+
+/// The restore ConfigMap deleted while the mount is ACTIVE: deleting the
+/// mount still restores every container exactly, from the pods' own copies.
+async fn restore_config_map_deleted_while_active(kind: &str) -> anyhow::Result<()> {
+    let bed = Bed::new(&format!("ms-lost-{kind}")).await?;
+    let (target, count) = create_target(&bed, kind, 2).await?;
+    let before = Before::take(&bed.target, "app=web").await?;
+    bed.mount("web-mount", &target, "app").await?;
+    bed.wait_state("web-mount", "ACTIVE").await?;
+    assert!(
+        !restore_entries(&bed).await?.is_empty(),
+        "entries were written"
+    );
+    bed.gefyra
+        .api::<ConfigMap>()
+        .delete(RESTORE_CONFIG_MAP, &DeleteParams::default())
+        .await?;
+    let pods = bed.target.api::<Pod>();
+    for pod in live(
+        pods.list(&ListParams::default().labels("app=web"))
+            .await?
+            .items,
+    ) {
+        assert!(
+            pod.annotations()
+                .contains_key("pontoon.dev/original-container"),
+            "pod {} carries its original",
+            pod.name_any()
+        );
+    }
+    bed.delete_mount("web-mount").await?;
+    assert_restored(&bed, &before, "app=web", count).await?;
+    for pod in live(
+        pods.list(&ListParams::default().labels("app=web"))
+            .await?
+            .items,
+    ) {
+        assert!(
+            !pod.annotations()
+                .contains_key("pontoon.dev/original-container"),
+            "pod {} keeps no bookkeeping of ours",
+            pod.name_any()
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_deployment_is_restored_exactly_after_its_restore_config_map_was_deleted()
+-> anyhow::Result<()> {
+    restore_config_map_deleted_while_active("deploy").await
+}
+
+#[tokio::test]
+async fn a_statefulset_is_restored_exactly_after_its_restore_config_map_was_deleted()
+-> anyhow::Result<()> {
+    restore_config_map_deleted_while_active("sts").await
+}
+
+#[tokio::test]
+async fn a_bare_pod_is_restored_exactly_after_its_restore_config_map_was_deleted()
+-> anyhow::Result<()> {
+    restore_config_map_deleted_while_active("pod").await
+}
+
+/// Waits until the mount's Ready condition has `reason` and a message
+/// containing `says`.
+async fn wait_ready_reason(
+    bed: &Bed,
+    name: &str,
+    reason: &str,
+    says: &str,
+) -> anyhow::Result<String> {
+    let reached = |m: Option<&GefyraBridgeMount>| {
+        m.is_some_and(|m| {
+            let (r, message) = Bed::ready(m);
+            r == reason && message.contains(says)
+        })
+    };
+    match wait_for(&bed.mounts(), name, reached, TIMEOUT).await {
+        Ok(Some(mount)) => Ok(Bed::ready(&mount).1),
+        Ok(None) => bail!("mount {name} is gone; wanted {reason} saying `{says}`"),
+        Err(err) => {
+            let now = bed.mounts().get_opt(name).await?;
+            bail!(
+                "{err}: mount {name} wanted {reason} saying `{says}`, has {:?}\n{}",
+                now.as_ref().map(Bed::ready),
+                bed.operator.log_tail(30)
+            )
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_edited_or_broken_restore_entry_is_refused_never_applied() -> anyhow::Result<()> {
+    let bed = Bed::new("ms-edited").await?;
+    let (target, count) = create_target(&bed, "pod", 1).await?;
+    let before = Before::take(&bed.target, "app=web").await?;
+    bed.mount("web-mount", &target, "app").await?;
+    bed.wait_state("web-mount", "ACTIVE").await?;
+    let entries = restore_entries(&bed).await?;
+    let (key, value) = entries.iter().next().context("an entry")?;
+    let key = key.clone();
+    let mut edited: serde_json::Value = serde_json::from_str(value)?;
+    edited["originalConfig"]["image"] = json!("evil.example/miner:1");
+    let config_maps = bed.gefyra.api::<ConfigMap>();
+    let set_entry = |text: String| {
+        let config_maps = config_maps.clone();
+        let key = key.clone();
+        async move {
+            config_maps
+                .patch(
+                    RESTORE_CONFIG_MAP,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "data": { key: text } })),
+                )
+                .await
+        }
+    };
+    set_entry(edited.to_string()).await?;
+
+    bed.mounts()
+        .delete("web-mount", &DeleteParams::default())
+        .await?;
+    let message = wait_ready_reason(&bed, "web-mount", "UninstallFailed", "disagree").await?;
+    assert!(
+        message.contains("evil.example/miner:1")
+            && message.contains("nothing was changed")
+            && message.contains("pod `web`"),
+        "says which pod and what disagrees: {message}"
+    );
+    let pod = bed.target.api::<Pod>().get("web").await?;
+    assert_eq!(
+        container(&pod, "app")?.image.as_deref(),
+        Some(CARRIER_IMAGE),
+        "nothing was patched with the edited image"
+    );
+
+    // Broken instead of edited: refused too.
+    set_entry("{not json".into()).await?;
+    wait_ready_reason(&bed, "web-mount", "UninstallFailed", "cannot be read").await?;
+    let pod = bed.target.api::<Pod>().get("web").await?;
+    assert_eq!(
+        container(&pod, "app")?.image.as_deref(),
+        Some(CARRIER_IMAGE)
+    );
+
+    // The administrator removes the bad entry: the pod's own copy restores it.
+    config_maps
+        .patch(
+            RESTORE_CONFIG_MAP,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "data": { key: null } })),
+        )
+        .await?;
+    bed.wait_gone("web-mount").await?;
+    assert_restored(&bed, &before, "app=web", count).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn objects_of_the_shadows_names_that_a_user_made_are_never_taken_over() -> anyhow::Result<()>
+{
+    let bed = Bed::new("ms-theirs").await?;
+    let ns = &bed.target;
+    bed.deploy_web(1).await?;
+    // The user's own Deployment of the shadow's name, and (for a second
+    // target) their own Service of the shadow Service's name.
+    let mut theirs = deployment("web-gefyra", 1)?;
+    theirs.metadata.labels = Some([("app".to_string(), "mine".to_string())].into());
+    if let Some(spec) = theirs.spec.as_mut() {
+        spec.selector.match_labels = Some([("app".to_string(), "mine".to_string())].into());
+        if let Some(meta) = spec.template.metadata.as_mut() {
+            meta.labels = Some([("app".to_string(), "mine".to_string())].into());
+        }
+    }
+    ns.api::<Deployment>()
+        .create(&PostParams::default(), &theirs)
+        .await?;
+    ns.api::<Deployment>()
+        .create(&PostParams::default(), &deployment("api", 1)?)
+        .await?;
+    ready_pods(ns, "app=api", 1).await?;
+    let their_service: Service = serde_json::from_value(json!({
+        "metadata": { "name": "api-app-gefyra-svc", "labels": { "team": "mine" } },
+        "spec": { "selector": { "app": "mine" }, "ports": [{ "port": 80 }] }
+    }))?;
+    ns.api::<Service>()
+        .create(&PostParams::default(), &their_service)
+        .await?;
+    let deployment_then = ns.api::<Deployment>().get("web-gefyra").await?;
+    let service_then = ns.api::<Service>().get("api-app-gefyra-svc").await?;
+
+    bed.mount("web-mount", "deploy/web", "app").await?;
+    bed.mount("api-mount", "deploy/api", "app").await?;
+    for (mount, kind, name) in [
+        ("web-mount", "Deployment", "web-gefyra"),
+        ("api-mount", "Service", "api-app-gefyra-svc"),
+    ] {
+        let errored = bed.wait_state(mount, "ERROR").await?;
+        let (_, message) = Bed::ready(&errored);
+        assert!(
+            message.contains(&format!("{kind} `{name}`"))
+                && message.contains("was not made by this mount")
+                && message.contains("rename or delete it"),
+            "{mount} names the object and what to do: {message}"
+        );
+    }
+    bed.delete_mount("web-mount").await?;
+    bed.delete_mount("api-mount").await?;
+    let deployment_now = ns.api::<Deployment>().get("web-gefyra").await?;
+    let service_now = ns.api::<Service>().get("api-app-gefyra-svc").await?;
+    assert_eq!(
+        deployment_now.uid(),
+        deployment_then.uid(),
+        "the user's Deployment is there"
+    );
+    assert_eq!(
+        deployment_now.resource_version(),
+        deployment_then.resource_version(),
+        "and unchanged"
+    );
+    assert_eq!(
+        service_now.uid(),
+        service_then.uid(),
+        "the user's Service is there"
+    );
+    assert_eq!(
+        service_now.resource_version(),
+        service_then.resource_version(),
+        "and unchanged"
+    );
+    Ok(())
+}
+
+/// The image of container `app` that the pods of `selector` run now.
+async fn running_images(ns: &TestNamespace, selector: &str) -> anyhow::Result<Vec<String>> {
+    let pods = live(
+        ns.api::<Pod>()
+            .list(&ListParams::default().labels(selector))
+            .await?
+            .items,
+    );
+    Ok(pods
+        .iter()
+        .flat_map(|p| {
+            p.status
+                .iter()
+                .flat_map(|s| s.container_statuses.iter().flatten())
+        })
+        .filter(|c| c.name == "app")
+        .map(|c| c.image.clone())
+        .collect())
+}
+
+#[tokio::test]
+async fn a_new_image_while_mounted_reaches_the_shadow_and_stays_after_the_mount()
+-> anyhow::Result<()> {
+    let bed = Bed::new("ms-update").await?;
+    let ns = &bed.target;
+    bed.deploy_web(2).await?;
+    bed.mount("web-mount", "deploy/web", "app").await?;
+    bed.wait_state("web-mount", "ACTIVE").await?;
+
+    let new_image = json!({ "spec": { "template": { "spec": { "containers": [
+        { "name": "app", "image": "nginx:1.28" }
+    ] } } } });
+    ns.api::<Deployment>()
+        .patch("web", &PatchParams::default(), &Patch::Strategic(new_image))
+        .await?;
+    // The shadow follows the target, and the new pods are intercepted.
+    let shadows = ns.api::<Deployment>();
+    wait_for(
+        &shadows,
+        "web-gefyra",
+        |d: Option<&Deployment>| {
+            d.and_then(|d| d.spec.as_ref())
+                .and_then(|s| s.template.spec.as_ref())
+                .is_some_and(|s| {
+                    s.containers
+                        .iter()
+                        .any(|c| c.name == "app" && c.image.as_deref() == Some("nginx:1.28"))
+                })
+        },
+        TIMEOUT,
+    )
+    .await
+    .with_context(|| {
+        format!(
+            "the shadow never got nginx:1.28\n{}",
+            bed.operator.log_tail(30)
+        )
+    })?;
+    ready_pods(ns, "app=web-gefyra", 2).await?;
+    assert_carrier_everywhere(ns, "app=web", 2, "web-app-gefyra-svc").await?;
+    bed.wait_state("web-mount", "ACTIVE").await?;
+
+    bed.delete_mount("web-mount").await?;
+    let deployment = ns.api::<Deployment>().get("web").await?;
+    let template = deployment
+        .spec
+        .and_then(|s| s.template.spec)
+        .context("template")?;
+    let app = template
+        .containers
+        .iter()
+        .find(|c| c.name == "app")
+        .context("app")?;
+    assert_eq!(
+        app.image.as_deref(),
+        Some("nginx:1.28"),
+        "the user's template"
+    );
+    wait_for_list(
+        &ns.api::<Pod>(),
+        "app=web",
+        |pods| {
+            let pods: Vec<&Pod> = pods
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .collect();
+            pods.len() == 2
+                && pods.iter().all(|p| {
+                    pontoon_tests::pod_ready(p)
+                        && container(p, "app")
+                            .is_ok_and(|c| c.image.as_deref() == Some("nginx:1.28"))
+                })
+        },
+        TIMEOUT,
+    )
+    .await
+    .context("the pods never ran the user's nginx:1.28")?;
+    assert_eq!(
+        running_images(ns, "app=web").await?,
+        ["nginx:1.28", "nginx:1.28"]
+    );
+    assert!(
+        ns.api::<Deployment>()
+            .get_opt("web-gefyra")
+            .await?
+            .is_none(),
+        "the shadow is gone"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_on_delete_statefulset_pod_recreated_while_mounted_keeps_its_new_image()
+-> anyhow::Result<()> {
+    let bed = Bed::new("ms-ondelete").await?;
+    let ns = &bed.target;
+    let mut sts = statefulset("web", 2)?;
+    if let Some(spec) = sts.spec.as_mut() {
+        spec.update_strategy = Some(serde_json::from_value(json!({ "type": "OnDelete" }))?);
+    }
+    ns.api::<StatefulSet>()
+        .create(&PostParams::default(), &sts)
+        .await?;
+    ready_pods(ns, "app=web", 2).await?;
+    bed.mount("web-mount", "sts/web", "app").await?;
+    bed.wait_state("web-mount", "ACTIVE").await?;
+
+    // The user moves the template on and replaces one pod, as OnDelete asks.
+    let new_image = json!({ "spec": { "template": { "spec": { "containers": [
+        { "name": "app", "image": "nginx:1.28" }
+    ] } } } });
+    ns.api::<StatefulSet>()
+        .patch("web", &PatchParams::default(), &Patch::Strategic(new_image))
+        .await?;
+    let pods = ns.api::<Pod>();
+    let old_uid = pods.get("web-0").await?.uid();
+    pods.delete("web-0", &DeleteParams::default()).await?;
+    wait_for(
+        &pods,
+        "web-0",
+        |p: Option<&Pod>| p.is_some_and(|p| p.uid() != old_uid),
+        TIMEOUT,
+    )
+    .await?;
+    // The new web-0 is intercepted again.
+    assert_carrier_everywhere(ns, "app=web", 2, "web-app-gefyra-svc").await?;
+    bed.wait_state("web-mount", "ACTIVE").await?;
+
+    bed.delete_mount("web-mount").await?;
+    wait_for(
+        &pods,
+        "web-0",
+        |p: Option<&Pod>| {
+            p.is_some_and(|p| {
+                container(p, "app").is_ok_and(|c| c.image.as_deref() == Some("nginx:1.28"))
+                    && pontoon_tests::pod_ready(p)
+            })
+        },
+        TIMEOUT,
+    )
+    .await
+    .context("web-0 did not get its own original, nginx:1.28, back")?;
+    let web1 = pods.get("web-1").await?;
+    assert_eq!(
+        container(&web1, "app")?.image.as_deref(),
+        Some("nginx:1.27"),
+        "web-1 was never replaced (OnDelete): its own original"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_mount_outside_the_allowed_namespaces_is_refused_and_touches_nothing()
+-> anyhow::Result<()> {
+    let elsewhere = TestNamespace::new("ms-allowed").await?;
+    let flags = format!("--mount-namespaces={}", elsewhere.name());
+    let bed = Bed::with_flags("ms-denied", &[flags.as_str()]).await?;
+    bed.deploy_web(1).await?;
+    let before = Before::take(&bed.target, "app=web").await?;
+    bed.mount("web-mount", "deploy/web", "app").await?;
+    let refused = bed.wait_state("web-mount", "ERROR").await?;
+    let (reason, message) = Bed::ready(&refused);
+    assert_eq!(reason, "NamespaceNotAllowed", "{message}");
+    assert!(
+        message.contains(&format!("may not target namespace `{}`", bed.target.name()))
+            && message.contains(&format!("only `{}`", elsewhere.name()))
+            && message.contains("--mount-namespaces"),
+        "{message}"
+    );
+    // The operator's own namespace is never a target, whatever the flags.
+    let own = GefyraBridgeMount {
+        metadata: kube::api::ObjectMeta {
+            name: Some("own-mount".into()),
+            namespace: Some(bed.gefyra.name().into()),
+            ..Default::default()
+        },
+        fields: BridgeMountFields {
+            target_namespace: Some(bed.gefyra.name().into()),
+            target: Some("deploy/web".into()),
+            target_container: Some("app".into()),
+            provider: Some("carrier2mount".into()),
+            ..Default::default()
+        },
+    };
+    bed.mounts().create(&PostParams::default(), &own).await?;
+    let refused = bed.wait_state("own-mount", "ERROR").await?;
+    assert_eq!(Bed::ready(&refused).0, "NamespaceNotAllowed");
+
+    assert_eq!(
+        inventory(&bed.target).await?,
+        before.objects,
+        "nothing was made"
+    );
+    assert!(restore_entries(&bed).await?.is_empty(), "nothing was saved");
+    bed.delete_mount("web-mount").await?;
+    bed.delete_mount("own-mount").await?;
+    assert_eq!(inventory(&bed.target).await?, before.objects);
+    Ok(())
+}
+
+/// `kubectl ARGS` against the test bed.
+fn kubectl(args: &[&str], stdin: Option<&str>) -> anyhow::Result<std::process::Output> {
+    use std::io::Write;
+    let mut child = Command::new(testbed_bin("kubectl")?)
+        .args(args)
+        .env("KUBECONFIG", kubeconfig_path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    if let (Some(text), Some(mut input)) = (stdin, child.stdin.take()) {
+        input.write_all(text.as_bytes())?;
+    }
+    Ok(child.wait_with_output()?)
+}
+
+/// The chart's admission policy, bound to mounts of `namespace` only (the
+/// policy is cluster-wide; other tests' mounts must not meet it).
+async fn install_admission_policy(namespace: &str) -> anyhow::Result<String> {
+    let chart = pontoon_tests::repo_root().join("charts/pontoon");
+    let release = format!("adm-{}", &namespace[namespace.len().saturating_sub(6)..]);
+    let output = Command::new(testbed_bin("helm")?)
+        .args([
+            "template",
+            &release,
+            chart.to_str().context("chart path")?,
+            "--namespace",
+            namespace,
+            "--kube-version",
+            "1.36.0",
+            "--show-only",
+            "templates/admission-policy.yaml",
+        ])
+        .output()?;
+    anyhow::ensure!(
+        output.status.success(),
+        "helm template: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let rendered = String::from_utf8(output.stdout)?;
+    let mut documents = Vec::new();
+    for document in rendered.split("\n---") {
+        let mut value: serde_json::Value = match yaml_serde::from_str(document) {
+            Ok(v) if !serde_json::Value::is_null(&v) => v,
+            _ => continue,
+        };
+        if value["kind"] == "ValidatingAdmissionPolicyBinding" {
+            value["spec"]["matchResources"] = json!({ "namespaceSelector": { "matchLabels": {
+                "kubernetes.io/metadata.name": namespace
+            } } });
+        }
+        documents.push(value);
+    }
+    let list = json!({ "apiVersion": "v1", "kind": "List", "items": documents });
+    let applied = kubectl(
+        &["apply", "--server-side", "-f", "-"],
+        Some(&list.to_string()),
+    )?;
+    anyhow::ensure!(
+        applied.status.success(),
+        "kubectl apply: {}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    Ok(format!("{release}-pontoon-mounts"))
+}
+
+#[tokio::test]
+async fn a_mount_is_admitted_only_when_its_creator_may_patch_exec_and_read_its_secrets_there()
+-> anyhow::Result<()> {
+    let gefyra = TestNamespace::new("ms-adm-gefyra").await?;
+    let target = TestNamespace::new("ms-adm-target").await?;
+    let policy = install_admission_policy(gefyra.name()).await?;
+    let rbac = |namespace: &str, name: &str, rules: serde_json::Value| {
+        json!([
+            { "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+              "metadata": { "name": name, "namespace": namespace }, "rules": rules },
+            { "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+              "metadata": { "name": name, "namespace": namespace },
+              "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name },
+              "subjects": [{ "kind": "ServiceAccount", "name": "dev", "namespace": gefyra.name() }] }
+        ])
+    };
+    let apply = |items: serde_json::Value| -> anyhow::Result<()> {
+        let list = json!({ "apiVersion": "v1", "kind": "List", "items": items });
+        let out = kubectl(&["apply", "-f", "-"], Some(&list.to_string()))?;
+        anyhow::ensure!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(())
+    };
+    apply(json!([{ "apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": { "name": "dev", "namespace": gefyra.name() } }]))?;
+    apply(rbac(
+        gefyra.name(),
+        "make-mounts",
+        json!([{ "apiGroups": ["gefyra.dev"], "resources": ["gefyrabridgemounts"],
+                 "verbs": ["create", "get", "delete"] }]),
+    ))?;
+    let dev = format!("--as=system:serviceaccount:{}:dev", gefyra.name());
+    let mount = |name: &str, ns: &str, parameters: serde_json::Value| {
+        json!({
+            "apiVersion": "gefyra.dev/v1", "kind": "gefyrabridgemount",
+            "metadata": { "name": name, "namespace": gefyra.name() },
+            "targetNamespace": ns, "target": "deploy/web", "targetContainer": "app",
+            "provider": "carrier2mount", "providerParameter": parameters
+        })
+        .to_string()
+    };
+    let create_as_dev =
+        |manifest: String| kubectl(&[dev.as_str(), "create", "-f", "-"], Some(&manifest));
+    // A new policy takes the API server a moment to enforce: ask (dry run)
+    // until it answers.
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    loop {
+        let manifest = mount("probe", target.name(), json!({}));
+        let tried = kubectl(
+            &[dev.as_str(), "create", "--dry-run=server", "-f", "-"],
+            Some(&manifest),
+        )?;
+        if String::from_utf8_lossy(&tried.stderr).contains(&policy) {
+            break;
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "the admission policy was never enforced: {}",
+            String::from_utf8_lossy(&tried.stderr)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // May create mounts, may not patch pods in the target namespace.
+    let refused = create_as_dev(mount("m1", target.name(), json!({})))?;
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "admitted without rights");
+    assert!(
+        stderr.contains(&policy)
+            && stderr.contains(&format!(
+                "you may not patch pods in namespace {}",
+                target.name()
+            ))
+            && stderr.contains("kubectl auth can-i patch pods"),
+        "kubectl says which right is missing where: {stderr}"
+    );
+    apply(rbac(
+        target.name(),
+        "patch-pods",
+        json!([{ "apiGroups": [""], "resources": ["pods"], "verbs": ["patch"] }]),
+    ))?;
+    let refused = create_as_dev(mount("m1", target.name(), json!({})))?;
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "you may not exec into pods in namespace {}",
+            target.name()
+        )),
+        "{stderr}"
+    );
+    apply(rbac(
+        target.name(),
+        "exec-pods",
+        json!([{ "apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"] }]),
+    ))?;
+    // A Secret named in its TLS parameters must be readable by its creator.
+    let tls = json!({ "tls": {
+        "certificate": { "secret": { "name": "web-tls", "key": "tls.crt" } },
+        "key": { "secret": { "name": "web-tls", "key": "tls.key" } }
+    } });
+    let refused = create_as_dev(mount("m1", target.name(), tls.clone()))?;
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "you may not read Secret web-tls, web-tls in namespace {}",
+            target.name()
+        )),
+        "{stderr}"
+    );
+    // Without TLS parameters it is admitted now.
+    let admitted = create_as_dev(mount("m1", target.name(), json!({})))?;
+    assert!(
+        admitted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&admitted.stderr)
+    );
+    apply(rbac(
+        target.name(),
+        "read-tls",
+        json!([{ "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["web-tls"],
+                 "verbs": ["get"] }]),
+    ))?;
+    let admitted = create_as_dev(mount("m2", target.name(), tls))?;
+    assert!(
+        admitted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&admitted.stderr)
+    );
+
+    // Never kube-system, nor the operator's namespace, whoever asks.
+    for ns in ["kube-system", gefyra.name()] {
+        let refused = kubectl(&["create", "-f", "-"], Some(&mount("m3", ns, json!({}))))?;
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            !refused.status.success()
+                && stderr.contains(&format!("mounts may not target namespace {ns}"))
+                && stderr.contains("mounts.targetNamespaces"),
+            "{ns}: {stderr}"
+        );
+    }
+    // Clean up the cluster-wide objects.
+    let _ = kubectl(
+        &["delete", "validatingadmissionpolicybinding", &policy],
+        None,
+    );
+    let _ = kubectl(&["delete", "validatingadmissionpolicy", &policy], None);
+    let mounts: Api<GefyraBridgeMount> = gefyra.api();
+    for name in ["m1", "m2"] {
+        // No operator runs here: the mounts have no finalizer to wait for.
+        let _ = mounts.delete(name, &DeleteParams::default()).await;
+    }
+    Ok(())
+}

@@ -1,0 +1,4 @@
+//! Shared by the test binaries of this directory; each uses a part of it.
+#![allow(dead_code)]
+
+pub mod mounts;
