@@ -411,6 +411,35 @@ async fn objects_of_the_shadows_names_that_a_user_made_are_never_taken_over() ->
     Ok(())
 }
 
+/// Waits until the mount has entered ACTIVE again after `since` (having
+/// left it for the change the test made).
+async fn wait_active_again(
+    bed: &Bed,
+    name: &str,
+    since: k8s_openapi::jiff::Timestamp,
+) -> anyhow::Result<()> {
+    let again = |m: Option<&GefyraBridgeMount>| {
+        m.is_some_and(|m| {
+            m.fields.state.as_deref() == Some("ACTIVE")
+                && m.fields
+                    .state_transitions
+                    .as_ref()
+                    .and_then(|t| t.get("ACTIVE"))
+                    .and_then(|at| at.parse::<k8s_openapi::jiff::Timestamp>().ok())
+                    .is_some_and(|at| at > since)
+        })
+    };
+    wait_for(&bed.mounts(), name, again, TIMEOUT)
+        .await
+        .with_context(|| {
+            format!(
+                "{name} never became ACTIVE again\n{}",
+                bed.operator.log_tail(30)
+            )
+        })?;
+    Ok(())
+}
+
 /// The image of container `app` that the pods of `selector` run now.
 async fn running_images(ns: &TestNamespace, selector: &str) -> anyhow::Result<Vec<String>> {
     let pods = live(
@@ -443,6 +472,7 @@ async fn a_new_image_while_mounted_reaches_the_shadow_and_stays_after_the_mount(
     let new_image = json!({ "spec": { "template": { "spec": { "containers": [
         { "name": "app", "image": "nginx:1.28" }
     ] } } } });
+    let changed = k8s_openapi::jiff::Timestamp::now();
     ns.api::<Deployment>()
         .patch("web", &PatchParams::default(), &Patch::Strategic(new_image))
         .await?;
@@ -470,8 +500,8 @@ async fn a_new_image_while_mounted_reaches_the_shadow_and_stays_after_the_mount(
         )
     })?;
     ready_pods(ns, "app=web-gefyra", 2).await?;
+    wait_active_again(&bed, "web-mount", changed).await?;
     assert_carrier_everywhere(ns, "app=web", 2, "web-app-gefyra-svc").await?;
-    bed.wait_state("web-mount", "ACTIVE").await?;
 
     bed.delete_mount("web-mount").await?;
     let deployment = ns.api::<Deployment>().get("web").await?;
@@ -542,6 +572,7 @@ async fn an_on_delete_statefulset_pod_recreated_while_mounted_keeps_its_new_imag
     let new_image = json!({ "spec": { "template": { "spec": { "containers": [
         { "name": "app", "image": "nginx:1.28" }
     ] } } } });
+    let changed = k8s_openapi::jiff::Timestamp::now();
     ns.api::<StatefulSet>()
         .patch("web", &PatchParams::default(), &Patch::Strategic(new_image))
         .await?;
@@ -556,8 +587,8 @@ async fn an_on_delete_statefulset_pod_recreated_while_mounted_keeps_its_new_imag
     )
     .await?;
     // The new web-0 is intercepted again.
+    wait_active_again(&bed, "web-mount", changed).await?;
     assert_carrier_everywhere(ns, "app=web", 2, "web-app-gefyra-svc").await?;
-    bed.wait_state("web-mount", "ACTIVE").await?;
 
     bed.delete_mount("web-mount").await?;
     wait_for(
@@ -804,7 +835,8 @@ async fn a_mount_is_admitted_only_when_its_creator_may_patch_exec_and_read_its_s
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
         stderr.contains(&format!(
-            "you may not read Secret web-tls, web-tls in namespace {}",
+            "you may not read every Secret the mount's providerParameter names in namespace {} \
+             (it names web-tls, web-tls)",
             target.name()
         )),
         "{stderr}"
