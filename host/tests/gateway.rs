@@ -1147,7 +1147,7 @@ async fn a_gateway_with_a_long_dotted_name_is_programmed() -> anyhow::Result<()>
     let addresses = gw.status.and_then(|s| s.addresses).unwrap_or_default();
     assert!(!addresses.is_empty(), "a Programmed Gateway has an address");
 
-    // Its children: one of each kind, found by the seed's labels, all under
+    // Its children: one of each kind, found by the Praxis operator's standard labels, all under
     // one name that is a valid Service name.
     let labels = kube::api::ListParams::default().labels("app.kubernetes.io/name=praxis");
     let services = bed.ns.api::<Service>().list(&labels).await?.items;
