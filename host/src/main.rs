@@ -37,6 +37,19 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         out_dir: Option<PathBuf>,
     },
+    /// End every mount and wait until the operator has uninstalled each, so
+    /// every target runs its original again (the chart's pre-delete hook).
+    TerminateMounts {
+        /// Cluster to use; default: in-cluster config or KUBECONFIG (~/.kube/config).
+        #[arg(long, value_name = "FILE")]
+        kubeconfig: Option<PathBuf>,
+        /// Only the mounts of this namespace (default: every namespace).
+        #[arg(long, value_name = "NAMESPACE", env = "PONTOON_WATCH_NAMESPACE")]
+        watch_namespace: Option<String>,
+        /// How long to wait for the mounts to be gone.
+        #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+        timeout: u64,
+    },
     /// Check that a bridge-mount provider module keeps the contract, on a real cluster.
     Conformance {
         /// The provider module to check.
@@ -280,6 +293,21 @@ async fn main() -> anyhow::Result<ExitCode> {
             for path in crds::write_dir(set, &dir)? {
                 eprintln!("wrote {}", path.display());
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::TerminateMounts {
+            kubeconfig,
+            watch_namespace,
+            timeout,
+        } => {
+            let client = client(kubeconfig, false).await?;
+            bridge_mount::terminate::terminate_all(
+                client,
+                watch_namespace.as_deref(),
+                Duration::from_secs(timeout),
+                |line| println!("{line}"),
+            )
+            .await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Conformance {

@@ -139,6 +139,8 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
                 ("ClusterRoleBinding", 2),
                 ("ConfigMap", 1),
                 ("Deployment", 1),
+                // The pre-delete hook that ends every mount.
+                ("Job", 1),
                 ("Role", 1),
                 ("RoleBinding", 1),
                 ("Service", 1),
@@ -428,10 +430,83 @@ async fn installed_the_chart_runs_the_operator_within_its_rbac() -> anyhow::Resu
         ])?,
         "helm install",
     )?;
-    let outcome = run_installed(&ns, &release, &controller_name).await;
-    let uninstalled = helm(&["uninstall", &release, "--namespace", &release, "--wait"]);
-    outcome?;
-    ok(uninstalled?, "helm uninstall")?;
+    let work = tempfile::tempdir()?;
+    let installed = run_installed(&ns, &release, &controller_name, work.path()).await?;
+
+    // `helm uninstall` with a mount ACTIVE: its pre-delete hook ends the
+    // mount while the operator still runs, and the target is restored.
+    let hook = tokio::spawn(run_hook_pods(release.clone(), work.path().join("hook")));
+    std::fs::create_dir_all(work.path().join("hook"))?;
+    let uninstalled = tokio::task::spawn_blocking({
+        let release = release.clone();
+        move || {
+            helm(&[
+                "uninstall",
+                &release,
+                "--namespace",
+                &release,
+                "--wait",
+                "--timeout",
+                "180s",
+            ])
+        }
+    })
+    .await?;
+    let hook_output = hook.await?;
+    ok(uninstalled?, "helm uninstall")
+        .with_context(|| format!("--- operator ---\n{}", installed.operator.log_tail(40)))?;
+    let hook_output = hook_output?;
+    assert!(
+        hook_output
+            .last()
+            .is_some_and(|o| o.contains("1 mount(s) terminated, every target restored")),
+        "{hook_output:?}"
+    );
+    let mounts: Api<GefyraBridgeMount> = ns.api();
+    assert!(
+        mounts.get_opt("shop-mount").await?.is_none(),
+        "no mount is left"
+    );
+    let bridges: Api<GefyraBridge> = ns.api();
+    assert!(
+        bridges.get_opt("to-shop").await?.is_none(),
+        "the bridge went with its mount"
+    );
+    let target = &installed.target;
+    let pods = target
+        .api::<k8s_openapi::api::core::v1::Pod>()
+        .list(&ListParams::default().labels("app=shop"))
+        .await?;
+    for pod in pods
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+    {
+        let image = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers[0].image.clone());
+        assert_eq!(
+            image.as_deref(),
+            Some("nginx:1.27"),
+            "no pod is left on Carrier2"
+        );
+    }
+    assert!(
+        target
+            .api::<Deployment>()
+            .get_opt("shop-gefyra")
+            .await?
+            .is_none()
+            && target
+                .api::<Service>()
+                .get_opt("shop-app-gefyra-svc")
+                .await?
+                .is_none(),
+        "no shadow is left"
+    );
+    let log = installed.operator.log();
+    assert!(!log.contains("forbidden"), "a missing RBAC rule:\n{log}");
 
     // Nothing of the release is left.
     let selector = format!("app.kubernetes.io/instance={release}");
@@ -477,7 +552,8 @@ async fn run_installed(
     ns: &TestNamespace,
     release: &str,
     controller_name: &str,
-) -> anyhow::Result<()> {
+    work: &Path,
+) -> anyhow::Result<Installed> {
     let name = format!("{release}-pontoon");
     // What the chart made.
     assert!(ns.api::<ServiceAccount>().get_opt(&name).await?.is_some());
@@ -495,8 +571,7 @@ async fn run_installed(
     // its volumes hold, the ServiceAccount's rights. Only what differs
     // outside a pod is replaced: where the bundled and custom modules are,
     // the cache, the port.
-    let work = tempfile::tempdir()?;
-    let custom = work.path().join("custom");
+    let custom = work.join("custom");
     std::fs::create_dir_all(&custom)?;
     materialise_configmap_providers(&deployment, ns.name(), &custom).await?;
     // The grants, as the Deployment's `grants` volume holds them.
@@ -506,7 +581,7 @@ async fn run_installed(
         .await?
         .data
         .unwrap_or_default();
-    let grants_file = work.path().join("grants.yaml");
+    let grants_file = work.join("grants.yaml");
     std::fs::write(
         &grants_file,
         grants
@@ -538,16 +613,14 @@ async fn run_installed(
             custom.display().to_string(),
             format!("--grants={}", grants_file.display()),
             "--kubeconfig".to_string(),
-            impersonating(ns.name(), &name, work.path())?
-                .display()
-                .to_string(),
+            impersonating(ns.name(), &name, work)?.display().to_string(),
             // Logs a person reads in the test's failure message.
             "--log-format=text".to_string(),
         ])
         .collect();
     let local: Vec<&str> = local.iter().map(String::as_str).collect();
     // The kubeconfig does act as the ServiceAccount: Nodes are not its to read.
-    let kubeconfig = kube::config::Kubeconfig::read_from(work.path().join("kubeconfig"))?;
+    let kubeconfig = kube::config::Kubeconfig::read_from(work.join("kubeconfig"))?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(kube::Client::try_from(config)?);
     match nodes.list(&ListParams::default()).await {
@@ -673,31 +746,103 @@ async fn run_installed(
         log.contains(r#"providers=["carrier2mount", "sample"]"#) && log.contains("rejected=0"),
         "{log}"
     );
-    // Cleaned up while the operator runs (its finalizers): the mounts, with
-    // the bridge (a delete-collection the chart's RBAC must allow).
+    // The user deletes one mount while the operator runs (its finalizer);
+    // the other, with its bridge, stays ACTIVE for `helm uninstall`.
     pontoon_tests::gateway_api::remove_gateways_blocking(ns.name(), &[release.to_string()]);
-    for name in ["web-mount", "shop-mount"] {
-        mounts
-            .delete(name, &kube::api::DeleteParams::default())
+    mounts
+        .delete("web-mount", &kube::api::DeleteParams::default())
+        .await?;
+    wait_for(
+        &mounts,
+        "web-mount",
+        |m: Option<&GefyraBridgeMount>| m.is_none(),
+        TIMEOUT,
+    )
+    .await
+    .with_context(|| format!("web-mount was not removed\n{}", operator.log_tail(30)))?;
+    Ok(Installed { operator, target })
+}
+
+/// What `run_installed` leaves running for `helm uninstall`.
+struct Installed {
+    operator: Operator,
+    target: TestNamespace,
+}
+
+/// Acts as the kubelet for the pods of the release's pre-delete hook Job
+/// (the test bed's nodes run no containers of the operator's image): runs
+/// the container's arguments with the operator binary, as the pod's
+/// ServiceAccount, then reports the pod Succeeded or Failed, so that the Job
+/// completes and helm goes on (or fails) as in a cluster.
+async fn run_hook_pods(namespace: String, work: PathBuf) -> anyhow::Result<Vec<String>> {
+    let pods: Api<k8s_openapi::api::core::v1::Pod> =
+        Api::namespaced(pontoon_tests::client().await?, &namespace);
+    let selector = "app.kubernetes.io/component=terminate-mounts";
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let mut outputs = Vec::new();
+    loop {
+        let listed = pods.list(&ListParams::default().labels(selector)).await?;
+        let pending = listed.items.into_iter().find(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .is_none_or(|phase| phase == "Pending" || phase == "Running")
+        });
+        if let Some(pod) = pending {
+            let name = kube::ResourceExt::name_any(&pod);
+            let spec = pod.spec.clone().context("hook pod without spec")?;
+            let account = spec.service_account_name.clone().unwrap_or_default();
+            let container = spec
+                .containers
+                .first()
+                .context("hook pod without container")?;
+            let mut args = container.args.clone().unwrap_or_default();
+            args.push(format!(
+                "--kubeconfig={}",
+                impersonating(&namespace, &account, &work)?.display()
+            ));
+            let run = tokio::task::spawn_blocking(move || {
+                Command::new(env!("CARGO_BIN_EXE_pontoon"))
+                    .args(&args)
+                    .output()
+            })
+            .await??;
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&run.stdout),
+                String::from_utf8_lossy(&run.stderr)
+            );
+            outputs.push(text);
+            let code = run.status.code().unwrap_or(1);
+            let now = k8s_openapi::jiff::Timestamp::now().to_string();
+            let status = json!({ "status": {
+                "phase": if code == 0 { "Succeeded" } else { "Failed" },
+                "conditions": [{ "type": "Ready", "status": "False", "lastTransitionTime": now }],
+                "containerStatuses": [{
+                    "name": container.name, "image": container.image, "imageID": "",
+                    "ready": false, "restartCount": 0,
+                    "state": { "terminated": {
+                        "exitCode": code, "reason": if code == 0 { "Completed" } else { "Error" },
+                        "startedAt": now, "finishedAt": now
+                    } }
+                }]
+            } });
+            pods.patch_status(
+                &name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(status),
+            )
             .await?;
+            if code == 0 {
+                return Ok(outputs);
+            }
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "no hook pod ran to success: {outputs:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    for name in ["web-mount", "shop-mount"] {
-        wait_for(
-            &mounts,
-            name,
-            |m: Option<&GefyraBridgeMount>| m.is_none(),
-            TIMEOUT,
-        )
-        .await
-        .with_context(|| format!("{name} was not removed\n{}", operator.log_tail(30)))?;
-    }
-    assert!(
-        bridges.get_opt("to-shop").await?.is_none(),
-        "the bridge went with its mount"
-    );
-    let log = operator.log();
-    assert!(!log.contains("forbidden"), "a missing RBAC rule:\n{log}");
-    Ok(())
 }
 
 #[test]

@@ -11,6 +11,7 @@ mod reconcile;
 pub mod settings;
 pub mod state;
 pub mod status;
+pub mod terminate;
 
 pub use context::Context;
 pub use crd::{DEFAULT_PROVIDER, GefyraBridge, GefyraBridgeMount};
