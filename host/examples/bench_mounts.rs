@@ -6,6 +6,11 @@
 //!   p99) and delete -> restored (p50: mount gone, every pod back on its
 //!   original image and Ready);
 //! - 50 mounts in 50 namespaces created at once, until all are ACTIVE;
+//! - a burst of 200 mounts (`BENCH_MOUNTS_BURST`, 0 skips it) of 3-replica
+//!   Deployments created at once, with the operator under the chart's
+//!   limits (3 provider calls at once, 64 MiB each): until all are ACTIVE,
+//!   the operator's peak RSS and CPU meanwhile, and their deletion until
+//!   every target is restored;
 //! - the operator's peak RSS and CPU seconds over the whole run.
 
 use std::{
@@ -35,6 +40,10 @@ use serde_json::json;
 
 const ROUNDS: usize = 10;
 const MANY: usize = 50;
+/// Mounts of the burst, unless `BENCH_MOUNTS_BURST` says otherwise.
+const BURST: usize = 200;
+/// The chart's memory limit of the operator, which the burst must stay under.
+const CHART_MEMORY_LIMIT_MIB: f64 = 256.0;
 const CARRIER_IMAGE: &str = "quay.io/gefyra/carrier2:latest";
 const APP_IMAGE: &str = "nginx:1.27";
 const TIMEOUT: Duration = Duration::from_secs(180);
@@ -54,9 +63,18 @@ async fn main() -> anyhow::Result<()> {
     let pid = operator.pid();
 
     let outcome = run(&gefyra).await;
+    let burst_size = std::env::var("BENCH_MOUNTS_BURST")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(BURST);
+    let burst = match &outcome {
+        Ok(_) if burst_size > 0 => Some(burst(&gefyra, burst_size, pid).await),
+        _ => None,
+    };
     let usage = Usage::of(pid);
     operator.kill()?;
     let (create, delete, many) = outcome?;
+    let burst = burst.transpose()?;
     let usage = usage?;
 
     println!();
@@ -76,6 +94,30 @@ async fn main() -> anyhow::Result<()> {
         "  all ACTIVE after     {:>7.3} s   (goal: <= 15 s)",
         many.as_secs_f64()
     );
+    if let Some(b) = &burst {
+        println!(
+            "{} mounts of 3-replica Deployments created at once (--max-provider-calls 3, 64 MiB each):",
+            b.mounts
+        );
+        println!(
+            "  all ACTIVE after     {:>7.3} s   (goal: <= 30 s)",
+            b.active.as_secs_f64()
+        );
+        println!(
+            "  operator RSS         peak {:>6.1} MiB during the burst (limit in the chart: {CHART_MEMORY_LIMIT_MIB} MiB; goal: <= 64 MiB)",
+            b.peak_rss_kib as f64 / 1024.0
+        );
+        println!(
+            "  operator CPU         {:>7.2} s over {:.1} s: {:.2} cores on average (goal: under one)",
+            b.cpu_seconds,
+            b.active.as_secs_f64(),
+            b.cpu_seconds / b.active.as_secs_f64().max(f64::EPSILON)
+        );
+        println!(
+            "  all deleted and restored after {:>7.3} s (goal: <= 15 s; restored: mount gone, every pod on its original image and Ready)",
+            b.restored.as_secs_f64()
+        );
+    }
     println!("operator process over the whole run:");
     println!(
         "  peak RSS             {:>7.1} MiB (goal: <= 64 MiB)",
@@ -155,6 +197,88 @@ async fn run(gefyra: &TestNamespace) -> anyhow::Result<Figures> {
         wait_for(&mounts, name, gone, TIMEOUT).await?;
     }
     Ok((create, delete, many))
+}
+
+/// What the burst measured.
+struct Burst {
+    mounts: usize,
+    active: Duration,
+    restored: Duration,
+    peak_rss_kib: u64,
+    cpu_seconds: f64,
+}
+
+/// `count` mounts of 3-replica Deployments, one per namespace, created at
+/// once; the operator's RSS sampled every 100 ms meanwhile.
+async fn burst(gefyra: &TestNamespace, count: usize, pid: u32) -> anyhow::Result<Burst> {
+    let mounts: Api<GefyraBridgeMount> = gefyra.api();
+    let mut namespaces = Vec::new();
+    for i in 0..count {
+        let ns = TestNamespace::new(&format!("bench-burst-{i}")).await?;
+        ns.api::<Deployment>()
+            .create(&PostParams::default(), &deployment("web", 3)?)
+            .await?;
+        namespaces.push(ns);
+    }
+    for ns in &namespaces {
+        settled(ns, 3).await?;
+    }
+    let names: Vec<String> = (0..count).map(|i| format!("burst-{i}")).collect();
+    let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sampler = {
+        let sampling = sampling.clone();
+        tokio::spawn(async move {
+            let mut peak = 0;
+            while sampling.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(memory_kib(pid, "VmRSS:").unwrap_or(0));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            peak
+        })
+    };
+    let cpu_before = Usage::of(pid)?.cpu_seconds;
+    let active = tokio::spawn(until_active(mounts.clone(), names.clone()));
+    let started = Instant::now();
+    let creates = names.iter().zip(&namespaces).map(|(name, ns)| {
+        let mounts = mounts.clone();
+        let mount = mount(name, ns.name(), gefyra.name());
+        async move { mounts.create(&PostParams::default(), &mount).await }
+    });
+    futures::future::try_join_all(creates).await?;
+    active.await??;
+    let active = started.elapsed();
+    let cpu_seconds = Usage::of(pid)?.cpu_seconds - cpu_before;
+    sampling.store(false, std::sync::atomic::Ordering::Relaxed);
+    let peak_rss_kib = sampler.await?;
+
+    let started = Instant::now();
+    let deletes = names.iter().map(|name| {
+        let mounts = mounts.clone();
+        async move { mounts.delete(name, &DeleteParams::default()).await }
+    });
+    futures::future::try_join_all(deletes).await?;
+    let gone = names.iter().map(|name| {
+        let mounts = mounts.clone();
+        async move {
+            wait_for(
+                &mounts,
+                name,
+                |m: Option<&GefyraBridgeMount>| m.is_none(),
+                TIMEOUT,
+            )
+            .await
+        }
+    });
+    futures::future::try_join_all(gone).await?;
+    futures::future::try_join_all(namespaces.iter().map(|ns| restored(ns, 3))).await?;
+    let restored = started.elapsed();
+    Ok(Burst {
+        mounts: count,
+        active,
+        restored,
+        peak_rss_kib,
+        cpu_seconds,
+    })
 }
 
 fn deployment(name: &str, replicas: i32) -> anyhow::Result<Deployment> {
