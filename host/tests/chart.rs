@@ -2,7 +2,7 @@
 //! and renders for default and other values, refuses bad values saying
 //! which, installs its objects, and its RBAC is enough for what the
 //! operator does: the operator binary runs locally as the chart's
-//! ServiceAccount (impersonation), with the arguments and provider volumes
+//! ServiceAccount (a token of its own), with the arguments and provider volumes
 //! of the Deployment the chart made, takes a mount to ACTIVE with a custom
 //! provider added through values, and a Gateway to Programmed.
 
@@ -330,12 +330,31 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
     Ok(())
 }
 
-/// A kubeconfig that acts as the ServiceAccount `namespace/name`.
-fn impersonating(namespace: &str, name: &str, dir: &Path) -> anyhow::Result<PathBuf> {
+/// A kubeconfig that authenticates as the ServiceAccount `namespace/name`
+/// with a token of its own (TokenRequest), as a pod of it does: the API
+/// server sees that ServiceAccount, not an administrator acting as it.
+fn as_service_account(namespace: &str, name: &str, dir: &Path) -> anyhow::Result<PathBuf> {
+    let token = Command::new(testbed_bin("kubectl")?)
+        .args([
+            "create",
+            "token",
+            name,
+            "--namespace",
+            namespace,
+            "--duration",
+            "2h",
+        ])
+        .env("KUBECONFIG", kubeconfig_path())
+        .output()?;
+    anyhow::ensure!(
+        token.status.success(),
+        "kubectl create token: {}",
+        String::from_utf8_lossy(&token.stderr)
+    );
     let text = std::fs::read_to_string(kubeconfig_path())?;
     let mut config: Value = yaml_serde::from_str(&text)?;
     for user in config["users"].as_array_mut().into_iter().flatten() {
-        user["user"]["as"] = json!(format!("system:serviceaccount:{namespace}:{name}"));
+        user["user"] = json!({ "token": String::from_utf8(token.stdout.clone())?.trim() });
     }
     let path = dir.join("kubeconfig");
     std::fs::write(&path, serde_json::to_string(&config)?)?;
@@ -431,6 +450,7 @@ async fn installed_the_chart_runs_the_operator_within_its_rbac() -> anyhow::Resu
         "helm install",
     )?;
     let work = tempfile::tempdir()?;
+    let granted = granted_rules(&release).await?;
     let installed = run_installed(&ns, &release, &controller_name, work.path()).await?;
 
     // `helm uninstall` with a mount ACTIVE: its pre-delete hook ends the
@@ -507,6 +527,7 @@ async fn installed_the_chart_runs_the_operator_within_its_rbac() -> anyhow::Resu
     );
     let log = installed.operator.log();
     assert!(!log.contains("forbidden"), "a missing RBAC rule:\n{log}");
+    rbac_is_what_was_called(&release, &format!("{release}-pontoon"), &granted)?;
 
     // Nothing of the release is left.
     let selector = format!("app.kubernetes.io/instance={release}");
@@ -613,19 +634,21 @@ async fn run_installed(
             custom.display().to_string(),
             format!("--grants={}", grants_file.display()),
             "--kubeconfig".to_string(),
-            impersonating(ns.name(), &name, work)?.display().to_string(),
+            as_service_account(ns.name(), &name, work)?
+                .display()
+                .to_string(),
             // Logs a person reads in the test's failure message.
             "--log-format=text".to_string(),
         ])
         .collect();
     let local: Vec<&str> = local.iter().map(String::as_str).collect();
-    // The kubeconfig does act as the ServiceAccount: Nodes are not its to read.
+    // The kubeconfig is the ServiceAccount: Nodes are not its to read.
     let kubeconfig = kube::config::Kubeconfig::read_from(work.join("kubeconfig"))?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(kube::Client::try_from(config)?);
     match nodes.list(&ListParams::default()).await {
         Err(kube::Error::Api(status)) if status.code == 403 => {}
-        other => bail!("impersonation is not in effect: listing Nodes gave {other:?}"),
+        other => bail!("the ServiceAccount token is not in effect: listing Nodes gave {other:?}"),
     }
     let operator = Operator::start(Path::new(env!("CARGO_BIN_EXE_pontoon")), ns.name(), &local)?;
 
@@ -723,6 +746,29 @@ async fn run_installed(
             }))?,
         )
         .await?;
+    // With a route: its status is the operator's to write.
+    let routes: Api<gateway_api::apis::standard::httproutes::HttpRoute> = ns.api();
+    routes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "web"},
+                "spec": {
+                    "parentRefs": [{"name": "edge"}],
+                    "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]
+                }
+            }))?,
+        )
+        .await?;
+    let accepted = |r: Option<&gateway_api::apis::standard::httproutes::HttpRoute>| {
+        r.and_then(|r| r.status.as_ref()).is_some_and(|s| {
+            s.parents.iter().any(|p| {
+                p.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Accepted" && c.status == "True")
+            })
+        })
+    };
     let programmed = |g: Option<&gateway_api::apis::standard::gateways::Gateway>| {
         g.and_then(|g| g.status.as_ref())
             .and_then(|s| s.conditions.as_ref())
@@ -731,7 +777,10 @@ async fn run_installed(
                     .any(|c| c.type_ == "Programmed" && c.status == "True")
             })
     };
-    let reached = wait_for(&gateways, "edge", programmed, TIMEOUT).await;
+    let reached = match wait_for(&gateways, "edge", programmed, TIMEOUT).await {
+        Ok(_) => wait_for(&routes, "web", accepted, TIMEOUT).await.map(drop),
+        Err(err) => Err(err),
+    };
     if let Err(err) = reached {
         bail!(
             "{err}: the Gateway is not Programmed\n--- operator ---\n{}",
@@ -761,6 +810,132 @@ async fn run_installed(
     .await
     .with_context(|| format!("web-mount was not removed\n{}", operator.log_tail(30)))?;
     Ok(Installed { operator, target })
+}
+
+/// `(apiGroup, resource, verb)` the release's ClusterRoles and Roles grant.
+type Rule = (String, String, String);
+
+async fn granted_rules(release: &str) -> anyhow::Result<std::collections::BTreeSet<Rule>> {
+    let client = pontoon_tests::client().await?;
+    let selector = format!("app.kubernetes.io/instance={release}");
+    let params = ListParams::default().labels(&selector);
+    let mut rules = Vec::new();
+    for role in Api::<ClusterRole>::all(client.clone())
+        .list(&params)
+        .await?
+    {
+        rules.extend(role.rules.unwrap_or_default());
+    }
+    for role in Api::<Role>::all(client).list(&params).await? {
+        rules.extend(role.rules.unwrap_or_default());
+    }
+    let mut granted = std::collections::BTreeSet::new();
+    for rule in rules {
+        for group in rule.api_groups.unwrap_or_default() {
+            for resource in rule.resources.clone().unwrap_or_default() {
+                for verb in &rule.verbs {
+                    granted.insert((group.clone(), resource.clone(), verb.clone()));
+                }
+            }
+        }
+    }
+    Ok(granted)
+}
+
+/// The chart's RBAC is exactly what the operator (and its providers, and
+/// the hook) called as the chart's ServiceAccount, as the test bed's audit
+/// log recorded it: nothing was refused, and every right granted was used
+/// on the paths this test runs, or is named below with the path that uses it.
+fn rbac_is_what_was_called(
+    namespace: &str,
+    account: &str,
+    granted: &std::collections::BTreeSet<Rule>,
+) -> anyhow::Result<()> {
+    let user = format!("system:serviceaccount:{namespace}:{account}");
+    let log = std::fs::read_to_string(pontoon_tests::testbed_dir().join("logs/audit.log"))
+        .context("the test bed's audit log")?;
+    let mut used = std::collections::BTreeSet::new();
+    let mut refused = Vec::new();
+    for line in log.lines() {
+        let Ok(event) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if event["user"]["username"] != user.as_str() {
+            continue;
+        }
+        let object = &event["objectRef"];
+        let resource = match object["subresource"].as_str() {
+            Some(sub) => format!("{}/{sub}", object["resource"].as_str().unwrap_or_default()),
+            None => object["resource"].as_str().unwrap_or_default().to_string(),
+        };
+        let rule = (
+            object["apiGroup"].as_str().unwrap_or_default().to_string(),
+            resource,
+            event["verb"].as_str().unwrap_or_default().to_string(),
+        );
+        // The test's own probe that the token is the ServiceAccount's.
+        if rule == (String::new(), "nodes".to_string(), "list".to_string()) {
+            continue;
+        }
+        if event["responseStatus"]["code"] == 403 {
+            refused.push(format!("{rule:?}: {}", event["responseStatus"]["message"]));
+        }
+        used.insert(rule);
+    }
+    anyhow::ensure!(!used.is_empty(), "no request of {user} in the audit log");
+    assert!(
+        refused.is_empty(),
+        "refused for want of a right: {refused:#?}"
+    );
+    // Rights this test's paths do not take, each with the path that does.
+    let elsewhere: std::collections::BTreeMap<Rule, &str> = [
+        ("", "pods", "create", "a bare Pod target: its shadow is a Pod"),
+        ("", "pods", "delete", "a bare Pod target: its shadow is a Pod"),
+        ("", "pods", "get", "a bare Pod target, and restoring a pod a restore entry names"),
+        ("", "pods/exec", "create", "exec over a WebSocket is a GET; API servers that authorize the upgrade as create (AuthorizePodWebsocketUpgradeCreatePermission) need it too"),
+        ("", "secrets", "get", "TLS parameters of a mount; a listener's certificate"),
+        ("", "secrets", "create", "a Gateway's certificate Secret (HTTPS listener), first applied"),
+        ("", "secrets", "patch", "a Gateway's certificate Secret (HTTPS listener)"),
+        ("", "services", "create", "server-side apply of a Service that does not exist yet is authorized as create too (the audit log records the patch)"),
+        ("apps", "deployments", "create", "the same for a Deployment"),
+        ("apps", "statefulsets", "create", "a StatefulSet target: its shadow, first applied"),
+        ("apps", "statefulsets", "delete", "a StatefulSet target: its shadow"),
+        ("apps", "statefulsets", "get", "a StatefulSet target"),
+        ("apps", "statefulsets", "patch", "a StatefulSet target: its shadow, and the restart at restore"),
+        ("autoscaling", "horizontalpodautoscalers", "create", "a target an HPA scales: the HPA's copy"),
+        ("autoscaling", "horizontalpodautoscalers", "delete", "a target an HPA scales: the HPA's copy"),
+        ("autoscaling", "horizontalpodautoscalers", "patch", "a target an HPA scales: the HPA's copy"),
+        ("coordination.k8s.io", "leases", "create", "leader election (replicaCount > 1)"),
+        ("coordination.k8s.io", "leases", "get", "leader election"),
+        ("coordination.k8s.io", "leases", "update", "leader election"),
+        ("events.k8s.io", "events", "patch", "an Event repeated (the recorder counts it on the first)"),
+    ]
+    .into_iter()
+    .map(|(g, r, v, why)| ((g.to_string(), r.to_string(), v.to_string()), why))
+    .collect();
+    let unused: Vec<&Rule> = granted
+        .iter()
+        .filter(|r| !used.contains(*r) && !elsewhere.contains_key(*r))
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "granted, but no path calls it (remove it from the chart, or name the path here): {unused:#?}"
+    );
+    let exercised: Vec<&Rule> = elsewhere.keys().filter(|r| used.contains(*r)).collect();
+    assert!(
+        exercised.is_empty(),
+        "now used on this test's paths, no longer an exception: {exercised:#?}"
+    );
+    let ungranted: Vec<&Rule> = used
+        .iter()
+        .filter(|(g, r, _)| !(g.is_empty() && r.is_empty()))
+        .filter(|r| !granted.contains(*r))
+        .collect();
+    assert!(
+        ungranted.is_empty(),
+        "called without a grant of the chart: {ungranted:#?}"
+    );
+    Ok(())
 }
 
 /// What `run_installed` leaves running for `helm uninstall`.
@@ -799,7 +974,7 @@ async fn run_hook_pods(namespace: String, work: PathBuf) -> anyhow::Result<Vec<S
             let mut args = container.args.clone().unwrap_or_default();
             args.push(format!(
                 "--kubeconfig={}",
-                impersonating(&namespace, &account, &work)?.display()
+                as_service_account(&namespace, &account, &work)?.display()
             ));
             let run = tokio::task::spawn_blocking(move || {
                 Command::new(env!("CARGO_BIN_EXE_pontoon"))

@@ -74,7 +74,7 @@ fingerprint() {
     # Not the echo backend's: tests run it themselves, the cluster never does.
     find "$bin" "$tb/share" -maxdepth 1 -name '.*.key' ! -name .echo-backend.key -print0 |
       sort -z | xargs -0 -r cat
-    (cd "$here" && sha256sum up.sh stages.yaml nodes.yaml process-images.yaml)
+    (cd "$here" && sha256sum up.sh stages.yaml nodes.yaml process-images.yaml audit-policy.yaml)
     ! can_run_processes || "$root/scripts/praxis.sh"
     (cd "$pki" && sha256sum version ./*.crt ./*.pub)
   } | sha256sum | cut -c1-16
@@ -135,6 +135,8 @@ start kube-apiserver "$bin/kube-apiserver" \
   --authorization-mode RBAC --allow-privileged=true \
   --kubelet-client-certificate "$pki/admin.crt" --kubelet-client-key "$pki/admin.key" \
   --kubelet-preferred-address-types InternalIP \
+  --audit-policy-file "$here/audit-policy.yaml" --audit-log-path "$logs/audit.log" \
+  --audit-log-format json --audit-log-maxsize 200 --audit-log-maxbackup 1 \
   --profiling=false
 wait_until 90 "kube-apiserver to be ready" kubectl get --raw /readyz
 
