@@ -28,7 +28,7 @@ use kube::{
 };
 use pontoon::bridge_mount::{GefyraBridge, GefyraBridgeMount, crd::BridgeMountFields};
 use pontoon_tests::{
-    TestNamespace, kubeconfig_path, modules::test_module, operator::Operator, repo_root,
+    TestNamespace, kubeconfig_path, kubelet, modules::test_module, operator::Operator, repo_root,
     testbed_bin, wait_for,
 };
 use serde_json::{Value, json};
@@ -330,37 +330,6 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
     Ok(())
 }
 
-/// A kubeconfig that authenticates as the ServiceAccount `namespace/name`
-/// with a token of its own (TokenRequest), as a pod of it does: the API
-/// server sees that ServiceAccount, not an administrator acting as it.
-fn as_service_account(namespace: &str, name: &str, dir: &Path) -> anyhow::Result<PathBuf> {
-    let token = Command::new(testbed_bin("kubectl")?)
-        .args([
-            "create",
-            "token",
-            name,
-            "--namespace",
-            namespace,
-            "--duration",
-            "2h",
-        ])
-        .env("KUBECONFIG", kubeconfig_path())
-        .output()?;
-    anyhow::ensure!(
-        token.status.success(),
-        "kubectl create token: {}",
-        String::from_utf8_lossy(&token.stderr)
-    );
-    let text = std::fs::read_to_string(kubeconfig_path())?;
-    let mut config: Value = yaml_serde::from_str(&text)?;
-    for user in config["users"].as_array_mut().into_iter().flatten() {
-        user["user"] = json!({ "token": String::from_utf8(token.stdout.clone())?.trim() });
-    }
-    let path = dir.join("kubeconfig");
-    std::fs::write(&path, serde_json::to_string(&config)?)?;
-    Ok(path)
-}
-
 /// What the kubelet would put at the Deployment's ConfigMap provider
 /// volume: each projected item, from the ConfigMap, in `dir`.
 async fn materialise_configmap_providers(
@@ -455,8 +424,19 @@ async fn installed_the_chart_runs_the_operator_within_its_rbac() -> anyhow::Resu
 
     // `helm uninstall` with a mount ACTIVE: its pre-delete hook ends the
     // mount while the operator still runs, and the target is restored.
-    let hook = tokio::spawn(run_hook_pods(release.clone(), work.path().join("hook")));
-    std::fs::create_dir_all(work.path().join("hook"))?;
+    let hook = tokio::spawn({
+        let (release, work) = (release.clone(), work.path().join("hook"));
+        async move {
+            kubelet::run_pods(
+                &release,
+                kubelet::TERMINATE_MOUNTS_PODS,
+                Path::new(env!("CARGO_BIN_EXE_pontoon")),
+                &work,
+                Duration::from_secs(120),
+            )
+            .await
+        }
+    });
     let uninstalled = tokio::task::spawn_blocking({
         let release = release.clone();
         move || {
@@ -634,7 +614,7 @@ async fn run_installed(
             custom.display().to_string(),
             format!("--grants={}", grants_file.display()),
             "--kubeconfig".to_string(),
-            as_service_account(ns.name(), &name, work)?
+            kubelet::as_service_account(ns.name(), &name, work)?
                 .display()
                 .to_string(),
             // Logs a person reads in the test's failure message.
@@ -942,82 +922,6 @@ fn rbac_is_what_was_called(
 struct Installed {
     operator: Operator,
     target: TestNamespace,
-}
-
-/// Acts as the kubelet for the pods of the release's pre-delete hook Job
-/// (the test bed's nodes run no containers of the operator's image): runs
-/// the container's arguments with the operator binary, as the pod's
-/// ServiceAccount, then reports the pod Succeeded or Failed, so that the Job
-/// completes and helm goes on (or fails) as in a cluster.
-async fn run_hook_pods(namespace: String, work: PathBuf) -> anyhow::Result<Vec<String>> {
-    let pods: Api<k8s_openapi::api::core::v1::Pod> =
-        Api::namespaced(pontoon_tests::client().await?, &namespace);
-    let selector = "app.kubernetes.io/component=terminate-mounts";
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    let mut outputs = Vec::new();
-    loop {
-        let listed = pods.list(&ListParams::default().labels(selector)).await?;
-        let pending = listed.items.into_iter().find(|p| {
-            p.status
-                .as_ref()
-                .and_then(|s| s.phase.as_deref())
-                .is_none_or(|phase| phase == "Pending" || phase == "Running")
-        });
-        if let Some(pod) = pending {
-            let name = kube::ResourceExt::name_any(&pod);
-            let spec = pod.spec.clone().context("hook pod without spec")?;
-            let account = spec.service_account_name.clone().unwrap_or_default();
-            let container = spec
-                .containers
-                .first()
-                .context("hook pod without container")?;
-            let mut args = container.args.clone().unwrap_or_default();
-            args.push(format!(
-                "--kubeconfig={}",
-                as_service_account(&namespace, &account, &work)?.display()
-            ));
-            let run = tokio::task::spawn_blocking(move || {
-                Command::new(env!("CARGO_BIN_EXE_pontoon"))
-                    .args(&args)
-                    .output()
-            })
-            .await??;
-            let text = format!(
-                "{}{}",
-                String::from_utf8_lossy(&run.stdout),
-                String::from_utf8_lossy(&run.stderr)
-            );
-            outputs.push(text);
-            let code = run.status.code().unwrap_or(1);
-            let now = k8s_openapi::jiff::Timestamp::now().to_string();
-            let status = json!({ "status": {
-                "phase": if code == 0 { "Succeeded" } else { "Failed" },
-                "conditions": [{ "type": "Ready", "status": "False", "lastTransitionTime": now }],
-                "containerStatuses": [{
-                    "name": container.name, "image": container.image, "imageID": "",
-                    "ready": false, "restartCount": 0,
-                    "state": { "terminated": {
-                        "exitCode": code, "reason": if code == 0 { "Completed" } else { "Error" },
-                        "startedAt": now, "finishedAt": now
-                    } }
-                }]
-            } });
-            pods.patch_status(
-                &name,
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(status),
-            )
-            .await?;
-            if code == 0 {
-                return Ok(outputs);
-            }
-        }
-        anyhow::ensure!(
-            std::time::Instant::now() < deadline,
-            "no hook pod ran to success: {outputs:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 #[test]

@@ -6,7 +6,7 @@
 use std::{collections::BTreeMap, path::Path, time::Duration};
 
 use anyhow::Context;
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use gateway_api::{
     gatewayclasses::GatewayClass,
     gateways::Gateway,
@@ -751,6 +751,13 @@ async fn routes_attach_or_are_refused_with_the_specs_reasons() -> anyhow::Result
     Ok(())
 }
 
+/// Which child of a Gateway a write was of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Child {
+    Config,
+    Rollout,
+}
+
 #[tokio::test]
 async fn a_route_change_changes_the_config_and_rolls_the_pods() -> anyhow::Result<()> {
     let bed = Bed::new("gw-change").await?;
@@ -785,17 +792,39 @@ async fn a_route_change_changes_the_config_and_rolls_the_pods() -> anyhow::Resul
     let first = hash(&deployments.get("praxis-gw").await?);
     assert!(first.is_some(), "the pods carry the config's hash");
 
-    // The Deployment as first written with the new hash: the write that
-    // starts the rollout.
-    let rollout = {
-        let first = first.clone();
-        let config = watcher::Config::default().fields("metadata.name=praxis-gw");
-        let mut versions = watcher(deployments.clone(), config)
+    // Every write of either child, with its revision: the ConfigMap's as
+    // the hash of the config it holds, the Deployment's as the hash its
+    // pods carry. Both are revisions of the test bed's one etcd, so their
+    // order is the order of the writes.
+    let writes = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(Child, u64, String)>::new()));
+    let record = {
+        let writes = writes.clone();
+        move |kind: Child, rv: Option<String>, hash: Option<String>| if let (Some(rv), Some(hash)) = (rv.and_then(|v| v.parse().ok()), hash) {
+            writes.lock().unwrap().push((kind, rv, hash));
+        }
+    };
+    let only = || watcher::Config::default().fields("metadata.name=praxis-gw");
+    let config_hash = |c: &ConfigMap| {
+        c.data
+            .as_ref()
+            .and_then(|d| d.get("config.yaml"))
+            .map(|y| pontoon::gateway::children::data_plane_hash(y, None))
+    };
+    let watches = {
+        let record_rollout = record.clone();
+        let configs = watcher(configmaps.clone(), only())
             .applied_objects()
-            .try_filter(move |d| std::future::ready(hash(d) != first))
-            .map_ok(|d| d.resource_version())
-            .boxed();
-        tokio::spawn(async move { versions.try_next().await })
+            .try_for_each(move |c| {
+                record(Child::Config, c.resource_version(), config_hash(&c));
+                std::future::ready(Ok(()))
+            });
+        let rollouts = watcher(deployments.clone(), only())
+            .applied_objects()
+            .try_for_each(move |d| {
+                record_rollout(Child::Rollout, d.resource_version(), hash(&d));
+                std::future::ready(Ok(()))
+            });
+        tokio::spawn(async move { futures::try_join!(configs, rollouts) })
     };
     bed.routes()
         .patch(
@@ -807,23 +836,36 @@ async fn a_route_change_changes_the_config_and_rolls_the_pods() -> anyhow::Resul
         )
         .await?;
     wait_for(&configmaps, "praxis-gw", config_with("/v2"), TIMEOUT).await?;
-    let rolled = |d: Option<&Deployment>| d.is_some_and(|d| hash(d).is_some() && hash(d) != first);
+    let config = configmaps.get("praxis-gw").await?;
+    let current = config_hash(&config).context("the ConfigMap holds a config")?;
+    let rolled = |d: Option<&Deployment>| d.is_some_and(|d| hash(d).as_ref() == Some(&current));
     wait_for(&deployments, "praxis-gw", rolled, TIMEOUT).await?;
 
     // No pod of the rollout may start with the old config (Praxis reads it
-    // once): the ConfigMap is written before the Deployment. Both versions
-    // are revisions of the test bed's one etcd, so their order is the order
-    // of the writes.
-    let rollout = tokio::time::timeout(TIMEOUT, rollout)
-        .await
-        .context("the rollout's write was not seen")???
-        .context("the Deployment's watch ended")?;
-    let config = configmaps.get("praxis-gw").await?.resource_version();
-    let revision = |v: Option<String>| v.and_then(|v| v.parse::<u64>().ok());
-    let (config, rollout) = (revision(config), revision(rollout));
+    // once): the ConfigMap holding the new config is written before the
+    // Deployment whose pods carry its hash.
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    let (config, rollout) = loop {
+        let seen = writes.lock().unwrap().clone();
+        let first_of = |kind: Child| {
+            seen.iter()
+                .filter(|(k, _, h)| *k == kind && *h == current)
+                .map(|(_, rv, _)| *rv)
+                .min()
+        };
+        if let (Some(config), Some(rollout)) = (first_of(Child::Config), first_of(Child::Rollout)) {
+            break (config, rollout);
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the watches did not see both writes of config {current}: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    watches.abort();
     assert!(
-        config.is_some() && config < rollout,
-        "the new config (revision {config:?}) is written before the rollout starts (revision {rollout:?})"
+        config < rollout,
+        "the new config (revision {config}) is written before the rollout starts (revision {rollout})"
     );
     Ok(())
 }

@@ -331,7 +331,14 @@ async fn clean_up_leftovers(client: &kube::Client) -> anyhow::Result<()> {
     remove_walk_through_files()?;
     let helm = pontoon_tests::testbed_bin("helm")?;
     let _ = Command::new(helm)
-        .args(["uninstall", "pontoon", "--namespace", "pontoon-system"])
+        // Its hook would wait for the mounts of an operator long gone.
+        .args([
+            "uninstall",
+            "pontoon",
+            "--namespace",
+            "pontoon-system",
+            "--no-hooks",
+        ])
         .env("KUBECONFIG", kubeconfig_path())
         .output();
     // Without a running operator nothing would remove these finalizers.
@@ -348,7 +355,23 @@ async fn clean_up_leftovers(client: &kube::Client) -> anyhow::Result<()> {
             let _ = mounts.delete(name, &DeleteParams::default()).await;
         }
     }
+    // Mounts other tests left in their namespaces, being deleted, when their
+    // operators stopped: nothing will ever uninstall them, and the chart's
+    // pre-delete hook, which ends every mount of the cluster, would wait
+    // for them in vain.
     let namespaces: Api<Namespace> = Api::all(client.clone());
+    let all: Api<GefyraBridgeMount> = Api::all(client.clone());
+    for mount in all.list(&Default::default()).await? {
+        let ns = mount.namespace().unwrap_or_default();
+        let deleted = namespaces
+            .get_opt(&ns)
+            .await?
+            .is_some_and(|n| n.metadata.deletion_timestamp.is_some());
+        if deleted {
+            let api: Api<GefyraBridgeMount> = Api::namespaced(client.clone(), &ns);
+            drop_finalizers(&api, &mount.name_any()).await?;
+        }
+    }
     for ns in ["shop", "pontoon-system"] {
         let _ = namespaces.delete(ns, &DeleteParams::default()).await;
     }
@@ -543,7 +566,45 @@ async fn the_readme_walk_through_works_step_by_step() -> anyhow::Result<()> {
     chart_grants_allow_the_module(&client).await?;
 
     // Clean up, while the operator runs; then Ctrl-C.
-    shell.run(&readme.next("helm uninstall")?)?;
+    // The chart's pre-delete hook ends web-mount: its one pod is run here
+    // as a kubelet would (the test bed's nodes run no containers).
+    let hook = tokio::spawn(async {
+        let work = tempfile::tempdir()?;
+        pontoon_tests::kubelet::run_pods(
+            "pontoon-system",
+            pontoon_tests::kubelet::TERMINATE_MOUNTS_PODS,
+            Path::new(env!("CARGO_BIN_EXE_pontoon")),
+            work.path(),
+            Duration::from_secs(300),
+        )
+        .await
+    });
+    let out = tokio::task::block_in_place(|| shell.run(&readme.next("helm uninstall")?));
+    let out = match out {
+        Ok(out) => out,
+        Err(err) => {
+            hook.abort();
+            let all: Api<GefyraBridgeMount> = Api::all(client.clone());
+            let left: Vec<String> = all
+                .list(&Default::default())
+                .await?
+                .iter()
+                .map(|m| format!("{} {:?}", m.qualified_name(), m.fields.state))
+                .collect();
+            return Err(err.context(format!("mounts in the cluster: {left:?}")));
+        }
+    };
+    let hook = hook.await??;
+    ensure!(
+        hook.last()
+            .is_some_and(|o| o.contains("terminating gefyra/web-mount")
+                && o.contains("1 mount(s) terminated, every target restored")),
+        "the pre-delete hook did not end web-mount:\n{hook:?}"
+    );
+    ensure!(
+        out.contains("No resources found in gefyra namespace"),
+        "a mount is left after helm uninstall:\n{out}"
+    );
     let namespaces: Api<Namespace> = Api::all(client.clone());
     for ns in ["shop", "demo", "pontoon-system"] {
         ensure!(

@@ -18,6 +18,7 @@ use rand::distr::{Alphanumeric, SampleString};
 pub mod backends;
 pub mod bench;
 pub mod gateway_api;
+pub mod kubelet;
 pub mod modules;
 pub mod netns;
 pub mod operator;
