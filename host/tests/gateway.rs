@@ -799,8 +799,10 @@ async fn a_route_change_changes_the_config_and_rolls_the_pods() -> anyhow::Resul
     let writes = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(Child, u64, String)>::new()));
     let record = {
         let writes = writes.clone();
-        move |kind: Child, rv: Option<String>, hash: Option<String>| if let (Some(rv), Some(hash)) = (rv.and_then(|v| v.parse().ok()), hash) {
-            writes.lock().unwrap().push((kind, rv, hash));
+        move |kind: Child, rv: Option<String>, hash: Option<String>| {
+            if let (Some(rv), Some(hash)) = (rv.and_then(|v| v.parse().ok()), hash) {
+                writes.lock().unwrap().push((kind, rv, hash));
+            }
         }
     };
     let only = || watcher::Config::default().fields("metadata.name=praxis-gw");
