@@ -94,10 +94,6 @@ impl<'a> Ctx<'a> {
             .transpose()
     }
 
-    pub fn delete_shadow(&self) -> Result<bool, Error> {
-        Ok(cluster::raw::delete(&self.shadow_ref())?)
-    }
-
     /// The original pods of the target that are not going away: a Pod
     /// target's own pod, or the pods its selector matches (never the shadow's).
     pub fn original_pods(&self, workload: &Workload) -> Result<Vec<Pod>, Error> {

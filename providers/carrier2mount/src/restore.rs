@@ -187,26 +187,6 @@ impl Store {
         Ok(self.read()?.and_then(|cm| cm.data).unwrap_or_default())
     }
 
-    /// The entry under `key`; an entry that does not decode is an error, so
-    /// nobody writes over what may be the only copy of an original.
-    pub fn entry(
-        &self,
-        data: &BTreeMap<String, String>,
-        key: &str,
-    ) -> Result<Option<Entry>, Error> {
-        data.get(key)
-            .map(|text| {
-                Entry::decode(text).map_err(|e| {
-                    Error::failed(format!(
-                        "restore entry `{key}` in {} cannot be read ({e}); \
-                         fix or remove it by hand",
-                        self.describe()
-                    ))
-                })
-            })
-            .transpose()
-    }
-
     /// Writes one entry, creating the ConfigMap if needed.
     pub fn save(&self, key: &str, entry: &Entry) -> Result<(), Error> {
         let patch = json!({ "data": { key: entry.encode() } });
