@@ -55,7 +55,8 @@ enum Command {
         /// The provider module to check.
         #[arg(long, value_name = "PATH.wasm")]
         provider: PathBuf,
-        /// Cluster to use; default: the test bed's (.testbed/kubeconfig) if present, else KUBECONFIG.
+        /// Cluster to use; default: KUBECONFIG if set, else the test bed's
+        /// (.testbed/kubeconfig) if present, else in-cluster or ~/.kube/config.
         #[arg(long, value_name = "FILE")]
         kubeconfig: Option<PathBuf>,
         /// How long each waiting check may take.
@@ -222,7 +223,13 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 #[tokio::main]
 async fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
-    telemetry::init(cli.log_format);
+    // The provider check's output is its report: a denied call or a failed
+    // step is in a FAIL line already, and is not printed twice by the logs.
+    let default_level = match cli.command {
+        Command::Conformance { .. } => "error",
+        _ => "info",
+    };
+    telemetry::init(cli.log_format, default_level);
     match cli.command {
         Command::Run(args) => {
             let client = client(args.kubeconfig, false).await?;
@@ -339,13 +346,15 @@ async fn main() -> anyhow::Result<ExitCode> {
     }
 }
 
-/// A client from `kubeconfig`; without one, the test bed's when `prefer_testbed`
-/// and it exists, else the usual inference (KUBECONFIG, in-cluster, ~/.kube/config).
+/// A client from `kubeconfig`; without one, from `KUBECONFIG` when it is set
+/// (a user's explicit choice wins, as with kubectl); else the test bed's when
+/// `prefer_testbed` and it exists; else in-cluster or ~/.kube/config.
 async fn client(kubeconfig: Option<PathBuf>, prefer_testbed: bool) -> anyhow::Result<kube::Client> {
     use kube::config::{KubeConfigOptions, Kubeconfig};
+    let from_env = std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty());
     let path = kubeconfig.or_else(|| {
         let testbed = PathBuf::from(".testbed/kubeconfig");
-        (prefer_testbed && testbed.exists()).then_some(testbed)
+        (prefer_testbed && !from_env && testbed.exists()).then_some(testbed)
     });
     let config = match path {
         Some(path) => {

@@ -12,9 +12,11 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the global subscriber; the level comes from `RUST_LOG` (default `info`).
-pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+/// Installs the global subscriber; the level comes from `RUST_LOG`, else
+/// `default` (`info` for the operator; a command whose output is a report
+/// passes `error`, so that what the report says is not said again by logs).
+pub fn init(format: LogFormat, default: &str) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let registry = tracing_subscriber::registry().with(filter);
     match format {
         LogFormat::Text => registry

@@ -158,6 +158,16 @@ impl Scope {
     }
 }
 
+/// An API group as a person writes it in a scope: the core group is the
+/// empty string, which a bare pair of backticks would hide.
+fn group_name(group: &str) -> String {
+    if group.is_empty() {
+        "`\"\"` (core)".to_string()
+    } else {
+        format!("`{group}`")
+    }
+}
+
 impl Scope {
     /// What to declare for `request` to be allowed, or why nothing can be.
     fn hint(&self, request: &Request<'_>) -> String {
@@ -174,8 +184,8 @@ impl Scope {
         };
         format!(
             "to allow it, add to the module's metadata scope a capability with api-group \
-             `{}`, kind `{}`, verb `{}`, namespace `{scope}`{}",
-            request.api_group(),
+             {}, kind `{}`, verb `{}`, namespace `{scope}`{}",
+            group_name(request.api_group()),
             request.kind,
             verb_name(request.verb),
             request
@@ -334,6 +344,25 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn a_denial_in_the_target_namespace_names_what_to_declare() {
+        let err = scope()
+            .check(&req("v1", "Pod", Verb::Patch, "shop", Some("web")))
+            .unwrap_err();
+        assert!(
+            err.ends_with(
+                "to allow it, add to the module's metadata scope a capability with api-group \
+                 `\"\"` (core), kind `Pod`, verb `patch`, namespace `target` (names empty, \
+                 or including `web`)"
+            ),
+            "{err}"
+        );
+        let err = scope()
+            .check(&req("apps/v1", "Deployment", Verb::Delete, "shop", None))
+            .unwrap_err();
+        assert!(err.contains("api-group `apps`, kind `Deployment`"), "{err}");
+    }
+
+    #[test]
     fn an_empty_scope_allows_nothing() {
         let s = Scope::default();
         assert!(
@@ -400,8 +429,8 @@ pub(super) mod tests {
         let denied = get("api-shadow").unwrap_err();
         assert!(
             denied.ends_with(
-                "add to the module's metadata scope a capability with api-group ``, kind \
-                 `ConfigMap`, verb `get`, namespace `target` (names empty, or including \
+                "add to the module's metadata scope a capability with api-group `\"\"` (core), \
+                 kind `ConfigMap`, verb `get`, namespace `target` (names empty, or including \
                  `api-shadow`)"
             ),
             "{denied}"

@@ -61,8 +61,12 @@
 //! pontoon_provider_sdk::export_bridge_mount!(MyProvider);
 //! ```
 //!
-//! Build it with `cargo build --release --target wasm32-wasip2`; the
-//! component is `target/wasm32-wasip2/release/<crate name>.wasm`.
+//! Build it with `cargo build --profile wasm-release --target wasm32-wasip2`
+//! (`make new-provider` writes that profile into the crate; elsewhere add
+//! `[profile.wasm-release]` with `inherits = "release"` and
+//! `opt-level = "s"`: a smaller component, compiled faster by the
+//! operator); the component is
+//! `target/wasm32-wasip2/wasm-release/<crate name>.wasm`.
 //!
 //! Rules the host enforces, worth designing for:
 //!
