@@ -1,4 +1,8 @@
-use std::{path::PathBuf, process::ExitCode, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    process::ExitCode,
+    time::Duration,
+};
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
@@ -49,6 +53,18 @@ enum Command {
         /// How long to wait for the mounts to be gone.
         #[arg(long, value_name = "SECONDS", default_value_t = 300)]
         timeout: u64,
+    },
+    /// Check a module offline, before deploying it: its world, name, version
+    /// and declared scope; with --grants, whether the operator would load it
+    /// (non-zero exit, naming each capability in excess, when it would not).
+    Check {
+        /// The module (a bridge-mount provider or a config filter).
+        #[arg(long, value_name = "PATH.wasm")]
+        provider: PathBuf,
+        /// The grants file the operator will run with (`--grants`; the
+        /// chart's `grants` value, with the bundled grants for bundled modules).
+        #[arg(long, value_name = "FILE")]
+        grants: Option<PathBuf>,
     },
     /// Check that a bridge-mount provider module keeps the contract, on a real cluster.
     Conformance {
@@ -226,7 +242,7 @@ async fn main() -> anyhow::Result<ExitCode> {
     // The provider check's output is its report: a denied call or a failed
     // step is in a FAIL line already, and is not printed twice by the logs.
     let default_level = match cli.command {
-        Command::Conformance { .. } => "error",
+        Command::Conformance { .. } | Command::Check { .. } => "error",
         _ => "info",
     };
     telemetry::init(cli.log_format, default_level);
@@ -317,6 +333,7 @@ async fn main() -> anyhow::Result<ExitCode> {
             .await?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Check { provider, grants } => check_module(&provider, grants.as_deref()).await,
         Command::Conformance {
             provider,
             kubeconfig,
@@ -342,6 +359,70 @@ async fn main() -> anyhow::Result<ExitCode> {
             } else {
                 ExitCode::FAILURE
             })
+        }
+    }
+}
+
+/// `pontoon check`: what the operator would make of `module` at load.
+async fn check_module(module: &Path, grants: Option<&Path>) -> anyhow::Result<ExitCode> {
+    use pontoon::plugins::{Limits, LoadError, LoadedModule, PluginRuntime, grants};
+    let grants = grants.map(grants::Grants::read).transpose()?;
+    let runtime = PluginRuntime::new(Limits::default())?;
+    let loaded = match runtime.load_file(module).await {
+        Ok(loaded) => loaded,
+        Err(err) => {
+            println!("refused at load: {err}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let (name, scope) = match &loaded {
+        LoadedModule::Provider(m) => {
+            println!(
+                "bridge-mount provider `{}` {} ({})",
+                m.metadata.name,
+                m.metadata.version,
+                module.display()
+            );
+            (m.metadata.name.clone(), m.metadata.scope.clone())
+        }
+        LoadedModule::Filter(m) => {
+            println!(
+                "config filter `{}` {} ({})",
+                m.metadata.name,
+                m.metadata.version,
+                module.display()
+            );
+            println!("handles: {}", m.metadata.handles.join(", "));
+            // A filter makes no cluster calls: it has no scope and needs no grant.
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
+    let lines = grants::describe_scope(&scope);
+    if lines.is_empty() {
+        println!("scope: none (every cluster call is denied)");
+    } else {
+        println!("scope:");
+        for line in &lines {
+            println!("  {line}");
+        }
+    }
+    let Some(grants) = grants else {
+        println!("no --grants: the operator without a grants file loads it with this scope");
+        return Ok(ExitCode::SUCCESS);
+    };
+    match grants.check(&name, &scope) {
+        Ok(()) => {
+            println!("granted: the operator loads it with these grants");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(excess) => {
+            let refusal = LoadError::NotGranted {
+                path: module.to_path_buf(),
+                module: name,
+                excess,
+            };
+            println!("refused at load: {refusal}");
+            Ok(ExitCode::FAILURE)
         }
     }
 }

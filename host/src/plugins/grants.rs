@@ -136,21 +136,7 @@ impl Grants {
                 if denied.is_empty() {
                     continue;
                 }
-                let group = if capability.api_group.is_empty() {
-                    "core".to_string()
-                } else {
-                    capability.api_group.clone()
-                };
-                let names = if capability.names.is_empty() {
-                    "any name".to_string()
-                } else {
-                    format!("names {}", capability.names.join(", "))
-                };
-                excess.push(format!(
-                    "{} {kind} ({group}) in {}, {names}",
-                    denied.join(", "),
-                    ns.describe()
-                ));
+                excess.push(describe(&denied, kind, capability));
             }
         }
         if excess.is_empty() {
@@ -159,6 +145,40 @@ impl Grants {
             Err(excess)
         }
     }
+}
+
+/// One kind of a capability in the words of the operator's refusals:
+/// `get, patch Pod (core) in the target namespace, any name`.
+pub fn describe(verbs: &[&str], kind: &str, capability: &Capability) -> String {
+    let group = if capability.api_group.is_empty() {
+        "core"
+    } else {
+        &capability.api_group
+    };
+    let names = if capability.names.is_empty() {
+        "any name".to_string()
+    } else {
+        format!("names {}", capability.names.join(", "))
+    };
+    format!(
+        "{} {kind} ({group}) in {}, {names}",
+        verbs.join(", "),
+        GrantNamespace::of(capability.namespace).describe()
+    )
+}
+
+/// A module's declared scope, one line per kind, as [`describe`] words it.
+pub fn describe_scope(scope: &[Capability]) -> Vec<String> {
+    scope
+        .iter()
+        .flat_map(|capability| {
+            let verbs: Vec<&str> = capability.verbs.iter().map(|v| verb_name(*v)).collect();
+            capability
+                .kinds
+                .iter()
+                .map(move |kind| describe(&verbs, kind, capability))
+        })
+        .collect()
 }
 
 #[cfg(test)]
