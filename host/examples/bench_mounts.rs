@@ -167,17 +167,7 @@ async fn run(gefyra: &TestNamespace) -> anyhow::Result<Figures> {
         settled(&one, 3).await?;
     }
 
-    let mut namespaces = Vec::new();
-    for i in 0..MANY {
-        let ns = TestNamespace::new(&format!("bench-many-{i}")).await?;
-        ns.api::<Deployment>()
-            .create(&PostParams::default(), &deployment("web", 1)?)
-            .await?;
-        namespaces.push(ns);
-    }
-    for ns in &namespaces {
-        settled(ns, 1).await?;
-    }
+    let namespaces = targets("bench-many", MANY, 1).await?;
     let names: Vec<String> = (0..MANY).map(|i| format!("many-{i}")).collect();
     let active = tokio::spawn(until_active(mounts.clone(), names.clone()));
     let started = Instant::now();
@@ -199,6 +189,23 @@ async fn run(gefyra: &TestNamespace) -> anyhow::Result<Figures> {
     Ok((create, delete, many))
 }
 
+/// `count` namespaces `<prefix>-<i>`, each with a settled Deployment `web`
+/// of `replicas` pods: the targets of mounts created at once.
+async fn targets(prefix: &str, count: usize, replicas: i32) -> anyhow::Result<Vec<TestNamespace>> {
+    let mut namespaces = Vec::new();
+    for i in 0..count {
+        let ns = TestNamespace::new(&format!("{prefix}-{i}")).await?;
+        ns.api::<Deployment>()
+            .create(&PostParams::default(), &deployment("web", replicas)?)
+            .await?;
+        namespaces.push(ns);
+    }
+    for ns in &namespaces {
+        settled(ns, replicas).await?;
+    }
+    Ok(namespaces)
+}
+
 /// What the burst measured.
 struct Burst {
     mounts: usize,
@@ -212,17 +219,7 @@ struct Burst {
 /// once; the operator's RSS sampled every 100 ms meanwhile.
 async fn burst(gefyra: &TestNamespace, count: usize, pid: u32) -> anyhow::Result<Burst> {
     let mounts: Api<GefyraBridgeMount> = gefyra.api();
-    let mut namespaces = Vec::new();
-    for i in 0..count {
-        let ns = TestNamespace::new(&format!("bench-burst-{i}")).await?;
-        ns.api::<Deployment>()
-            .create(&PostParams::default(), &deployment("web", 3)?)
-            .await?;
-        namespaces.push(ns);
-    }
-    for ns in &namespaces {
-        settled(ns, 3).await?;
-    }
+    let namespaces = targets("bench-burst", count, 3).await?;
     let names: Vec<String> = (0..count).map(|i| format!("burst-{i}")).collect();
     let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
     let sampler = {

@@ -523,10 +523,7 @@ async fn a_new_image_while_mounted_reaches_the_shadow_and_stays_after_the_mount(
         &ns.api::<Pod>(),
         "app=web",
         |pods| {
-            let pods: Vec<&Pod> = pods
-                .iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .collect();
+            let pods = live_refs(pods);
             pods.len() == 2
                 && pods.iter().all(|p| {
                     pontoon_tests::pod_ready(p)

@@ -258,8 +258,16 @@ pub fn hpa(name: &str) -> anyhow::Result<HorizontalPodAutoscaler> {
     }))?)
 }
 
+/// The pods that are not being deleted.
 pub fn live(pods: Vec<Pod>) -> Vec<Pod> {
     pods.into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect()
+}
+
+/// [`live`], borrowed: for the conditions of `wait_for_list`.
+pub fn live_refs(pods: &[Pod]) -> Vec<&Pod> {
+    pods.iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .collect()
 }
@@ -274,10 +282,7 @@ pub async fn ready_pods(
         &ns.api::<Pod>(),
         selector,
         |ps| {
-            let ps: Vec<&Pod> = ps
-                .iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .collect();
+            let ps = live_refs(ps);
             ps.len() == count && ps.iter().all(|p| pontoon_tests::pod_ready(p))
         },
         TIMEOUT,
@@ -333,10 +338,7 @@ pub async fn assert_carrier_everywhere(
         &pods,
         selector,
         |ps| {
-            let ps: Vec<&Pod> = ps
-                .iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .collect();
+            let ps = live_refs(ps);
             ps.len() == count
                 && ps.iter().all(|p| {
                     p.status
@@ -478,10 +480,7 @@ pub async fn assert_restored(
         &bed.target.api::<Pod>(),
         selector,
         |ps| {
-            let ps: Vec<&Pod> = ps
-                .iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .collect();
+            let ps = live_refs(ps);
             ps.len() == count
                 && ps.iter().all(|p| {
                     pontoon_tests::pod_ready(p)

@@ -62,13 +62,24 @@ impl Reconcile<'_> {
         if let Some(next) = progress(from, Step::Install, &installed, self.interval) {
             return self.execute(from, next).await;
         }
+        let ready = self.readiness(provider, request).await;
+        self.execute(from, installing_readiness(&ready)).await
+    }
+
+    /// The provider's readiness, its conditions recorded for the mount's
+    /// status whatever the step decides.
+    async fn readiness(
+        &mut self,
+        provider: &ProviderModule,
+        request: &Mount,
+    ) -> Result<Vec<ProviderCondition>, CallError> {
         let ready = provider
             .ready(self.access(provider, request), request)
             .await;
         if let Ok(conditions) = &ready {
             self.writer.record(readiness(conditions));
         }
-        self.execute(from, installing_readiness(&ready)).await
+        ready
     }
 
     /// ACTIVE: still intact? The target must exist, the shadow be usable and
@@ -91,12 +102,7 @@ impl Reconcile<'_> {
         if let Some(next) = active_shadow(&usable) {
             return self.execute(from, next).await;
         }
-        let ready = provider
-            .ready(self.access(provider, request), request)
-            .await;
-        if let Ok(conditions) = &ready {
-            self.writer.record(readiness(conditions));
-        }
+        let ready = self.readiness(provider, request).await;
         self.execute(from, active_readiness(&ready, self.interval))
             .await
     }
