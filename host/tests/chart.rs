@@ -4,7 +4,9 @@
 //! operator does: the operator binary runs locally as the chart's
 //! ServiceAccount (a token of its own), with the arguments and provider volumes
 //! of the Deployment the chart made, takes a mount to ACTIVE with a custom
-//! provider added through values, and a Gateway to Programmed.
+//! provider added through values, and a Gateway to Programmed. A custom
+//! provider's grant becomes the operator's RBAC rules, and is enough for
+//! the README's example provider with the bridge-mount controller alone.
 
 use std::{
     collections::BTreeMap,
@@ -19,7 +21,7 @@ use k8s_openapi::{
     api::{
         apps::v1::Deployment,
         core::v1::{ConfigMap, Service, ServiceAccount},
-        rbac::v1::{ClusterRole, Role, RoleBinding},
+        rbac::v1::{ClusterRole, PolicyRule, Role, RoleBinding},
     },
 };
 use kube::{
@@ -63,8 +65,8 @@ fn ok(output: Output, what: &str) -> anyhow::Result<String> {
     Ok(String::from_utf8(output.stdout)?)
 }
 
-/// `helm template` with `args`: every object, as JSON.
-fn render(args: &[&str]) -> anyhow::Result<Vec<Value>> {
+/// `helm template` of release `t` in namespace `ops` with `args`.
+fn template(args: &[&str]) -> anyhow::Result<Output> {
     let chart = chart();
     let mut all = vec![
         "template",
@@ -76,7 +78,12 @@ fn render(args: &[&str]) -> anyhow::Result<Vec<Value>> {
         "1.34.0",
     ];
     all.extend_from_slice(args);
-    let yaml = ok(helm(&all)?, "helm template")?;
+    helm(&all)
+}
+
+/// `helm template` with `args`: every object, as JSON.
+fn render(args: &[&str]) -> anyhow::Result<Vec<Value>> {
+    let yaml = ok(template(args)?, "helm template")?;
     let mut objects = Vec::new();
     for document in yaml_serde::Deserializer::from_str(&yaml) {
         let value: Value = serde::Deserialize::deserialize(document)?;
@@ -299,35 +306,290 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
             "sandbox.concurrentCalls (8) x sandbox.memoryMiB (64) + 64 MiB for the operator is 576 MiB, more than resources.limits.memory (256Mi)",
         ),
     ] {
-        let output = helm(&[
-            "template",
-            "t",
-            chart,
-            "--kube-version",
-            "1.34.0",
-            "--set",
-            set,
-        ])?;
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(!output.status.success(), "{set} was accepted");
+        let stderr = refusal(&["--set", set])?;
         assert!(stderr.contains(says), "{set}: {stderr}");
     }
-    let output = helm(&[
-        "template",
-        "t",
-        chart,
-        "--kube-version",
-        "1.34.0",
-        "--set-json",
-        r#"providers.custom=[{"name":"x"}]"#,
-    ])?;
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = refusal(&["--set-json", r#"providers.custom=[{"name":"x"}]"#])?;
     assert!(
         stderr.contains("missing property 'configMap'")
             && stderr.contains("missing property 'image'"),
         "a custom provider needs a source: {stderr}"
     );
     Ok(())
+}
+
+/// What `helm template` with `args` says on stderr; it must fail.
+fn refusal(args: &[&str]) -> anyhow::Result<String> {
+    let output = template(args)?;
+    anyhow::ensure!(!output.status.success(), "{args:?} was accepted");
+    Ok(String::from_utf8(output.stderr)?)
+}
+
+/// The values of the README's example custom provider ("Install with
+/// Helm"): its `providers.custom` and its grant, which is exactly what
+/// `providers/template` declares.
+fn readme_values() -> anyhow::Result<Value> {
+    let readme = std::fs::read_to_string(repo_root().join("README.md"))?;
+    let values = readme
+        .split_once("cat >/tmp/my-values.yaml <<'YAML'\n")
+        .and_then(|(_, rest)| rest.split_once("\nYAML\n"))
+        .map(|(values, _)| values)
+        .context("README.md writes no /tmp/my-values.yaml")?;
+    let values: Value = yaml_serde::from_str(values)?;
+    anyhow::ensure!(
+        values["grants"]["my-provider"].is_array(),
+        "the README's values grant my-provider nothing: {values}"
+    );
+    Ok(values)
+}
+
+/// The rules of `kind` `name` in `objects`; none names resources (RBAC
+/// cannot express a grant's `names`, the operator enforces them).
+fn rules_of(
+    objects: &[Value],
+    kind: &str,
+    name: &str,
+) -> anyhow::Result<std::collections::BTreeSet<Rule>> {
+    let role = objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .with_context(|| format!("the chart renders no {kind} {name}"))?;
+    let rules: Vec<PolicyRule> = serde_json::from_value(role["rules"].clone())?;
+    assert!(
+        rules.iter().all(|r| r.resource_names.is_none()),
+        "{kind} {name} limits by name: {rules:?}"
+    );
+    Ok(rule_set(rules))
+}
+
+/// `(kind, namespace)` of each binding of `role` in `objects`, each of the
+/// operator's ServiceAccount.
+fn bindings_of(objects: &[Value], role: &str) -> Vec<(String, String)> {
+    objects
+        .iter()
+        .filter(|o| {
+            (o["kind"] == "ClusterRoleBinding" || o["kind"] == "RoleBinding")
+                && o["roleRef"]["name"] == role
+        })
+        .inspect(|o| {
+            assert_eq!(
+                o["subjects"],
+                json!([{"kind": "ServiceAccount", "name": "t-pontoon", "namespace": "ops"}])
+            );
+        })
+        .map(|o| {
+            (
+                o["kind"].as_str().unwrap_or_default().to_string(),
+                o["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+/// `(apiGroup, resource, verb)` for each verb of each `(group, resource, verbs)`.
+fn rules(rules: &[(&str, &str, &[&str])]) -> std::collections::BTreeSet<Rule> {
+    rules
+        .iter()
+        .flat_map(|(group, resource, verbs)| {
+            verbs
+                .iter()
+                .map(|verb| (group.to_string(), resource.to_string(), verb.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn each_custom_grant_becomes_the_operators_rbac_rules() -> anyhow::Result<()> {
+    let grant = readme_values()?["grants"]["my-provider"].clone();
+    let grants = |g: &Value| format!("grants={g}");
+
+    // The README's example provider with the bridge-mount controller only:
+    // its grant, and nothing else of the chart, lets the operator write
+    // ConfigMaps in target namespaces. Apply is create (a new object) and
+    // patch; the names (`{mount}-template`) are the operator's to check.
+    let readme = json!({"my-provider": grant});
+    let objects = render(&[
+        "--set",
+        "controllers={bridge-mounts}",
+        "--set-json",
+        &grants(&readme),
+    ])?;
+    assert_eq!(
+        rules_of(&objects, "ClusterRole", "t-pontoon-custom-targets")?,
+        rules(&[
+            ("", "configmaps", &["get", "create", "patch", "delete"]),
+            ("apps", "deployments", &["get"]),
+            ("apps", "statefulsets", &["get"]),
+            ("", "pods", &["get"]),
+        ])
+    );
+    assert_eq!(
+        bindings_of(&objects, "t-pontoon-custom-targets"),
+        [("ClusterRoleBinding".to_string(), String::new())],
+        "bound cluster-wide, as mounts may target every namespace"
+    );
+    for role in ["t-pontoon", "t-pontoon-mount-targets"] {
+        let writes_config_maps = rules_of(&objects, "ClusterRole", role)?
+            .iter()
+            .any(|(g, r, v)| g.is_empty() && r == "configmaps" && v != "list");
+        assert!(!writes_config_maps, "{role} is not what grants them");
+    }
+    assert!(
+        !objects
+            .iter()
+            .any(|o| o["metadata"]["name"] == "t-pontoon-custom"),
+        "nothing granted in the operator's namespace: no Role for it"
+    );
+
+    // An allow-list of namespaces: bound in each, not cluster-wide.
+    let objects = render(&[
+        "--set",
+        "controllers={bridge-mounts},mounts.targetNamespaces={a,b}",
+        "--set-json",
+        &grants(&readme),
+    ])?;
+    assert_eq!(
+        bindings_of(&objects, "t-pontoon-custom-targets"),
+        [
+            ("RoleBinding".to_string(), "a".to_string()),
+            ("RoleBinding".to_string(), "b".to_string())
+        ]
+    );
+
+    // A capability in the operator's namespace, exec, and kinds becoming
+    // resources (regular plurals, Endpoints, every kind of a group); with
+    // every controller, bridge-mounts included.
+    let mut mine = grant.as_array().cloned().unwrap_or_default();
+    mine.push(json!({"kinds": ["ConfigMap"], "verbs": ["get", "apply"], "namespace": "operator", "names": ["my-provider-state"]}));
+    let more = json!({
+        "my-provider": mine,
+        "debugger": [
+            {"kinds": ["Pod"], "verbs": ["get", "exec"], "namespace": "target"},
+            {"apiGroup": "networking.k8s.io", "kinds": ["Ingress", "NetworkPolicy", "IngressClass"], "verbs": ["list"], "namespace": "target"},
+            {"kinds": ["Endpoints"], "verbs": ["get"], "namespace": "target"},
+            {"apiGroup": "batch", "kinds": ["*"], "verbs": ["delete"], "namespace": "target"},
+        ],
+    });
+    let objects = render(&["--set-json", &grants(&more)])?;
+    assert_eq!(
+        rules_of(&objects, "Role", "t-pontoon-custom")?,
+        rules(&[("", "configmaps", &["get", "create", "patch"])])
+    );
+    let role = objects
+        .iter()
+        .find(|o| o["kind"] == "Role" && o["metadata"]["name"] == "t-pontoon-custom")
+        .context("Role t-pontoon-custom")?;
+    assert_eq!(role["metadata"]["namespace"], "ops");
+    assert_eq!(
+        bindings_of(&objects, "t-pontoon-custom"),
+        [("RoleBinding".to_string(), "ops".to_string())]
+    );
+    let targets = rules_of(&objects, "ClusterRole", "t-pontoon-custom-targets")?;
+    let expected = rules(&[
+        ("", "pods", &["get"]),
+        ("", "pods/exec", &["create", "get"]),
+        ("networking.k8s.io", "ingresses", &["list"]),
+        ("networking.k8s.io", "networkpolicies", &["list"]),
+        ("networking.k8s.io", "ingressclasses", &["list"]),
+        ("", "endpoints", &["get"]),
+        ("batch", "*", &["delete"]),
+    ]);
+    let missing: Vec<&Rule> = expected.difference(&targets).collect();
+    assert!(missing.is_empty(), "{missing:?} not in {targets:?}");
+    assert!(
+        !targets
+            .iter()
+            .any(|(_, _, verb)| verb == "exec" || verb == "apply"),
+        "grant verbs are not RBAC verbs: {targets:?}"
+    );
+
+    // Grants are bridge-mount providers' rights: none without that controller.
+    let objects = render(&[
+        "--set",
+        "controllers={gateway-api}",
+        "--set-json",
+        &grants(&more),
+    ])?;
+    assert!(
+        !objects.iter().any(|o| o["metadata"]["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("t-pontoon-custom"))),
+        "gateway-api only: no custom provider's rights"
+    );
+
+    // Bad grants are refused, saying which module and entry, and what to write.
+    let ok_entry = json!({"kinds": ["ConfigMap"], "verbs": ["get"], "namespace": "target"});
+    for (grant, says) in [
+        (
+            json!({"my-provider": [ok_entry, {"kinds": ["ConfigMap"], "verbs": ["get", "exe"], "namespace": "target"}]}),
+            r#"grants.my-provider[1] (module my-provider, entry 2): verb "exe" is not one a provider module can be granted; write some of get, list, create, apply, patch, delete, exec"#,
+        ),
+        (
+            json!({"my-provider": [{"kinds": ["ConfigMap"], "verbs": ["get"], "namespace": "mount"}]}),
+            r#"grants.my-provider[0] (module my-provider, entry 1): namespace "mount" is neither target nor operator; write namespace: target (the mount's target namespace) or namespace: operator (the operator's own)"#,
+        ),
+        (
+            json!({"my-provider": [{"verbs": ["get"], "namespace": "target"}]}),
+            r#"grants.my-provider[0] (module my-provider, entry 1) has no kinds: add the kinds it grants, e.g. kinds: [ConfigMap], or kinds: ["*"] for every kind of its apiGroup"#,
+        ),
+        (
+            json!({"carrier2mount": [ok_entry]}),
+            "grants.carrier2mount: the bundled carrier2mount's grant ships with the chart (files/grants/bundled.yaml) and values cannot change it; remove grants.carrier2mount from your values",
+        ),
+        (
+            json!({"my-provider": [{"apiGroup": "apps", "kinds": ["Deployment"], "verbs": ["exec"], "namespace": "target"}]}),
+            r#"grants.my-provider[0] (module my-provider, entry 1): exec is exec into a pod, but this entry grants kinds ["Deployment"] of apiGroup "apps"; move exec to an entry with apiGroup: "" and kinds: [Pod]"#,
+        ),
+        (
+            json!({"my-provider": [{"apiGroup": "*", "kinds": ["*"], "verbs": ["get"], "namespace": "target"}]}),
+            r#"grants.my-provider[0] (module my-provider, entry 1): apiGroup "*" matches no call of a module"#,
+        ),
+    ] {
+        // With any controllers: the operator reads the grants whichever runs.
+        let stderr = refusal(&[
+            "--set",
+            "controllers={gateway-api}",
+            "--set-json",
+            &grants(&grant),
+        ])?;
+        assert!(stderr.contains(says), "{grant}: {stderr}");
+    }
+    Ok(())
+}
+
+/// `helm install` of the chart as `release` in the namespace of that name,
+/// with `--set set` and a `--set-json` of each of `json`.
+fn install(release: &str, set: &str, json: &[&str]) -> anyhow::Result<()> {
+    let chart = chart();
+    let mut args = vec![
+        "install",
+        release,
+        chart.to_str().context("chart path")?,
+        "--namespace",
+        release,
+        "--set",
+        set,
+    ];
+    for value in json {
+        args.extend(["--set-json", value]);
+    }
+    ok(helm(&args)?, "helm install").map(drop)
+}
+
+/// `helm uninstall` of `release`, waiting for its objects to be gone.
+fn uninstall(release: &str) -> anyhow::Result<Output> {
+    helm(&[
+        "uninstall",
+        release,
+        "--namespace",
+        release,
+        "--wait",
+        "--timeout",
+        "180s",
+    ])
 }
 
 /// What the kubelet would put at the Deployment's ConfigMap provider
@@ -379,44 +641,28 @@ async fn installed_the_chart_runs_the_operator_within_its_rbac() -> anyhow::Resu
     let release = ns.name().to_string();
     let client = pontoon_tests::client().await?;
     // The custom provider, as an administrator ships it: a ConfigMap.
-    let module = std::fs::read(test_module("sample_provider")?)?;
-    let config_map: ConfigMap = serde_json::from_value(json!({
-        "metadata": {"name": "sample-provider-wasm"},
-    }))?;
-    let config_map = ConfigMap {
-        binary_data: Some(BTreeMap::from([(
-            "sample_provider.wasm".to_string(),
-            ByteString(module),
-        )])),
-        ..config_map
-    };
-    ns.api::<ConfigMap>()
-        .create(&PostParams::default(), &config_map)
-        .await?;
+    ship_module(
+        &ns,
+        "sample-provider-wasm",
+        "sample_provider.wasm",
+        &test_module("sample_provider")?,
+    )
+    .await?;
 
     let controller_name = format!("pontoon.dev/{release}");
-    let chart = chart();
     let values = [
         format!("watchNamespace={release}"),
         format!("gateway.controllerName={controller_name}"),
     ]
     .join(",");
-    ok(
-        helm(&[
-            "install",
-            &release,
-            chart.to_str().context("chart path")?,
-            "--namespace",
-            &release,
-            "--set",
-            &values,
-            "--set-json",
+    install(
+        &release,
+        &values,
+        &[
             r#"providers.custom=[{"name":"sample","configMap":{"name":"sample-provider-wasm","key":"sample_provider.wasm"}}]"#,
             // What the sample provider declares (tests/modules/sample).
-            "--set-json",
             r#"grants={"sample":[{"kinds":["ConfigMap"],"verbs":["get","list","create","apply","patch","delete"],"namespace":"target"},{"apiGroup":"apps","kinds":["Deployment","StatefulSet"],"verbs":["get","list"],"namespace":"target"},{"kinds":["Pod"],"verbs":["get","list"],"namespace":"target"}]}"#,
-        ])?,
-        "helm install",
+        ],
     )?;
     let work = tempfile::tempdir()?;
     let granted = granted_rules(&release).await?;
@@ -439,17 +685,7 @@ async fn installed_the_chart_runs_the_operator_within_its_rbac() -> anyhow::Resu
     });
     let uninstalled = tokio::task::spawn_blocking({
         let release = release.clone();
-        move || {
-            helm(&[
-                "uninstall",
-                &release,
-                "--namespace",
-                &release,
-                "--wait",
-                "--timeout",
-                "180s",
-            ])
-        }
+        move || uninstall(&release)
     })
     .await?;
     let hook_output = hook.await?;
@@ -535,6 +771,108 @@ async fn installed_the_chart_runs_the_operator_within_its_rbac() -> anyhow::Resu
     Ok(())
 }
 
+#[tokio::test]
+async fn installed_a_custom_providers_grant_is_what_the_operator_may_do() -> anyhow::Result<()> {
+    let ns = TestNamespace::new("chart-custom").await?;
+    let release = ns.name().to_string();
+    let account = format!("{release}-pontoon");
+    // The README's example custom provider: providers/template, shipped as
+    // the README ships it (a ConfigMap named by its `providers.custom`).
+    let values = readme_values()?;
+    let custom = &values["providers"]["custom"];
+    let source = &custom[0]["configMap"];
+    ship_module(
+        &ns,
+        source["name"].as_str().context("the README's ConfigMap")?,
+        source["key"].as_str().context("the README's key")?,
+        &pontoon_tests::providers::template_provider()?,
+    )
+    .await?;
+    // A grant is keyed by the module's metadata name, its crate name: the
+    // README's module (`make new-provider NAME=my-provider`) is
+    // `my-provider`, providers/template as it is `provider-template`.
+    let grants = json!({"provider-template": values["grants"]["my-provider"]});
+    install(
+        &release,
+        // No pre-delete hook: the mount is deleted before uninstall.
+        &format!(
+            "watchNamespace={release},controllers={{bridge-mounts}},mounts.terminateOnUninstall=false"
+        ),
+        &[
+            &format!("providers.custom={custom}"),
+            &format!("grants={grants}"),
+        ],
+    )?;
+    let work = tempfile::tempdir()?;
+    let deployment = ns.api::<Deployment>().get(&account).await?;
+    let mut operator = start_as_the_chart_runs_it(&ns, &deployment, work.path()).await?;
+
+    let target = TestNamespace::new("chart-custom-target").await?;
+    create_deployment(
+        &target,
+        "web",
+        json!([{"name": "app", "image": "nginx:1.27"}]),
+    )
+    .await?;
+    let mounts: Api<GefyraBridgeMount> = ns.api();
+    mounts
+        .create(
+            &PostParams::default(),
+            &mount_of("web-mount", &target, "deploy/web", "provider-template"),
+        )
+        .await?;
+    wait_active(&mounts, "web-mount", &operator).await?;
+    let config_maps = target.api::<ConfigMap>();
+    assert!(
+        config_maps.get_opt("web-mount-template").await?.is_some(),
+        "the provider's ConfigMap in the target namespace"
+    );
+    delete_mount(&mounts, "web-mount", &operator).await?;
+    assert!(
+        config_maps.get_opt("web-mount-template").await?.is_none(),
+        "the provider's uninstall deleted its ConfigMap"
+    );
+    let log = operator.log();
+    assert!(!log.contains("forbidden"), "a missing RBAC rule:\n{log}");
+    assert!(
+        log.contains(r#"providers=["carrier2mount", "provider-template"]"#)
+            && log.contains("rejected=0"),
+        "the provider is within its grant:\n{log}"
+    );
+    // Stopped before its rights go with the release.
+    operator.terminate(Duration::from_secs(30))?;
+    ok(uninstall(&release)?, "helm uninstall")?;
+    let roles: Api<ClusterRole> = Api::all(pontoon_tests::client().await?);
+    assert!(
+        roles
+            .get_opt(&format!("{account}-custom-targets"))
+            .await?
+            .is_none(),
+        "helm uninstall removes the grant's ClusterRole"
+    );
+
+    // Nothing the operator asked for was refused, and the provider's
+    // ConfigMap writes passed by its grant's ClusterRole.
+    let requests = audited_requests(&release, &account)?;
+    let refused = refused(&requests);
+    assert!(
+        refused.is_empty(),
+        "refused for want of a right: {refused:#?}"
+    );
+    let by_grant = format!(r#"of ClusterRole "{account}-custom-targets""#);
+    for verb in ["patch", "delete"] {
+        assert!(
+            requests.iter().any(|r| r.rule
+                == (String::new(), "configmaps".to_string(), verb.to_string())
+                && r.namespace == target.name()
+                && r.reason.contains(&by_grant)),
+            "no {verb} of a ConfigMap in {} allowed {by_grant}",
+            target.name()
+        );
+    }
+    Ok(())
+}
+
 /// The names of the objects `params` selects.
 async fn names<K>(api: Api<K>, params: &ListParams) -> anyhow::Result<Vec<String>>
 where
@@ -549,32 +887,23 @@ where
         .collect())
 }
 
-async fn run_installed(
+/// The operator as the chart's Deployment (in `ns`) runs it: its
+/// arguments, the modules its volumes hold, the ServiceAccount's rights.
+/// Only what differs outside a pod is replaced: where the bundled and
+/// custom modules are, the cache, the port.
+async fn start_as_the_chart_runs_it(
     ns: &TestNamespace,
-    release: &str,
-    controller_name: &str,
+    deployment: &Deployment,
     work: &Path,
-) -> anyhow::Result<Installed> {
-    let name = format!("{release}-pontoon");
-    // What the chart made.
-    assert!(ns.api::<ServiceAccount>().get_opt(&name).await?.is_some());
-    assert!(ns.api::<Role>().get_opt(&name).await?.is_some());
-    let deployment = ns.api::<Deployment>().get(&name).await?;
-    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
-        Api::all(pontoon_tests::client().await?);
-    assert!(
-        crds.get_opt("gefyrabridgemounts.gefyra.dev")
-            .await?
-            .is_some()
-    );
-
-    // The operator as the Deployment runs it: its arguments, the modules
-    // its volumes hold, the ServiceAccount's rights. Only what differs
-    // outside a pod is replaced: where the bundled and custom modules are,
-    // the cache, the port.
+) -> anyhow::Result<Operator> {
+    let name = deployment
+        .metadata
+        .name
+        .clone()
+        .context("the Deployment's name")?;
     let custom = work.join("custom");
     std::fs::create_dir_all(&custom)?;
-    materialise_configmap_providers(&deployment, ns.name(), &custom).await?;
+    materialise_configmap_providers(deployment, ns.name(), &custom).await?;
     // The grants, as the Deployment's `grants` volume holds them.
     let grants = ns
         .api::<ConfigMap>()
@@ -630,7 +959,29 @@ async fn run_installed(
         Err(kube::Error::Api(status)) if status.code == 403 => {}
         other => bail!("the ServiceAccount token is not in effect: listing Nodes gave {other:?}"),
     }
-    let operator = Operator::start(Path::new(env!("CARGO_BIN_EXE_pontoon")), ns.name(), &local)?;
+    Operator::start(Path::new(env!("CARGO_BIN_EXE_pontoon")), ns.name(), &local)
+}
+
+async fn run_installed(
+    ns: &TestNamespace,
+    release: &str,
+    controller_name: &str,
+    work: &Path,
+) -> anyhow::Result<Installed> {
+    let name = format!("{release}-pontoon");
+    // What the chart made.
+    assert!(ns.api::<ServiceAccount>().get_opt(&name).await?.is_some());
+    assert!(ns.api::<Role>().get_opt(&name).await?.is_some());
+    let deployment = ns.api::<Deployment>().get(&name).await?;
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(pontoon_tests::client().await?);
+    assert!(
+        crds.get_opt("gefyrabridgemounts.gefyra.dev")
+            .await?
+            .is_some()
+    );
+
+    let operator = start_as_the_chart_runs_it(ns, &deployment, work).await?;
 
     // Mounts live in the release's namespace, their targets in another one
     // (the operator's own namespace is never a target).
@@ -649,43 +1000,19 @@ async fn run_installed(
             }]),
         ),
     ] {
-        target
-            .api::<Deployment>()
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({
-                    "metadata": {"name": name},
-                    "spec": {
-                        "replicas": 1,
-                        "selector": {"matchLabels": {"app": name}},
-                        "template": {
-                            "metadata": {"labels": {"app": name}},
-                            "spec": {"containers": containers}
-                        }
-                    }
-                }))?,
-            )
-            .await?;
+        create_deployment(&target, name, containers).await?;
     }
     let mounts: Api<GefyraBridgeMount> = ns.api();
     for (name, workload, provider) in [
         ("web-mount", "deploy/web", "sample"),
         ("shop-mount", "deploy/shop", "carrier2mount"),
     ] {
-        let mount = GefyraBridgeMount {
-            metadata: kube::api::ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            fields: BridgeMountFields {
-                target_namespace: Some(target.name().into()),
-                target: Some(workload.into()),
-                target_container: Some("app".into()),
-                provider: Some(provider.into()),
-                ..Default::default()
-            },
-        };
-        mounts.create(&PostParams::default(), &mount).await?;
+        mounts
+            .create(
+                &PostParams::default(),
+                &mount_of(name, &target, workload, provider),
+            )
+            .await?;
     }
     let bridges: Api<GefyraBridge> = ns.api();
     let bridge: GefyraBridge = serde_json::from_value(json!({
@@ -696,19 +1023,8 @@ async fn run_installed(
         "portMappings": ["8080:80"]
     }))?;
     bridges.create(&PostParams::default(), &bridge).await?;
-    let active = |m: Option<&GefyraBridgeMount>| {
-        m.is_some_and(|m| m.fields.state.as_deref() == Some("ACTIVE"))
-    };
     for name in ["web-mount", "shop-mount"] {
-        if let Err(err) = wait_for(&mounts, name, active, TIMEOUT).await {
-            let now = mounts.get_opt(name).await?;
-            bail!(
-                "{err}: {name} is {:?} {:#?}\n--- operator ---\n{}",
-                now.as_ref().and_then(|m| m.fields.state.clone()),
-                now.as_ref().and_then(|m| m.fields.status.clone()),
-                operator.log_tail(40)
-            );
-        }
+        wait_active(&mounts, name, &operator).await?;
     }
 
     // A Gateway of the chart's controllerName.
@@ -778,18 +1094,121 @@ async fn run_installed(
     // The user deletes one mount while the operator runs (its finalizer);
     // the other, with its bridge, stays ACTIVE for `helm uninstall`.
     pontoon_tests::gateway_api::remove_gateways_blocking(ns.name(), &[release.to_string()]);
+    delete_mount(&mounts, "web-mount", &operator).await?;
+    Ok(Installed { operator, target })
+}
+
+/// A module shipped as an administrator ships it for `providers.custom`: in
+/// ConfigMap `name` of `ns`, as `binaryData` key `key`.
+async fn ship_module(
+    ns: &TestNamespace,
+    name: &str,
+    key: &str,
+    module: &Path,
+) -> anyhow::Result<()> {
+    let config_map: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+    let config_map = ConfigMap {
+        binary_data: Some(BTreeMap::from([(
+            key.to_string(),
+            ByteString(std::fs::read(module)?),
+        )])),
+        ..config_map
+    };
+    ns.api::<ConfigMap>()
+        .create(&PostParams::default(), &config_map)
+        .await?;
+    Ok(())
+}
+
+/// A Deployment `name` of one replica in `target` (pods labelled `app=name`).
+async fn create_deployment(
+    target: &TestNamespace,
+    name: &str,
+    containers: Value,
+) -> anyhow::Result<()> {
+    target
+        .api::<Deployment>()
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": name},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": {"app": name}},
+                    "template": {
+                        "metadata": {"labels": {"app": name}},
+                        "spec": {"containers": containers}
+                    }
+                }
+            }))?,
+        )
+        .await?;
+    Ok(())
+}
+
+/// A mount of container `app` of `workload` in `target` with `provider`.
+fn mount_of(
+    name: &str,
+    target: &TestNamespace,
+    workload: &str,
+    provider: &str,
+) -> GefyraBridgeMount {
+    GefyraBridgeMount {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        fields: BridgeMountFields {
+            target_namespace: Some(target.name().into()),
+            target: Some(workload.into()),
+            target_container: Some("app".into()),
+            provider: Some(provider.into()),
+            ..Default::default()
+        },
+    }
+}
+
+/// Waits for mount `name` to be ACTIVE; else fails with its state, status
+/// and the operator's log.
+async fn wait_active(
+    mounts: &Api<GefyraBridgeMount>,
+    name: &str,
+    operator: &Operator,
+) -> anyhow::Result<()> {
+    let active = |m: Option<&GefyraBridgeMount>| {
+        m.is_some_and(|m| m.fields.state.as_deref() == Some("ACTIVE"))
+    };
+    if let Err(err) = wait_for(mounts, name, active, TIMEOUT).await {
+        let now = mounts.get_opt(name).await?;
+        bail!(
+            "{err}: {name} is {:?} {:#?}\n--- operator ---\n{}",
+            now.as_ref().and_then(|m| m.fields.state.clone()),
+            now.as_ref().and_then(|m| m.fields.status.clone()),
+            operator.log_tail(40)
+        );
+    }
+    Ok(())
+}
+
+/// Deletes mount `name`, as a user does while the operator runs, and waits
+/// until it is gone (the operator's finalizer let it go).
+async fn delete_mount(
+    mounts: &Api<GefyraBridgeMount>,
+    name: &str,
+    operator: &Operator,
+) -> anyhow::Result<()> {
     mounts
-        .delete("web-mount", &kube::api::DeleteParams::default())
+        .delete(name, &kube::api::DeleteParams::default())
         .await?;
     wait_for(
-        &mounts,
-        "web-mount",
+        mounts,
+        name,
         |m: Option<&GefyraBridgeMount>| m.is_none(),
         TIMEOUT,
     )
     .await
-    .with_context(|| format!("web-mount was not removed\n{}", operator.log_tail(30)))?;
-    Ok(Installed { operator, target })
+    .with_context(|| format!("{name} was not removed\n{}", operator.log_tail(30)))?;
+    Ok(())
 }
 
 /// `(apiGroup, resource, verb)` the release's ClusterRoles and Roles grant.
@@ -809,6 +1228,11 @@ async fn granted_rules(release: &str) -> anyhow::Result<std::collections::BTreeS
     for role in Api::<Role>::all(client).list(&params).await? {
         rules.extend(role.rules.unwrap_or_default());
     }
+    Ok(rule_set(rules))
+}
+
+/// Every `(apiGroup, resource, verb)` that `rules` grant.
+fn rule_set(rules: impl IntoIterator<Item = PolicyRule>) -> std::collections::BTreeSet<Rule> {
     let mut granted = std::collections::BTreeSet::new();
     for rule in rules {
         for group in rule.api_groups.unwrap_or_default() {
@@ -819,7 +1243,61 @@ async fn granted_rules(release: &str) -> anyhow::Result<std::collections::BTreeS
             }
         }
     }
-    Ok(granted)
+    granted
+}
+
+/// One request of a ServiceAccount, as the test bed's audit log recorded it.
+struct Audited {
+    rule: Rule,
+    namespace: String,
+    code: i64,
+    message: String,
+    /// Which binding allowed it (`RBAC: allowed by ClusterRoleBinding ...`).
+    reason: String,
+}
+
+/// Every request the ServiceAccount `namespace/account` made (the test's
+/// own probe that its token is in effect, listing Nodes, left out).
+fn audited_requests(namespace: &str, account: &str) -> anyhow::Result<Vec<Audited>> {
+    let user = format!("system:serviceaccount:{namespace}:{account}");
+    let log = std::fs::read_to_string(pontoon_tests::testbed_dir().join("logs/audit.log"))
+        .context("the test bed's audit log")?;
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let mut requests = Vec::new();
+    for line in log.lines() {
+        let Ok(event) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if event["user"]["username"] != user.as_str() {
+            continue;
+        }
+        let object = &event["objectRef"];
+        let resource = match object["subresource"].as_str() {
+            Some(sub) => format!("{}/{sub}", text(&object["resource"])),
+            None => text(&object["resource"]),
+        };
+        let rule = (text(&object["apiGroup"]), resource, text(&event["verb"]));
+        if rule == (String::new(), "nodes".to_string(), "list".to_string()) {
+            continue;
+        }
+        requests.push(Audited {
+            rule,
+            namespace: text(&object["namespace"]),
+            code: event["responseStatus"]["code"].as_i64().unwrap_or_default(),
+            message: text(&event["responseStatus"]["message"]),
+            reason: text(&event["annotations"]["authorization.k8s.io/reason"]),
+        });
+    }
+    Ok(requests)
+}
+
+/// The requests the API server refused for want of a right (403).
+fn refused(requests: &[Audited]) -> Vec<String> {
+    requests
+        .iter()
+        .filter(|r| r.code == 403)
+        .map(|r| format!("{:?} in {:?}: {}", r.rule, r.namespace, r.message))
+        .collect()
 }
 
 /// The chart's RBAC is exactly what the operator (and its providers, and
@@ -832,36 +1310,9 @@ fn rbac_is_what_was_called(
     granted: &std::collections::BTreeSet<Rule>,
 ) -> anyhow::Result<()> {
     let user = format!("system:serviceaccount:{namespace}:{account}");
-    let log = std::fs::read_to_string(pontoon_tests::testbed_dir().join("logs/audit.log"))
-        .context("the test bed's audit log")?;
-    let mut used = std::collections::BTreeSet::new();
-    let mut refused = Vec::new();
-    for line in log.lines() {
-        let Ok(event) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        if event["user"]["username"] != user.as_str() {
-            continue;
-        }
-        let object = &event["objectRef"];
-        let resource = match object["subresource"].as_str() {
-            Some(sub) => format!("{}/{sub}", object["resource"].as_str().unwrap_or_default()),
-            None => object["resource"].as_str().unwrap_or_default().to_string(),
-        };
-        let rule = (
-            object["apiGroup"].as_str().unwrap_or_default().to_string(),
-            resource,
-            event["verb"].as_str().unwrap_or_default().to_string(),
-        );
-        // The test's own probe that the token is the ServiceAccount's.
-        if rule == (String::new(), "nodes".to_string(), "list".to_string()) {
-            continue;
-        }
-        if event["responseStatus"]["code"] == 403 {
-            refused.push(format!("{rule:?}: {}", event["responseStatus"]["message"]));
-        }
-        used.insert(rule);
-    }
+    let requests = audited_requests(namespace, account)?;
+    let used: std::collections::BTreeSet<Rule> = requests.iter().map(|r| r.rule.clone()).collect();
+    let refused = refused(&requests);
     anyhow::ensure!(!used.is_empty(), "no request of {user} in the audit log");
     assert!(
         refused.is_empty(),

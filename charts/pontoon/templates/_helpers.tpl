@@ -50,3 +50,150 @@ limit: every call may use sandbox.memoryMiB, and the operator itself about
 {{- end -}}
 {{- end -}}{{- end -}}
 {{- end -}}
+
+{{/* The API resource (lower-case plural) of a kind, as RBAC names it.
+Kubernetes resources are the kind in lower case, pluralised the English
+way; the irregular ones are in the table (Endpoints is already plural; the
+metrics API serves PodMetrics as `pods`, NodeMetrics as `nodes`). "*" stays
+"*": every resource of the group. A custom resource whose CRD chose another
+plural is not known here; the operator's calls on it would be forbidden (its
+log says so). */}}
+{{- define "pontoon.resourceOf" -}}
+{{- $irregular := dict "Endpoints" "endpoints" "PodMetrics" "pods" "NodeMetrics" "nodes" -}}
+{{- $kind := lower . -}}
+{{- if eq . "*" -}}*
+{{- else if hasKey $irregular . -}}{{ get $irregular . }}
+{{- else if regexMatch "(s|x|ch|sh)$" $kind -}}{{ $kind }}es
+{{- else if regexMatch "[^aeiou]y$" $kind -}}{{ trimSuffix "y" $kind }}ies
+{{- else -}}{{ $kind }}s
+{{- end -}}
+{{- end -}}
+
+{{/* Refuses grants (values `grants`) the operator would refuse to read, or
+that could not become the RBAC rules they grant, naming the module and the
+entry and saying what to write instead. The schema checks only their shape:
+its messages give a JSON path and the allowed words but not what a grant
+means, and its refusal of a key (propertyNames) pointed at another value
+(`/sandbox` for grants.carrier2mount). */}}
+{{- define "pontoon.checkGrants" -}}
+{{- $verbs := list "get" "list" "create" "apply" "patch" "delete" "exec" -}}
+{{- range $module, $entries := .Values.grants -}}
+{{- if eq $module "carrier2mount" -}}
+{{- fail "grants.carrier2mount: the bundled carrier2mount's grant ships with the chart (files/grants/bundled.yaml) and values cannot change it; remove grants.carrier2mount from your values (a custom module needs a name of its own, its metadata name)" -}}
+{{- end -}}
+{{- range $i, $g := $entries -}}
+{{- $where := printf "grants.%s[%d] (module %s, entry %d)" $module $i $module (add1 $i) -}}
+{{- $group := $g.apiGroup | default "" | toString -}}
+{{- if not $g.kinds -}}
+{{- fail (printf "%s has no kinds: add the kinds it grants, e.g. kinds: [ConfigMap], or kinds: [\"*\"] for every kind of its apiGroup" $where) -}}
+{{- end -}}
+{{- if not $g.verbs -}}
+{{- fail (printf "%s has no verbs: add the verbs it grants, some of %s" $where (join ", " $verbs)) -}}
+{{- end -}}
+{{- range $g.verbs -}}
+{{- if not (has . $verbs) -}}
+{{- fail (printf "%s: verb %q is not one a provider module can be granted; write some of %s (apply is server-side apply, exec is exec into a pod)" $where . (join ", " $verbs)) -}}
+{{- end -}}
+{{- end -}}
+{{- $namespaces := "write namespace: target (the mount's target namespace) or namespace: operator (the operator's own)" -}}
+{{- if not $g.namespace -}}
+{{- fail (printf "%s has no namespace: %s" $where $namespaces) -}}
+{{- else if not (has $g.namespace (list "target" "operator")) -}}
+{{- fail (printf "%s: namespace %q is neither target nor operator; %s" $where (toString $g.namespace) $namespaces) -}}
+{{- end -}}
+{{- if eq $group "*" -}}
+{{- fail (printf "%s: apiGroup \"*\" matches no call of a module (the operator compares API groups exactly) and would become RBAC rules on every group; write the group of its kinds (\"\" for the core group, apps, batch, ...), one entry per group" $where) -}}
+{{- end -}}
+{{- if and (has "exec" $g.verbs) (or (ne $group "") (not (or (has "Pod" $g.kinds) (has "*" $g.kinds)))) -}}
+{{- fail (printf "%s: exec is exec into a pod, but this entry grants kinds %s of apiGroup %q; move exec to an entry with apiGroup: \"\" and kinds: [Pod]" $where (toJson $g.kinds) $group) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The RBAC rules the grants (values `grants`) of namespace `.scope`
+(target or operator) give, one rule per grant entry (pods/exec apart),
+commented with the entry. A grant's verbs are the operator's, not RBAC's:
+apply is server-side apply, authorized as create for a new object and as
+patch for an existing one; exec is create and get of pods/exec (exec over
+SPDY is a POST, over a WebSocket a GET, which API servers with
+AuthorizePodWebsocketUpgradeCreatePermission authorize as create too). A
+grant's `names` (`{mount}-template`, `{mount}-*`) are not rendered as
+resourceNames: RBAC cannot express those patterns, nor limit create or
+list by name. The operator enforces names itself (a module declaring more is
+refused at load, a call outside its scope is denied); RBAC is per kind and
+verb. Empty when no grant is for that namespace. */}}
+{{- define "pontoon.grantRules" -}}
+{{- $scope := .scope -}}
+{{- range $module, $entries := .grants -}}
+{{- range $i, $g := $entries -}}
+{{- if eq $g.namespace $scope -}}
+{{- $resources := list -}}
+{{- range $g.kinds -}}{{ $resources = append $resources (include "pontoon.resourceOf" .) }}{{- end -}}
+{{- $verbs := list -}}
+{{- range $g.verbs -}}
+{{- if eq . "apply" -}}{{ $verbs = concat $verbs (list "create" "patch") }}
+{{- else if ne . "exec" -}}{{ $verbs = append $verbs . }}
+{{- end -}}
+{{- end }}
+# grants.{{ $module }}[{{ $i }}]{{ with $g.names }}, names {{ toJson . }} checked by the operator{{ end }}
+{{- with uniq $verbs }}
+- apiGroups: [{{ $g.apiGroup | default "" | toString | quote }}]
+  resources: {{ uniq $resources | toJson }}
+  verbs: {{ toJson . }}
+{{- end }}
+{{- if has "exec" $g.verbs }}
+- apiGroups: [""]
+  resources: [pods/exec]
+  verbs: [create, get]
+{{- end }}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Binds ClusterRole `.role` to the operator's ServiceAccount where mounts
+may reach: cluster-wide when mounts.targetNamespaces has "*", else a
+RoleBinding in each namespace listed. `.root`: the chart's context. Each
+object starts with its `---`. */}}
+{{- define "pontoon.bindInTargets" -}}
+{{- $root := .root -}}
+{{- $role := .role -}}
+{{- $allowed := $root.Values.mounts.targetNamespaces -}}
+{{- if has "*" $allowed }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: {{ $role }}
+  labels:
+    {{- include "pontoon.labels" $root | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: {{ $role }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ include "pontoon.fullname" $root }}
+    namespace: {{ $root.Release.Namespace }}
+{{- else }}
+{{- range $allowed }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ $role }}
+  namespace: {{ . }}
+  labels:
+    {{- include "pontoon.labels" $root | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: {{ $role }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ include "pontoon.fullname" $root }}
+    namespace: {{ $root.Release.Namespace }}
+{{- end }}
+{{- end }}
+{{- end -}}
