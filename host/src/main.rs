@@ -84,6 +84,12 @@ enum Command {
         /// Carrier2 image passed to the provider in the mount's settings.
         #[arg(long, default_value = DEFAULT_CARRIER_IMAGE)]
         carrier_image: String,
+        /// The kinds of target to check, e.g. `deployment,pod` (deployment,
+        /// statefulset, pod); each is then required. Default: every kind the
+        /// provider does not decline in `validate` (an invalid-input naming
+        /// the kind), the declined ones reported as skipped.
+        #[arg(long, value_name = "KIND,...", value_delimiter = ',')]
+        kinds: Option<Vec<conformance::TargetKind>>,
     },
 }
 
@@ -340,12 +346,14 @@ async fn main() -> anyhow::Result<ExitCode> {
             timeout,
             keep_namespaces,
             carrier_image,
+            kinds,
         } => {
             let client = client(kubeconfig, true).await?;
             let options = conformance::Options {
                 timeout: Duration::from_secs(timeout),
                 keep_namespaces,
                 carrier_image,
+                kinds,
             };
             println!("conformance of {}", provider.display());
             let checks =

@@ -1,7 +1,9 @@
 //! `pontoon conformance` on the test bed: passes a provider that keeps the
-//! contract (the sample test provider, and the bundled carrier2mount against
-//! the test bed's Carrier2 stand-in), and fails, naming the check, one that
-//! skips its cleanup.
+//! contract (the sample test provider, labelmount, the provider template, and
+//! the bundled carrier2mount against the test bed's Carrier2 stand-in),
+//! skips the kinds a provider declines, and fails each deliberately broken
+//! provider (labelmount's broken copies, one that skips its cleanup) naming
+//! the check and what is wrong.
 
 use std::{path::Path, process::Command};
 
@@ -17,6 +19,11 @@ fn conformance_of(module: &Path) -> anyhow::Result<(bool, String)> {
 
 /// With `timeout` seconds for each waiting check.
 fn conformance_within(module: &Path, timeout: u32) -> anyhow::Result<(bool, String)> {
+    conformance_with(module, timeout, &[])
+}
+
+/// With `timeout` seconds for each waiting check and more arguments.
+fn conformance_with(module: &Path, timeout: u32, more: &[&str]) -> anyhow::Result<(bool, String)> {
     let output = Command::new(env!("CARGO_BIN_EXE_pontoon"))
         .args([
             "conformance",
@@ -25,6 +32,7 @@ fn conformance_within(module: &Path, timeout: u32) -> anyhow::Result<(bool, Stri
             "--provider",
         ])
         .arg(module)
+        .args(more)
         .arg("--kubeconfig")
         .arg(kubeconfig_path())
         .output()?;
@@ -53,16 +61,21 @@ const EVERY_CHECK: &[&str] = &[
     "PASS  validate rejects an empty target",
     "PASS  validate rejects an empty container",
     "PASS  target-exists is true for an existing target",
+    "PASS  prepared is false before prepare",
     "PASS  prepare completes",
     "PASS  prepare twice gives the same cluster state",
     "PASS  prepared becomes true",
+    "PASS  ready is not all true before install",
     "PASS  install completes",
     "PASS  install twice is harmless",
     "PASS  ready reports every condition true after install",
+    "PASS  ready is true because install did something (a write or an exec)",
     "PASS  uninstall completes",
     "PASS  uninstall leaves nothing the provider created",
     "PASS  uninstall leaves the target as it was (image, command, args, labels)",
     "PASS  uninstall restores the target exactly (whole pod template; live pods' containers are the template's)",
+    "PASS  uninstall puts back every object the provider wrote (created: gone; patched, applied, deleted: labels, annotations, spec as before)",
+    "PASS  prepared and ready turn false after uninstall",
     "PASS  uninstall twice is harmless",
     "PASS  uninstall in the middle of install restores the target (prepare, one install call, uninstall)",
     "PASS  target-exists is false after the target is deleted",
@@ -83,6 +96,8 @@ fn the_bundled_carrier2mount_passes() -> anyhow::Result<()> {
             "ready reports every condition true after install",
             "uninstall leaves nothing the provider created",
             "uninstall restores the target exactly (whole pod template; live pods' containers are the template's)",
+            "uninstall puts back every object the provider wrote (created: gone; patched, applied, deleted: labels, annotations, spec as before)",
+            "prepared and ready turn false after uninstall",
             "target-exists is false after the target is deleted",
         ] {
             let line = format!("PASS  {target} target: {check}");
@@ -95,7 +110,8 @@ fn the_bundled_carrier2mount_passes() -> anyhow::Result<()> {
 
 #[test]
 fn a_provider_that_skips_cleanup_fails_naming_the_check() -> anyhow::Result<()> {
-    let (success, output) = conformance("skips_cleanup")?;
+    // Every check that waits for its ConfigMap to go waits in vain: a short timeout.
+    let (success, output) = conformance_within(&test_module("skips_cleanup")?, 10)?;
     assert!(
         !success,
         "conformance passed a provider that leaves its ConfigMap behind:\n{output}"
@@ -170,5 +186,207 @@ fn the_provider_template_passes_as_it_is_and_stays_small() -> anyhow::Result<()>
     // The size the guide promises (docs/writing-a-provider.md).
     let size = std::fs::metadata(&module)?.len();
     assert!(size <= 300 * 1024, "provider_template.wasm is {size} bytes");
+    Ok(())
+}
+
+/// The first line of `output` that fails `check` (any round), if any.
+fn failing<'a>(output: &'a str, check: &str) -> Option<&'a str> {
+    output.lines().find(|l| {
+        l.strip_prefix("FAIL  ").is_some_and(|rest| {
+            let rest = rest
+                .strip_prefix("StatefulSet target: ")
+                .or_else(|| rest.strip_prefix("Pod target: "))
+                .unwrap_or(rest);
+            rest.starts_with(check)
+        })
+    })
+}
+
+/// Runs conformance of a broken copy of labelmount: it must fail, with
+/// each `(check, words)` failing and its line naming each of `words`.
+fn fails_naming(module: &str, timeout: u32, expected: &[(&str, &[&str])]) -> anyhow::Result<()> {
+    let (success, output) = conformance_within(&test_module(module)?, timeout)?;
+    assert!(!success, "conformance passed {module}:\n{output}");
+    for (check, words) in expected {
+        let line = failing(&output, check)
+            .unwrap_or_else(|| panic!("{module}: `{check}` did not fail in:\n{output}"));
+        for word in *words {
+            assert!(
+                line.contains(word),
+                "{module}: `{word}` missing from: {line}"
+            );
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn labelmount_which_labels_the_pods_and_takes_the_labels_off_passes() -> anyhow::Result<()> {
+    let (success, output) = conformance("labelmount")?;
+    assert!(success, "conformance of labelmount failed:\n{output}");
+    for check in EVERY_CHECK {
+        assert!(output.contains(check), "missing `{check}` in:\n{output}");
+    }
+    assert!(output.contains("0 failed, 0 skipped"), "{output}");
+    Ok(())
+}
+
+#[test]
+fn uninstall_that_leaves_a_label_on_the_pods_fails_naming_pod_and_label() -> anyhow::Result<()> {
+    fails_naming(
+        "broken_leaves_label",
+        8,
+        &[(
+            "uninstall puts back every object the provider wrote",
+            &[
+                "Pod conformance-",
+                "(patched)",
+                "/metadata/labels/labelmount.pontoon.dev/mount",
+            ],
+        )],
+    )
+}
+
+#[test]
+fn uninstall_that_leaves_an_annotation_fails_naming_it() -> anyhow::Result<()> {
+    fails_naming(
+        "broken_leaves_annotation",
+        8,
+        &[(
+            "uninstall puts back every object the provider wrote",
+            &[
+                "Pod conformance-",
+                "/metadata/annotations/labelmount.pontoon.dev/note",
+            ],
+        )],
+    )
+}
+
+#[test]
+fn ready_without_install_fails_before_install_after_install_and_after_uninstall()
+-> anyhow::Result<()> {
+    fails_naming(
+        "broken_ready_without_install",
+        8,
+        &[
+            (
+                "ready is not all true before install",
+                &["every condition is true before install", "PodsLabelled"],
+            ),
+            (
+                "ready is true because install did something (a write or an exec)",
+                &["install wrote nothing and ran nothing on the cluster"],
+            ),
+            (
+                "prepared and ready turn false after uninstall",
+                &["after uninstall: ready reports every condition true"],
+            ),
+        ],
+    )
+}
+
+#[test]
+fn prepare_that_is_not_idempotent_fails_naming_what_changed() -> anyhow::Result<()> {
+    fails_naming(
+        "broken_prepare_not_idempotent",
+        20,
+        &[(
+            "prepare twice gives the same cluster state",
+            &["ConfigMap", "conformance-labelmount changed"],
+        )],
+    )
+}
+
+#[test]
+fn install_that_creates_an_object_each_call_fails_naming_it() -> anyhow::Result<()> {
+    fails_naming(
+        "broken_install_duplicates",
+        20,
+        &[(
+            "install twice is harmless",
+            &["ConfigMap", "conformance-extra-1 appeared"],
+        )],
+    )
+}
+
+#[test]
+fn target_exists_that_is_always_true_fails() -> anyhow::Result<()> {
+    fails_naming(
+        "broken_target_always_exists",
+        5,
+        &[(
+            "target-exists is false after the target is deleted",
+            &["target-exists was still false"],
+        )],
+    )
+}
+
+#[test]
+fn uninstall_that_fails_when_called_twice_fails_naming_its_error() -> anyhow::Result<()> {
+    fails_naming(
+        "broken_uninstall_twice_fails",
+        20,
+        &[(
+            "uninstall twice is harmless",
+            &["the ConfigMap is already gone"],
+        )],
+    )
+}
+
+#[test]
+fn a_scope_too_narrow_fails_install_naming_the_verb_and_kind() -> anyhow::Result<()> {
+    fails_naming(
+        "broken_scope_too_narrow",
+        20,
+        &[(
+            "install completes",
+            &[
+                "denied: patch Pod",
+                "api-group `\"\"` (core)",
+                "verb `patch`",
+            ],
+        )],
+    )
+}
+
+#[test]
+fn kinds_a_provider_declines_are_skipped_unless_asked_for() -> anyhow::Result<()> {
+    let module = test_module("labelmount_deployments_only")?;
+    let (success, output) = conformance_of(&module)?;
+    assert!(
+        success,
+        "declining kinds is the provider's choice:\n{output}"
+    );
+    assert!(
+        output.contains("PASS  uninstall puts back every object"),
+        "{output}"
+    );
+    for kind in ["StatefulSet", "Pod"] {
+        let line = format!(
+            "SKIP  {kind} target: prepare completes: the provider does not serve this kind: \
+             labelmount-deployments-only serves Deployment targets only; a {kind} is not one"
+        );
+        assert!(output.contains(&line), "missing `{line}` in:\n{output}");
+        assert!(
+            !output.contains(&format!("PASS  {kind} target:")),
+            "{output}"
+        );
+    }
+
+    // Asked for with --kinds, a declined kind is a failure.
+    let (success, output) = conformance_with(&module, 20, &["--kinds", "deployment,pod"])?;
+    assert!(!success, "{output}");
+    let line = failing(&output, "validate accepts a well-formed mount")
+        .unwrap_or_else(|| panic!("no failing validate in:\n{output}"));
+    assert!(
+        line.starts_with("FAIL  Pod target: ") && line.contains("which --kinds asks to check"),
+        "{line}"
+    );
+    assert!(
+        output.contains(
+            "SKIP  StatefulSet target: prepare completes: StatefulSet targets not selected (--kinds)"
+        ),
+        "{output}"
+    );
     Ok(())
 }

@@ -53,6 +53,7 @@ fn access(ns: &TestNamespace, provider: &ProviderModule, mount: &Mount) -> Clust
         scope: provider.scope_for(mount),
         field_manager: provider.name().to_string(),
         events: None,
+        journal: None,
     }
 }
 

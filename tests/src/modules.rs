@@ -23,16 +23,23 @@ pub fn test_modules_dir() -> anyhow::Result<PathBuf> {
     crate::built_once(&BUILT, build)
 }
 
-/// Path of one module, by crate name without extension (`sample_provider`).
+/// Path of one module, by crate or example name without extension
+/// (`sample_provider`; `broken_leaves_label`, an example of `labelmount`).
 pub fn test_module(name: &str) -> anyhow::Result<PathBuf> {
-    let path = test_modules_dir()?.join(format!("{name}.wasm"));
-    if !path.is_file() {
+    let dir = test_modules_dir()?;
+    let file = format!("{name}.wasm");
+    let path = dir.join(&file);
+    if path.is_file() {
+        return Ok(path);
+    }
+    let example = dir.join("examples").join(&file);
+    if !example.is_file() {
         bail!(
-            "test module {} does not exist; is `{name}` a crate in tests/modules?",
+            "test module {} does not exist; is `{name}` a crate or an example in tests/modules?",
             path.display()
         );
     }
-    Ok(path)
+    Ok(example)
 }
 
 fn target_dir() -> PathBuf {
@@ -48,7 +55,10 @@ fn build() -> anyhow::Result<PathBuf> {
     // The cargo running the tests, so the same toolchain builds the modules.
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let output = Command::new(&cargo)
-        .args(["build", "--release", "--locked", "--target", TARGET])
+        // Libraries (the crates that are components) and examples (the
+        // components of crates that hold several, such as labelmount's).
+        .args(["build", "--release", "--locked", "--lib", "--examples"])
+        .args(["--target", TARGET])
         .arg("--manifest-path")
         .arg(&manifest)
         .arg("--target-dir")

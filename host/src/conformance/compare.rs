@@ -121,23 +121,36 @@ fn same_image(a: &str, b: &str) -> bool {
 }
 
 /// JSON pointers where `a` and `b` differ (at most `limit`), for messages.
-fn differences(a: &serde_json::Value, b: &serde_json::Value, limit: usize) -> Vec<String> {
+pub(super) fn differences(
+    a: &serde_json::Value,
+    b: &serde_json::Value,
+    limit: usize,
+) -> Vec<String> {
     fn walk(a: &serde_json::Value, b: &serde_json::Value, path: String, out: &mut Vec<String>) {
-        use serde_json::Value::{Array, Object};
-        match (a, b) {
-            (Object(x), Object(y)) => {
-                let keys: BTreeSet<&String> = x.keys().chain(y.keys()).collect();
-                for key in keys {
-                    let null = serde_json::Value::Null;
-                    let next = format!("{path}/{key}");
-                    walk(
-                        x.get(key).unwrap_or(&null),
-                        y.get(key).unwrap_or(&null),
-                        next,
-                        out,
-                    );
-                }
+        use serde_json::Value::{Array, Null, Object};
+        let none = serde_json::Map::new();
+        // A map against an absent one is against an empty one: each key
+        // added or removed is named.
+        let maps = match (a, b) {
+            (Object(x), Object(y)) => Some((x, y)),
+            (Object(x), Null) => Some((x, &none)),
+            (Null, Object(y)) => Some((&none, y)),
+            _ => None,
+        };
+        if let Some((x, y)) = maps {
+            let keys: BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for key in keys {
+                let null = Null;
+                walk(
+                    x.get(key).unwrap_or(&null),
+                    y.get(key).unwrap_or(&null),
+                    format!("{path}/{key}"),
+                    out,
+                );
             }
+            return;
+        }
+        match (a, b) {
             (Array(x), Array(y)) if x.len() == y.len() => {
                 for (index, (p, q)) in x.iter().zip(y).enumerate() {
                     walk(p, q, format!("{path}/{index}"), out);

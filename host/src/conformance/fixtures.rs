@@ -116,13 +116,50 @@ fn sample_deployment() -> anyhow::Result<Deployment> {
 /// a Deployment, then a StatefulSet and a bare Pod (the steps, the cleanup
 /// and the exact restore).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum TargetKind {
+pub enum TargetKind {
     Deployment,
     StatefulSet,
     Pod,
 }
 
+impl std::str::FromStr for TargetKind {
+    type Err = String;
+
+    /// As `--kinds` takes them: `deployment`, `statefulset`, `pod` (any case).
+    fn from_str(text: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|kind| kind.kind().eq_ignore_ascii_case(text))
+            .ok_or_else(|| {
+                format!("`{text}` is not a kind of target: deployment, statefulset or pod")
+            })
+    }
+}
+
 impl TargetKind {
+    /// Every kind, in the order the rounds run.
+    pub const ALL: [Self; 3] = [Self::Deployment, Self::StatefulSet, Self::Pod];
+
+    /// The Kubernetes kind.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Self::Deployment => "Deployment",
+            Self::StatefulSet => "StatefulSet",
+            Self::Pod => "Pod",
+        }
+    }
+
+    /// Whether `message` (a provider's refusal) names this kind.
+    pub(super) fn named_in(self, message: &str) -> bool {
+        let message = message.to_ascii_lowercase();
+        let words: &[&str] = match self {
+            Self::Deployment => &["deployment"],
+            Self::StatefulSet => &["statefulset", "stateful set"],
+            Self::Pod => &["pod"],
+        };
+        words.iter().any(|w| message.contains(w))
+    }
+
     /// The object's name, and its pods' `app` label.
     pub(super) fn name(self) -> &'static str {
         match self {
@@ -143,14 +180,13 @@ impl TargetKind {
 
     /// The target as the subject of the Events the provider posts.
     pub(super) fn reference(self, ns: &str) -> ObjectReference {
-        let (api_version, kind) = match self {
-            Self::Deployment => ("apps/v1", "Deployment"),
-            Self::StatefulSet => ("apps/v1", "StatefulSet"),
-            Self::Pod => ("v1", "Pod"),
+        let api_version = match self {
+            Self::Pod => "v1",
+            Self::Deployment | Self::StatefulSet => "apps/v1",
         };
         ObjectReference {
             api_version: Some(api_version.into()),
-            kind: Some(kind.into()),
+            kind: Some(self.kind().into()),
             name: Some(self.name().into()),
             namespace: Some(ns.into()),
             ..Default::default()

@@ -4,26 +4,33 @@
 //! It works in scratch namespaces with a sample Deployment (two replicas, a
 //! container port, an HTTP readiness probe), then a StatefulSet and a bare
 //! Pod of the same container (the steps, the cleanup and the exact restore
-//! again, with a mount each), and compares what is on the cluster before
-//! and after each step: idempotent steps leave the same state,
-//! `uninstall` leaves nothing behind and the target exactly as it was (its
-//! whole pod template, and live pods whose containers are the template's),
-//! also when it interrupts an install that never finished.
+//! again, with a mount each; a kind the provider declines in `validate` is
+//! skipped), and compares what is on the cluster before and after each
+//! step: idempotent steps leave the same state, `prepared` and `ready` say
+//! false until the work is done and again after uninstall, `uninstall`
+//! leaves nothing behind and the target exactly as it was (its whole pod
+//! template, and live pods whose containers are the template's), also when
+//! it interrupts an install that never finished. The host records every
+//! object the provider writes (the plugin runtime's journal), and each must
+//! be back as it was, field by field, after uninstall.
 //!
 //! Rooms: `report` (what a check prints), `fixtures` (the scratch
 //! namespaces and sample targets on the cluster), `compare` (pure verdicts
-//! on what the cluster shows) and `suite` (the ordered checks).
+//! on what the cluster shows), `writes` (pure verdicts on what the provider
+//! wrote) and `suite` (the ordered checks).
 
 mod compare;
 mod fixtures;
 mod report;
 mod suite;
+mod writes;
 
 use std::{path::Path, sync::Arc, time::Duration};
 
 use anyhow::bail;
 use kube::Client;
 
+pub use fixtures::TargetKind;
 pub use report::Check;
 
 use crate::plugins::{LoadedModule, PluginRuntime};
@@ -32,6 +39,9 @@ pub struct Options {
     pub timeout: Duration,
     pub keep_namespaces: bool,
     pub carrier_image: String,
+    /// The kinds of target to check (`--kinds`); `None`: each kind the
+    /// provider does not decline in `validate`.
+    pub kinds: Option<Vec<TargetKind>>,
 }
 
 /// Runs every check; returns them all (the caller decides the exit status).
@@ -62,6 +72,7 @@ pub async fn run(
         provider,
         mount,
         operator_ns.clone(),
+        options.kinds,
         options.timeout,
         Box::new(report),
     );

@@ -22,43 +22,104 @@ use serde_json::json;
 use super::{
     compare::{
         Snapshot, TargetShape, expect_bool, leftovers, restore_problem, same, shape_problem,
-        template_of,
     },
     fixtures::{SAMPLE_IMAGE, TargetKind},
     report::Check,
+    writes::put_back_problem,
 };
 use crate::plugins::{
-    CallError, ClusterAccess, Discovery, EventSubject, ProviderModule,
+    CallError, ClusterAccess, Discovery, EventSubject, Journal, ProviderModule,
     bindings::{Mount, Progress, ProviderError},
 };
 
-/// The checks that follow `prepare completes`, up to uninstall.
-const AFTER_PREPARE: [&str; 5] = [
-    "prepare twice gives the same cluster state",
-    "prepared becomes true",
-    INSTALL_COMPLETES,
-    "install twice is harmless",
-    READY_AFTER_INSTALL,
-];
+const VALIDATE_ACCEPTS: &str = "validate accepts a well-formed mount";
+const TARGET_EXISTS: &str = "target-exists is true for an existing target";
+const PREPARED_BEFORE: &str = "prepared is false before prepare";
+const PREPARE_COMPLETES: &str = "prepare completes";
+const PREPARE_TWICE: &str = "prepare twice gives the same cluster state";
+const PREPARED_BECOMES: &str = "prepared becomes true";
+const READY_BEFORE: &str = "ready is not all true before install";
 const INSTALL_COMPLETES: &str = "install completes";
+const INSTALL_TWICE: &str = "install twice is harmless";
 const READY_AFTER_INSTALL: &str = "ready reports every condition true after install";
+const READY_EARNED: &str = "ready is true because install did something (a write or an exec)";
+const UNINSTALL_COMPLETES: &str = "uninstall completes";
 const LEFTOVERS: &str = "uninstall leaves nothing the provider created";
-/// The checks that follow `uninstall completes`, besides [`LEFTOVERS`].
-const AFTER_UNINSTALL: [&str; 3] = [
-    "uninstall leaves the target as it was (image, command, args, labels)",
-    "uninstall restores the target exactly (whole pod template; live pods' containers are the template's)",
-    "uninstall twice is harmless",
+const TARGET_AS_IT_WAS: &str =
+    "uninstall leaves the target as it was (image, command, args, labels)";
+const RESTORED_EXACTLY: &str = "uninstall restores the target exactly (whole pod template; live pods' containers are the template's)";
+const PUT_BACK: &str = "uninstall puts back every object the provider wrote (created: gone; patched, applied, deleted: labels, annotations, spec as before)";
+const NOT_READY_AFTER: &str = "prepared and ready turn false after uninstall";
+const UNINSTALL_TWICE: &str = "uninstall twice is harmless";
+const INTERRUPTED: &str =
+    "uninstall in the middle of install restores the target (prepare, one install call, uninstall)";
+const TARGET_GONE: &str = "target-exists is false after the target is deleted";
+
+/// Every check of a round, in the order it runs: a Deployment's round runs
+/// them all, the others leave out the ones marked `false`.
+const ROUND: [(&str, bool); 20] = [
+    (VALIDATE_ACCEPTS, true),
+    (TARGET_EXISTS, true),
+    (PREPARED_BEFORE, true),
+    (PREPARE_COMPLETES, true),
+    (PREPARE_TWICE, false),
+    (PREPARED_BECOMES, true),
+    (READY_BEFORE, true),
+    (INSTALL_COMPLETES, true),
+    (INSTALL_TWICE, false),
+    (READY_AFTER_INSTALL, true),
+    (READY_EARNED, true),
+    (UNINSTALL_COMPLETES, true),
+    (LEFTOVERS, true),
+    (TARGET_AS_IT_WAS, false),
+    (RESTORED_EXACTLY, true),
+    (PUT_BACK, true),
+    (NOT_READY_AFTER, true),
+    (UNINSTALL_TWICE, false),
+    (INTERRUPTED, false),
+    (TARGET_GONE, true),
 ];
+
+/// The checks of a round of `kind`.
+fn round_checks(kind: TargetKind) -> impl Iterator<Item = &'static str> {
+    ROUND
+        .into_iter()
+        .filter(move |(_, every_round)| *every_round || kind == TargetKind::Deployment)
+        .map(|(name, _)| name)
+}
+
+/// The checks of `kind`'s round from `first` up to, not including, `until`
+/// (`None`: to the end), by their place in [`ROUND`].
+fn checks_between(kind: TargetKind, first: &str, until: Option<&str>) -> Vec<&'static str> {
+    ROUND
+        .into_iter()
+        .skip_while(|(name, _)| *name != first)
+        .take_while(|(name, _)| Some(*name) != until)
+        .filter(|(_, every_round)| *every_round || kind == TargetKind::Deployment)
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// Whether a round ran or the provider declined its kind.
+enum Served {
+    Yes,
+    /// The provider's `invalid-input`, which names the kind.
+    Declined(String),
+}
 
 /// Everything the checks share.
 pub(super) struct Run {
     client: Client,
     provider: Arc<ProviderModule>,
     discovery: Arc<Discovery>,
+    /// What the provider wrote in the round that runs.
+    journal: Arc<Journal>,
     mount: Mount,
     operator_ns: String,
     /// The workload of the round that runs.
     kind: TargetKind,
+    /// The kinds asked for with `--kinds`; `None`: every kind the provider serves.
+    kinds: Option<Vec<TargetKind>>,
     timeout: Duration,
     checks: Vec<Check>,
     /// Called with each check as it completes, so progress is visible.
@@ -72,6 +133,7 @@ impl Run {
         provider: Arc<ProviderModule>,
         mount: Mount,
         operator_ns: String,
+        kinds: Option<Vec<TargetKind>>,
         timeout: Duration,
         report: Box<dyn FnMut(&Check) + Send>,
     ) -> Self {
@@ -79,9 +141,11 @@ impl Run {
             client,
             provider,
             discovery: Arc::default(),
+            journal: Arc::default(),
             mount,
             operator_ns,
             kind: TargetKind::Deployment,
+            kinds,
             timeout,
             checks: Vec::new(),
             report,
@@ -105,6 +169,7 @@ impl Run {
                 "pontoon-conformance",
                 subject,
             )),
+            journal: Some(self.journal.clone()),
         }
     }
 
@@ -122,164 +187,238 @@ impl Run {
 
     /// Records `names` as not run, because `because` failed.
     fn skip(&mut self, names: &[&str], because: &str) {
+        let why = format!("`{}{because}` failed", self.kind.label());
+        self.skip_for(names, &why);
+    }
+
+    /// Records `names` as not run, for the reason `why`.
+    fn skip_for(&mut self, names: &[&str], why: &str) {
         for name in names {
             let check = Check {
                 name: format!("{}{name}", self.kind.label()),
                 result: Ok(()),
-                skipped: Some(format!("`{}{because}` failed", self.kind.label())),
+                skipped: Some(why.to_string()),
             };
             (self.report)(&check);
             self.checks.push(check);
         }
     }
 
-    /// Every round, in order.
+    /// Every round, in order: the checks of `validate` that need no
+    /// target, then a round per kind of target.
     pub(super) async fn all(&mut self) -> anyhow::Result<()> {
-        self.deployment_round().await?;
-        for kind in [TargetKind::StatefulSet, TargetKind::Pod] {
-            self.other_round(kind).await?;
+        self.check_validate_rejects().await;
+        let first = self.mount.clone();
+        let mut declined = Vec::new();
+        for kind in TargetKind::ALL {
+            self.kind = kind;
+            if let Some(kinds) = &self.kinds
+                && !kinds.contains(&kind)
+            {
+                let why = format!("{} targets not selected (--kinds)", kind.kind());
+                let names: Vec<&str> = round_checks(kind).collect();
+                self.skip_for(&names, &why);
+                continue;
+            }
+            if kind != TargetKind::Deployment {
+                self.mount.name = format!("conformance-{}", kind.name());
+                self.mount.uid = format!("{}-{}", first.uid, kind.name());
+                self.mount.target = kind.target();
+            }
+            self.journal = Arc::default();
+            let outcome = self.round().await;
+            self.mount = first.clone();
+            self.kind = TargetKind::Deployment;
+            if let Served::Declined(why) = outcome? {
+                declined.push(why);
+            }
+        }
+        let asked = TargetKind::ALL
+            .iter()
+            .filter(|k| self.kinds.as_ref().is_none_or(|kinds| kinds.contains(k)))
+            .count();
+        if declined.len() == asked {
+            self.record(
+                "the provider serves at least one kind of target",
+                Err(format!(
+                    "validate declined every kind checked: {}",
+                    declined.join("; ")
+                )),
+            );
         }
         Ok(())
     }
 
-    /// The steps, cleanup and exact restore for a StatefulSet or bare Pod
-    /// target, with a mount of its own.
-    async fn other_round(&mut self, kind: TargetKind) -> anyhow::Result<()> {
-        let ns = self.mount.target_namespace.clone();
-        let first = self.mount.clone();
-        self.kind = kind;
-        self.mount.name = format!("conformance-{}", kind.name());
-        self.mount.uid = format!("{}-{}", first.uid, kind.name());
-        self.mount.target = kind.target();
-        let outcome = self.steps_of_other_round(&ns).await;
-        self.mount = first;
-        self.kind = TargetKind::Deployment;
-        outcome
-    }
-
-    async fn steps_of_other_round(&mut self, ns: &str) -> anyhow::Result<()> {
+    /// One round against a target of the run's kind, every check of it.
+    async fn round(&mut self) -> anyhow::Result<Served> {
         let kind = self.kind;
-        kind.create(&self.client, ns).await?;
+        let ns = self.mount.target_namespace.clone();
+        kind.create(&self.client, &ns).await?;
         self.wait_target_ready().await?;
         let template = kind
-            .template(&self.client, ns)
+            .template(&self.client, &ns)
             .await
             .map_err(anyhow::Error::msg)?;
-        let before = self.snapshot().await?;
-        self.check_target_exists().await;
-        let prepared = self.drive("prepare").await;
-        if self.record("prepare completes", prepared) {
-            let became = self.wait_prepared().await;
-            self.record("prepared becomes true", became);
-            let installed = self.drive("install").await;
-            if self.record(INSTALL_COMPLETES, installed) {
-                let ready = self.wait_all_ready().await;
-                self.record(READY_AFTER_INSTALL, ready);
-            } else {
-                self.skip(&[READY_AFTER_INSTALL], INSTALL_COMPLETES);
+        let original = match kind {
+            TargetKind::Deployment => {
+                let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), &ns);
+                Some(TargetShape::of(&deployments.get(kind.name()).await?))
             }
-        } else {
-            self.skip(
-                &[
-                    "prepared becomes true",
-                    INSTALL_COMPLETES,
-                    READY_AFTER_INSTALL,
-                ],
-                "prepare completes",
+            _ => None,
+        };
+        if let Some(why) = self.check_validate_accepts().await {
+            let names = checks_between(kind, VALIDATE_ACCEPTS, None);
+            self.skip_for(
+                &names,
+                &format!("the provider does not serve this kind: {why}"),
             );
+            kind.delete(&self.client, &ns).await?;
+            return Ok(Served::Declined(why));
         }
-        let uninstalled = self.drive("uninstall").await;
-        let completed = self.record("uninstall completes", uninstalled);
-        let after = self.snapshot().await?;
-        self.record(LEFTOVERS, leftovers(&before, &after));
-        if completed {
-            let exact = self.wait_restored_exactly(&template).await;
-            self.record(AFTER_UNINSTALL[1], exact);
+        self.check_target_exists().await;
+        let not_yet = self.provider.prepared(self.access(), &self.mount).await;
+        self.record(PREPARED_BEFORE, expect_bool(not_yet, false));
+
+        let before = self.snapshot().await?;
+        let prepared = self.drive("prepare").await;
+        if self.record(PREPARE_COMPLETES, prepared) {
+            self.prepared_steps(kind).await?;
         } else {
-            self.skip(&AFTER_UNINSTALL[1..2], "uninstall completes");
+            let names = checks_between(kind, PREPARE_TWICE, Some(UNINSTALL_COMPLETES));
+            self.skip(&names, PREPARE_COMPLETES);
         }
-        self.check_target_gone().await
+        self.uninstall_steps(&before, original.as_ref(), &template)
+            .await?;
+        self.check_target_gone().await?;
+        Ok(Served::Yes)
     }
 
-    /// Every check, against a Deployment.
-    async fn deployment_round(&mut self) -> anyhow::Result<()> {
-        let ns = self.mount.target_namespace.clone();
-        self.kind.create(&self.client, &ns).await?;
-        self.wait_target_ready().await?;
-        let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), &ns);
-        let sample = deployments.get("sample").await?;
-        let original = TargetShape::of(&sample);
-        let template = template_of(&sample);
-
-        self.check_validate().await;
-
-        self.check_target_exists().await;
-
-        let before = self.snapshot().await?;
-        let prepared = self.drive("prepare").await;
-        if !self.record("prepare completes", prepared) {
-            self.skip(&AFTER_PREPARE, "prepare completes");
-            return self
-                .finish_with_uninstall(&before, &original, &template)
-                .await;
+    /// From a completed prepare up to uninstall.
+    async fn prepared_steps(&mut self, kind: TargetKind) -> anyhow::Result<()> {
+        if kind == TargetKind::Deployment {
+            let after_first = self.snapshot().await?;
+            let again = self.drive("prepare").await;
+            let after_second = self.snapshot().await?;
+            self.record(
+                PREPARE_TWICE,
+                again.and_then(|()| same(&after_first, &after_second)),
+            );
         }
-        let after_first = self.snapshot().await?;
-        let again = self.drive("prepare").await;
-        let after_second = self.snapshot().await?;
-        self.record(
-            "prepare twice gives the same cluster state",
-            again.and_then(|()| same(&after_first, &after_second)),
-        );
-
         let became_prepared = self.wait_prepared().await;
-        self.record("prepared becomes true", became_prepared);
+        self.record(PREPARED_BECOMES, became_prepared);
+        let early = self.ready_before_install().await;
+        self.record(READY_BEFORE, early);
 
+        let activity = self.journal.activity();
         let installed = self.drive("install").await;
+        let install_did_work = self.journal.activity() > activity;
         if !self.record(INSTALL_COMPLETES, installed) {
-            self.skip(&AFTER_PREPARE[3..], INSTALL_COMPLETES);
-        } else {
+            let names = checks_between(kind, INSTALL_TWICE, Some(UNINSTALL_COMPLETES));
+            self.skip(&names, INSTALL_COMPLETES);
+            return Ok(());
+        }
+        if kind == TargetKind::Deployment {
             let first = self.snapshot().await?;
             let again = self.drive("install").await;
             let second = self.snapshot().await?;
-            self.record(
-                "install twice is harmless",
-                again.and_then(|()| same(&first, &second)),
-            );
-
-            let all_ready = self.wait_all_ready().await;
-            self.record(READY_AFTER_INSTALL, all_ready);
+            self.record(INSTALL_TWICE, again.and_then(|()| same(&first, &second)));
         }
-        self.finish_with_uninstall(&before, &original, &template)
-            .await
+        let all_ready = self.wait_all_ready().await;
+        if self.record(READY_AFTER_INSTALL, all_ready) {
+            let earned = if install_did_work {
+                Ok(())
+            } else {
+                Err(
+                    "install wrote nothing and ran nothing on the cluster, yet ready reports \
+                     every condition true: ready must report what install did"
+                        .to_string(),
+                )
+            };
+            self.record(READY_EARNED, earned);
+        } else {
+            self.skip(&[READY_EARNED], READY_AFTER_INSTALL);
+        }
+        Ok(())
     }
 
-    async fn finish_with_uninstall(
+    /// Uninstall and what it must leave, then (for a Deployment) uninstall
+    /// again and an interrupted install.
+    async fn uninstall_steps(
         &mut self,
         before: &Snapshot,
-        original: &TargetShape,
+        original: Option<&TargetShape>,
         template: &serde_json::Value,
     ) -> anyhow::Result<()> {
         let uninstalled = self.drive("uninstall").await;
-        let completed = self.record("uninstall completes", uninstalled);
+        let completed = self.record(UNINSTALL_COMPLETES, uninstalled);
         // What is left is reported whether or not uninstall said it was done.
         let after = self.snapshot().await?;
         self.record(LEFTOVERS, leftovers(before, &after));
-        if completed {
-            let restored = self.wait_target_restored(original).await;
-            self.record(AFTER_UNINSTALL[0], restored);
-            let exact = self.wait_restored_exactly(template).await;
-            self.record(AFTER_UNINSTALL[1], exact);
-            let again = self.drive("uninstall").await;
-            self.record(AFTER_UNINSTALL[2], again);
+        if !completed {
+            let names = checks_between(self.kind, TARGET_AS_IT_WAS, Some(INTERRUPTED));
+            self.skip(&names, UNINSTALL_COMPLETES);
         } else {
-            self.skip(&AFTER_UNINSTALL, "uninstall completes");
+            if let Some(original) = original {
+                let restored = self.wait_target_restored(original).await;
+                self.record(TARGET_AS_IT_WAS, restored);
+            }
+            let exact = self.wait_restored_exactly(template).await;
+            self.record(RESTORED_EXACTLY, exact);
+            let put_back = self.wait_written_put_back().await;
+            self.record(PUT_BACK, put_back);
+            let not_ready = self.wait_not_ready().await;
+            self.record(NOT_READY_AFTER, not_ready);
+            if original.is_some() {
+                let again = self.drive("uninstall").await;
+                self.record(UNINSTALL_TWICE, again);
+            }
         }
-        let interrupted = self.interrupted_install(before, template).await;
-        self.record(
-            "uninstall in the middle of install restores the target (prepare, one install call, uninstall)",
-            interrupted,
-        );
-        self.check_target_gone().await
+        if original.is_some() {
+            let interrupted = self.interrupted_install(before, template).await;
+            self.record(INTERRUPTED, interrupted);
+        }
+        Ok(())
+    }
+
+    /// `validate` of the round's well-formed mount; `Some(why)` when the
+    /// provider declines the round's kind of target (and may: `--kinds`
+    /// did not ask for it).
+    async fn check_validate_accepts(&mut self) -> Option<String> {
+        let outcome = self
+            .provider
+            .validate(Some(self.access()), &self.mount)
+            .await;
+        let declined = match &outcome {
+            Err(err) => match err.provider_error() {
+                Some(ProviderError::InvalidInput(message)) if self.kind.named_in(message) => {
+                    Some(message.clone())
+                }
+                _ => None,
+            },
+            Ok(()) => None,
+        };
+        match declined {
+            Some(why) if self.kinds.is_none() => Some(why),
+            Some(why) => {
+                let asked = format!(
+                    "declined {} targets, which --kinds asks to check: {why}",
+                    self.kind.kind()
+                );
+                self.record(VALIDATE_ACCEPTS, Err(asked));
+                None
+            }
+            None => {
+                let accepted = outcome.map_err(|e| {
+                    format!(
+                        "{e} (a provider that does not serve {} targets says so in an \
+                         invalid-input that names the kind; its checks are then skipped)",
+                        self.kind.kind()
+                    )
+                });
+                self.record(VALIDATE_ACCEPTS, accepted);
+                None
+            }
+        }
     }
 
     async fn check_target_exists(&mut self) {
@@ -287,10 +426,7 @@ impl Run {
             .provider
             .target_exists(self.access(), &self.mount)
             .await;
-        self.record(
-            "target-exists is true for an existing target",
-            expect_bool(exists, true),
-        );
+        self.record(TARGET_EXISTS, expect_bool(exists, true));
     }
 
     /// Deletes the round's target; `target-exists` must turn false.
@@ -306,7 +442,7 @@ impl Run {
                 }
             })
             .await;
-        self.record("target-exists is false after the target is deleted", gone);
+        self.record(TARGET_GONE, gone);
         Ok(())
     }
 
@@ -346,16 +482,106 @@ impl Run {
             .map_err(|e| format!("uninstall: {e}"))?;
         self.wait_restored_exactly(template).await?;
         let after = self.snapshot().await.map_err(|e| format!("{e:#}"))?;
-        leftovers(before, &after)
+        leftovers(before, &after)?;
+        self.wait_written_put_back().await
     }
 
-    async fn check_validate(&mut self) {
-        let accepted = self
+    /// `ready` before install, with prepare done: not every condition may
+    /// be true yet, since nothing is installed.
+    async fn ready_before_install(&self) -> Result<(), String> {
+        let conditions = self
             .provider
-            .validate(Some(self.access()), &self.mount)
+            .ready(self.access(), &self.mount)
             .await
-            .map_err(|e| e.to_string());
-        self.record("validate accepts a well-formed mount", accepted);
+            .map_err(|e| e.to_string())?;
+        if !conditions.is_empty() && conditions.iter().all(|c| c.ready) {
+            let names: Vec<&str> = conditions.iter().map(|c| c.name.as_str()).collect();
+            return Err(format!(
+                "every condition is true before install ({}): ready must say what is not \
+                 done yet",
+                names.join(", ")
+            ));
+        }
+        Ok(())
+    }
+
+    /// Polls until `prepared` is false and not every `ready` condition is
+    /// true: what they report is gone.
+    async fn wait_not_ready(&self) -> Result<(), String> {
+        let started = Instant::now();
+        loop {
+            let (access, mount) = (self.access(), &self.mount);
+            let prepared = self
+                .provider
+                .prepared(access.clone(), mount)
+                .await
+                .map_err(|e| format!("prepared: {e}"))?;
+            let conditions = self
+                .provider
+                .ready(access, mount)
+                .await
+                .map_err(|e| format!("ready: {e}"))?;
+            let all_ready = !conditions.is_empty() && conditions.iter().all(|c| c.ready);
+            if !prepared && !all_ready {
+                return Ok(());
+            }
+            if started.elapsed() > self.timeout {
+                let mut still = Vec::new();
+                if prepared {
+                    still.push("prepared is true".to_string());
+                }
+                if all_ready {
+                    let names: Vec<&str> = conditions.iter().map(|c| c.name.as_str()).collect();
+                    still.push(format!(
+                        "ready reports every condition true ({})",
+                        names.join(", ")
+                    ));
+                }
+                return Err(format!(
+                    "{:?} after uninstall: {}",
+                    self.timeout,
+                    still.join(" and ")
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// Polls until every object the journal says the provider wrote is put
+    /// back; on timeout, names each object and field that is not.
+    async fn wait_written_put_back(&self) -> Result<(), String> {
+        let written = self.journal.written();
+        if written.is_empty() {
+            return Ok(());
+        }
+        let access = self.access();
+        let started = Instant::now();
+        loop {
+            let mut problems = Vec::new();
+            for object in &written {
+                let now = access
+                    .host_read(&object.reference())
+                    .await
+                    .map_err(|e| format!("reading {}: {e}", object.describe()))?;
+                problems.extend(put_back_problem(object, now.as_ref()));
+            }
+            if problems.is_empty() {
+                return Ok(());
+            }
+            if started.elapsed() > self.timeout {
+                return Err(format!(
+                    "after {:?}, of {} object(s) written: {}",
+                    self.timeout,
+                    written.len(),
+                    problems.join(" | ")
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// `validate` refuses malformed mounts, whatever kinds the provider serves.
+    async fn check_validate_rejects(&mut self) {
         let cases = [
             ("validate rejects an empty target", "", "app"),
             ("validate rejects an empty container", "deploy/sample", ""),

@@ -11,7 +11,11 @@ use kube::{
 };
 use tokio::sync::Mutex;
 
-use super::{bindings::ClusterError, scope::Scope};
+use super::{
+    bindings::{ClusterError, ObjectRef},
+    journal::Journal,
+    scope::Scope,
+};
 
 /// Maps `apiVersion` + `kind` to API resources (plural names) once per
 /// process, so providers name kinds the way they appear in objects.
@@ -75,6 +79,9 @@ pub struct ClusterAccess {
     /// Server-side apply field manager: the provider's name.
     pub field_manager: String,
     pub events: Option<EventSubject>,
+    /// Where the call's writes are recorded (`pontoon conformance`); `None`
+    /// in the operator, which keeps no such record.
+    pub journal: Option<Arc<Journal>>,
 }
 
 impl ClusterAccess {
@@ -93,6 +100,23 @@ impl ClusterAccess {
             namespace,
             &resource,
         ))
+    }
+
+    /// The object as JSON, read with the host's own rights, not the
+    /// provider's scope: for checks of what a provider did.
+    pub async fn host_read(
+        &self,
+        object: &ObjectRef,
+    ) -> Result<Option<serde_json::Value>, ClusterError> {
+        let api = self
+            .api(&object.api_version, &object.kind, &object.namespace)
+            .await?;
+        api.get_opt(&object.name)
+            .await
+            .map_err(api_error)?
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|e| ClusterError::Api(format!("cannot encode object: {e}")))
     }
 }
 

@@ -10,8 +10,8 @@
 //!
 //! 1. `bindings` (the WIT, generated), `limits` (deadline and memory cap)
 //! 2. `error`, `scope` (capability scopes), `engine` (engine, epoch clock)
-//! 3. `grants` (what an administrator allows), `access` (the cluster as one
-//!    call may reach it)
+//! 3. `journal` (what a provider wrote, for conformance), `grants` (what an
+//!    administrator allows), `access` (the cluster as one call may reach it)
 //! 4. `state`: the per-call store data
 //! 5. `host/`: the host interfaces, one per file (`cluster`, `log`); `call`:
 //!    the mechanics of one call (store, deadlines, stops as [`CallError`],
@@ -28,6 +28,7 @@ mod error;
 mod filter;
 pub mod grants;
 mod host;
+mod journal;
 mod limits;
 mod provider;
 mod registry;
@@ -38,6 +39,7 @@ mod state;
 pub use access::{ClusterAccess, Discovery, EventSubject};
 pub use error::{CallError, LoadError, describe_provider_error};
 pub use filter::FilterModule;
+pub use journal::{Journal, Written};
 pub use limits::Limits;
 pub use provider::ProviderModule;
 pub use registry::{LoadedModule, Registry};

@@ -140,6 +140,7 @@ impl<'a> Reconcile<'a> {
                 recorder: self.ctx.recorder.clone(),
                 object: self.writer.reference().clone(),
             }),
+            journal: None,
         }
     }
 }

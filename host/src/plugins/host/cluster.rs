@@ -14,6 +14,7 @@ use tokio::io::AsyncWriteExt;
 
 use crate::metrics::METRICS;
 use crate::plugins::{
+    Journal,
     access::{ClusterAccess, api_error},
     bindings::{ClusterError, EventType, ExecOutput, ObjectRef, PatchType, Verb},
     scope::Request,
@@ -31,6 +32,17 @@ struct Submitted {
     api_version: String,
     kind: String,
     name: String,
+}
+
+impl Submitted {
+    fn reference(&self, namespace: &str) -> ObjectRef {
+        ObjectRef {
+            api_version: self.api_version.clone(),
+            kind: self.kind.clone(),
+            namespace: namespace.to_string(),
+            name: self.name.clone(),
+        }
+    }
 }
 
 fn parse_object(namespace: &str, text: &str) -> Result<Submitted, ClusterError> {
@@ -169,11 +181,15 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
 
     async fn create(&mut self, namespace: String, object: String) -> Result<String, ClusterError> {
         let s = parse_object(&namespace, &object)?;
-        let (_, api) = self.submitted_api(&s, &namespace, Verb::Create).await?;
+        let (access, api) = self.submitted_api(&s, &namespace, Verb::Create).await?;
+        let journal = access.journal.clone();
         let created = api
             .create(&PostParams::default(), &s.object)
             .await
             .map_err(api_error)?;
+        if let Some(journal) = journal {
+            journal.wrote(&s.reference(&namespace), "create");
+        }
         to_json(&created)
     }
 
@@ -181,10 +197,18 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
         let s = parse_object(&namespace, &object)?;
         let (access, api) = self.submitted_api(&s, &namespace, Verb::Apply).await?;
         let params = PatchParams::apply(&access.field_manager).force();
+        let journal = access.journal.clone();
+        let reference = s.reference(&namespace);
+        if let Some(journal) = &journal {
+            journal.before_write(&api, &reference).await?;
+        }
         let applied = api
             .patch(&s.name, &params, &Patch::Apply(&s.object))
             .await
             .map_err(api_error)?;
+        if let Some(journal) = journal {
+            journal.wrote(&reference, "apply");
+        }
         to_json(&applied)
     }
 
@@ -208,20 +232,24 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
             field_manager: Some(access.field_manager.clone()),
             ..Default::default()
         };
+        let journal = access.journal.clone();
+        if let Some(journal) = &journal {
+            journal.before_write(&api, &r).await?;
+        }
         let patched = api
             .patch(&r.name, &params, &patch)
             .await
             .map_err(api_error)?;
+        if let Some(journal) = journal {
+            journal.wrote(&r, "patch");
+        }
         to_json(&patched)
     }
 
     async fn delete(&mut self, r: ObjectRef) -> Result<bool, ClusterError> {
-        let (_, api) = self.object_api(&r, Verb::Delete).await?;
-        match api.delete(&r.name, &DeleteParams::background()).await {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(status)) if status.is_not_found() => Ok(false),
-            Err(err) => Err(api_error(err)),
-        }
+        let (access, api) = self.object_api(&r, Verb::Delete).await?;
+        let journal = access.journal.clone();
+        delete(&api, &r, &DeleteParams::background(), journal.as_deref()).await
     }
 
     async fn delete_if_unchanged(
@@ -229,7 +257,8 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
         r: ObjectRef,
         resource_version: String,
     ) -> Result<bool, ClusterError> {
-        let (_, api) = self.object_api(&r, Verb::Delete).await?;
+        let (access, api) = self.object_api(&r, Verb::Delete).await?;
+        let journal = access.journal.clone();
         if resource_version.is_empty() {
             // An empty precondition would be ignored by the API server, which
             // would turn this into an unconditional delete.
@@ -245,12 +274,8 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
             }),
             ..DeleteParams::background()
         };
-        match api.delete(&r.name, &params).await {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(status)) if status.is_not_found() => Ok(false),
-            // A failed precondition is a 409 Conflict, which `api_error` maps to `conflict`.
-            Err(err) => Err(api_error(err)),
-        }
+        // A failed precondition is a 409 Conflict, which `api_error` maps to `conflict`.
+        delete(&api, &r, &params, journal.as_deref()).await
     }
 
     async fn exec(
@@ -269,8 +294,13 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
             name: Some(&pod),
         };
         let access = self.allowed(request)?;
+        let journal = access.journal.clone();
         let pods: Api<Pod> = Api::namespaced(access.client.clone(), &namespace);
-        exec(&pods, &pod, &container, command, stdin).await
+        let output = exec(&pods, &pod, &container, command, stdin).await?;
+        if let Some(journal) = journal {
+            journal.executed();
+        }
+        Ok(output)
     }
 
     async fn event(
@@ -300,6 +330,27 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
             .await
             .map_err(api_error)
     }
+}
+
+/// Deletes `r`; `false` when it was gone already. Recorded in `journal`.
+async fn delete(
+    api: &Api<DynamicObject>,
+    r: &ObjectRef,
+    params: &DeleteParams,
+    journal: Option<&Journal>,
+) -> Result<bool, ClusterError> {
+    if let Some(journal) = journal {
+        journal.before_write(api, r).await?;
+    }
+    let deleted = match api.delete(&r.name, params).await {
+        Ok(_) => true,
+        Err(kube::Error::Api(status)) if status.is_not_found() => false,
+        Err(err) => return Err(api_error(err)),
+    };
+    if let Some(journal) = journal.filter(|_| deleted) {
+        journal.wrote(r, "delete");
+    }
+    Ok(deleted)
 }
 
 async fn exec(
