@@ -4,7 +4,10 @@
 //!
 //! - one mount on a 3-replica Deployment, 10 rounds: create -> ACTIVE (p50,
 //!   p99) and delete -> restored (p50: mount gone, every pod back on its
-//!   original image and Ready);
+//!   original image and Ready), and where that time goes: each step as the
+//!   bench's own watches see it (mount states, the shadow Deployment, the
+//!   restore records, the pods' images, the provider's Events), p50 since
+//!   the create or the delete;
 //! - 50 mounts in 50 namespaces created at once, until all are ACTIVE;
 //! - a burst of 200 mounts (`BENCH_MOUNTS_BURST`, 0 skips it) of 3-replica
 //!   Deployments created at once, with the operator under the chart's
@@ -14,15 +17,20 @@
 //! - the operator's peak RSS and CPU seconds over the whole run.
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     process::Command,
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
 use anyhow::bail;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::{
-    api::{apps::v1::Deployment, core::v1::Pod},
+    api::{
+        apps::v1::Deployment,
+        core::v1::{ConfigMap, Pod},
+        events::v1::Event as KubeEvent,
+    },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
 use kube::{
@@ -73,22 +81,24 @@ async fn main() -> anyhow::Result<()> {
     };
     let usage = Usage::of(pid);
     operator.kill()?;
-    let (create, delete, many) = outcome?;
+    let (create, delete, many, timeline) = outcome?;
     let burst = burst.transpose()?;
     let usage = usage?;
 
     println!();
     println!("one mount, 3-replica Deployment, {ROUNDS} rounds:");
     println!(
-        "  create -> ACTIVE     p50 {:>7.3} s   p99 {:>7.3} s   (goal: p50 <= 1 s)",
+        "  create -> ACTIVE     p50 {:>7.3} s   p99 {:>7.3} s   (goal: p50 <= 0.5 s; from the create call's start until the bench's watch sees state ACTIVE)",
         percentile(&create, 50),
         percentile(&create, 99)
     );
+    timeline.print(&CREATE_STEPS, |r| r.created);
     println!(
-        "  delete -> restored   p50 {:>7.3} s   p99 {:>7.3} s",
+        "  delete -> restored   p50 {:>7.3} s   p99 {:>7.3} s   (goal: p50 <= 0.25 s; restored: the mount gone, so its finalizer's uninstall deleted the shadow Deployment and Service, and every pod of the target on its original image and Ready, none on Carrier2)",
         percentile(&delete, 50),
         percentile(&delete, 99)
     );
+    timeline.print(&DELETE_STEPS, |r| r.deleted);
     println!("{MANY} mounts in {MANY} namespaces (1-replica Deployments), created at once:");
     println!(
         "  all ACTIVE after     {:>7.3} s   (goal: <= 15 s)",
@@ -127,7 +137,7 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-type Figures = (Vec<Duration>, Vec<Duration>, Duration);
+type Figures = (Vec<Duration>, Vec<Duration>, Duration, Timeline);
 
 async fn run(gefyra: &TestNamespace) -> anyhow::Result<Figures> {
     let mounts: Api<GefyraBridgeMount> = gefyra.api();
@@ -136,13 +146,15 @@ async fn run(gefyra: &TestNamespace) -> anyhow::Result<Figures> {
         .create(&PostParams::default(), &deployment("web", 3)?)
         .await?;
     settled(&one, 3).await?;
+    let timeline = Timeline::default();
+    timeline.watch(gefyra, &one);
 
     let mut create = Vec::new();
     let mut delete = Vec::new();
     for round in 0..ROUNDS {
         let name = format!("web-{round}");
-        let started = Instant::now();
         let active = tokio::spawn(until_active(mounts.clone(), vec![name.clone()]));
+        let started = timeline.begin(&name);
         mounts
             .create(
                 &PostParams::default(),
@@ -152,12 +164,13 @@ async fn run(gefyra: &TestNamespace) -> anyhow::Result<Figures> {
         active.await??;
         create.push(started.elapsed());
 
-        let started = Instant::now();
+        let started = timeline.deleting();
         mounts.delete(&name, &DeleteParams::default()).await?;
         let gone = |m: Option<&GefyraBridgeMount>| m.is_none();
         wait_for(&mounts, &name, gone, TIMEOUT).await?;
         restored(&one, 3).await?;
         delete.push(started.elapsed());
+        timeline.mark(Step::Restored);
         println!(
             "  round {round}: ACTIVE after {:.3} s, restored after {:.3} s",
             create[round].as_secs_f64(),
@@ -186,7 +199,260 @@ async fn run(gefyra: &TestNamespace) -> anyhow::Result<Figures> {
         let gone = |m: Option<&GefyraBridgeMount>| m.is_none();
         wait_for(&mounts, name, gone, TIMEOUT).await?;
     }
-    Ok((create, delete, many))
+    Ok((create, delete, many, timeline))
+}
+
+/// What a round of the one-mount run goes through, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Step {
+    Validated,
+    ShadowCreated,
+    ShadowReady,
+    Installing,
+    RecordsSaved,
+    PodsPatched,
+    CarrierRunning,
+    ConfigCommitted,
+    Active,
+    ShadowGone,
+    PodsPatchedBack,
+    MountGone,
+    Restored,
+}
+
+/// The steps after a create, as printed.
+const CREATE_STEPS: [(Step, &str); 9] = [
+    (Step::Validated, "PREPARING (validated)"),
+    (Step::ShadowCreated, "shadow Deployment created"),
+    (Step::ShadowReady, "shadow Ready"),
+    (Step::Installing, "INSTALLING"),
+    (
+        Step::RecordsSaved,
+        "restore records of all 3 pods in the ConfigMap",
+    ),
+    (Step::PodsPatched, "all 3 pods patched to Carrier2"),
+    (Step::CarrierRunning, "all 3 restarted on Carrier2"),
+    (
+        Step::ConfigCommitted,
+        "Carrier2 config committed in all 3 (exec, Events)",
+    ),
+    (Step::Active, "ACTIVE"),
+];
+
+/// The steps after a delete, as printed.
+const DELETE_STEPS: [(Step, &str); 4] = [
+    (Step::ShadowGone, "shadow Deployment gone"),
+    (
+        Step::PodsPatchedBack,
+        "all 3 pods patched back to the original image",
+    ),
+    (Step::MountGone, "mount gone (finalizer done)"),
+    (Step::Restored, "restored (the rollout's new pods Ready)"),
+];
+
+/// One round as the watches saw it.
+#[derive(Default)]
+struct Round {
+    mount: String,
+    created: Option<Instant>,
+    deleted: Option<Instant>,
+    steps: BTreeMap<Step, Instant>,
+    patched: BTreeSet<String>,
+    running: BTreeSet<String>,
+    configured: BTreeSet<String>,
+    back: BTreeSet<String>,
+}
+
+impl Round {
+    /// Records `step` at its first sighting.
+    fn mark(&mut self, step: Step) {
+        self.steps.entry(step).or_insert_with(Instant::now);
+    }
+
+    /// Adds `pod` to `set`; once all 3 are in it, `step` is reached.
+    fn count(set: &mut BTreeSet<String>, pod: String) -> bool {
+        set.insert(pod);
+        set.len() >= 3
+    }
+
+    fn saw_pod(&mut self, pod: &Pod) {
+        let name = pod.name_any();
+        let spec_image = pod
+            .spec
+            .iter()
+            .flat_map(|s| &s.containers)
+            .find(|c| c.name == "app")
+            .and_then(|c| c.image.clone())
+            .unwrap_or_default();
+        if self.deleted.is_none() {
+            if spec_image == CARRIER_IMAGE && Self::count(&mut self.patched, name.clone()) {
+                self.mark(Step::PodsPatched);
+            }
+            if app_image_ready(pod, CARRIER_IMAGE) && Self::count(&mut self.running, name) {
+                self.mark(Step::CarrierRunning);
+            }
+        } else if spec_image == APP_IMAGE
+            && self.patched.contains(&name)
+            && Self::count(&mut self.back, name)
+        {
+            self.mark(Step::PodsPatchedBack);
+        }
+    }
+}
+
+/// Each round's steps, first seen by watches running for the whole run.
+#[derive(Clone, Default)]
+struct Timeline(Arc<Mutex<Vec<Round>>>);
+
+impl Timeline {
+    fn with<T>(&self, f: impl FnOnce(&mut Round) -> T) -> Option<T> {
+        #[allow(clippy::unwrap_used)]
+        let mut rounds = self.0.lock().unwrap();
+        rounds.last_mut().map(f)
+    }
+
+    /// A round of `mount` starts now.
+    fn begin(&self, mount: &str) -> Instant {
+        let now = Instant::now();
+        #[allow(clippy::unwrap_used)]
+        self.0.lock().unwrap().push(Round {
+            mount: mount.into(),
+            created: Some(now),
+            ..Round::default()
+        });
+        now
+    }
+
+    /// The round's mount is deleted now.
+    fn deleting(&self) -> Instant {
+        let now = Instant::now();
+        self.with(|r| r.deleted = Some(now));
+        now
+    }
+
+    fn mark(&self, step: Step) {
+        self.with(|r| r.mark(step));
+    }
+
+    /// Watches the mounts in `gefyra` (with the restore ConfigMap and the
+    /// provider's Events there) and the target's shadow and pods in `target`.
+    fn watch(&self, gefyra: &TestNamespace, target: &TestNamespace) {
+        let config = watcher::Config::default;
+        let t = self.clone();
+        tokio::spawn(
+            watcher(gefyra.api::<GefyraBridgeMount>(), config()).for_each(move |event| {
+                t.with(|r| match event {
+                    Ok(watcher::Event::Apply(m) | watcher::Event::InitApply(m))
+                        if m.name_any() == r.mount =>
+                    {
+                        match m.fields.state.as_deref() {
+                            Some("PREPARING") => r.mark(Step::Validated),
+                            Some("INSTALLING") => r.mark(Step::Installing),
+                            Some("ACTIVE") => r.mark(Step::Active),
+                            _ => {}
+                        }
+                    }
+                    Ok(watcher::Event::Delete(m)) if m.name_any() == r.mount => {
+                        r.mark(Step::MountGone);
+                    }
+                    _ => {}
+                });
+                std::future::ready(())
+            }),
+        );
+        let t = self.clone();
+        tokio::spawn(
+            watcher(target.api::<Deployment>(), config()).for_each(move |event| {
+                t.with(|r| match event {
+                    Ok(watcher::Event::Apply(d))
+                        if d.name_any() == "web-gefyra" && r.deleted.is_none() =>
+                    {
+                        r.mark(Step::ShadowCreated);
+                        let ready = d.status.as_ref().and_then(|s| s.ready_replicas);
+                        if ready.unwrap_or_default() >= 1 {
+                            r.mark(Step::ShadowReady);
+                        }
+                    }
+                    Ok(watcher::Event::Delete(d)) if d.name_any() == "web-gefyra" => {
+                        r.mark(Step::ShadowGone);
+                    }
+                    _ => {}
+                });
+                std::future::ready(())
+            }),
+        );
+        let t = self.clone();
+        tokio::spawn(
+            watcher(target.api::<Pod>(), config().labels("app=web")).for_each(move |event| {
+                if let Ok(watcher::Event::Apply(pod)) = event {
+                    t.with(|r| r.saw_pod(&pod));
+                }
+                std::future::ready(())
+            }),
+        );
+        let t = self.clone();
+        let prefix = format!("{}.", target.name());
+        tokio::spawn(
+            watcher(gefyra.api::<ConfigMap>(), config()).for_each(move |event| {
+                if let Ok(watcher::Event::Apply(cm)) = event {
+                    let records = cm
+                        .data
+                        .iter()
+                        .flat_map(|d| d.keys())
+                        .filter(|k| k.starts_with(&prefix))
+                        .count();
+                    t.with(|r| {
+                        if records >= 3 && r.deleted.is_none() {
+                            r.mark(Step::RecordsSaved);
+                        }
+                    });
+                }
+                std::future::ready(())
+            }),
+        );
+        let t = self.clone();
+        tokio::spawn(
+            watcher(gefyra.api::<KubeEvent>(), config()).for_each(move |event| {
+                if let Ok(watcher::Event::Apply(e)) = event
+                    && e.reason.as_deref() == Some("CarrierConfigured")
+                {
+                    let about = e.regarding.as_ref().and_then(|o| o.name.clone());
+                    t.with(|r| {
+                        if about.as_deref() == Some(r.mount.as_str())
+                            && Round::count(&mut r.configured, e.note.clone().unwrap_or_default())
+                        {
+                            r.mark(Step::ConfigCommitted);
+                        }
+                    });
+                }
+                std::future::ready(())
+            }),
+        );
+    }
+
+    /// Prints the p50 over the rounds of each of `steps`, since the time
+    /// `since` picks (the create, or the delete).
+    fn print(&self, steps: &[(Step, &str)], since: impl Fn(&Round) -> Option<Instant>) {
+        #[allow(clippy::unwrap_used)]
+        let rounds = self.0.lock().unwrap();
+        println!("    where it goes, p50 since then (s), as the bench's watches saw each step:");
+        for (step, label) in steps {
+            let times: Vec<Duration> = rounds
+                .iter()
+                .filter_map(|r| Some(r.steps.get(step)?.duration_since(since(r)?)))
+                .collect();
+            if times.is_empty() {
+                println!("      {label:<56} not seen");
+            } else {
+                println!(
+                    "      {label:<56} {:>7.3}   ({} of {} rounds)",
+                    percentile(&times, 50),
+                    times.len(),
+                    rounds.len()
+                );
+            }
+        }
+    }
 }
 
 /// `count` namespaces `<prefix>-<i>`, each with a settled Deployment `web`
