@@ -259,7 +259,6 @@ struct Round {
     steps: BTreeMap<Step, Instant>,
     patched: BTreeSet<String>,
     running: BTreeSet<String>,
-    configured: BTreeSet<String>,
     back: BTreeSet<String>,
 }
 
@@ -416,11 +415,12 @@ impl Timeline {
                 if let Ok(watcher::Event::Apply(e)) = event
                     && e.reason.as_deref() == Some("CarrierConfigured")
                 {
+                    // The recorder folds repeats of a reason about one
+                    // object into one Event whose series counts them.
+                    let posted = e.series.as_ref().map_or(1, |s| s.count);
                     let about = e.regarding.as_ref().and_then(|o| o.name.clone());
                     t.with(|r| {
-                        if about.as_deref() == Some(r.mount.as_str())
-                            && Round::count(&mut r.configured, e.note.clone().unwrap_or_default())
-                        {
+                        if about.as_deref() == Some(r.mount.as_str()) && posted >= 3 {
                             r.mark(Step::ConfigCommitted);
                         }
                     });
