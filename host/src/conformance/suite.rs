@@ -29,7 +29,7 @@ use super::{
 };
 use crate::plugins::{
     CallError, ClusterAccess, Discovery, EventSubject, Journal, ProviderModule,
-    bindings::{Mount, Progress, ProviderError},
+    bindings::{Condition as ProviderCondition, Mount, Progress, ProviderError},
 };
 
 const VALIDATE_ACCEPTS: &str = "validate accepts a well-formed mount";
@@ -79,14 +79,6 @@ const ROUND: [(&str, bool); 20] = [
     (INTERRUPTED, false),
     (TARGET_GONE, true),
 ];
-
-/// The checks of a round of `kind`.
-fn round_checks(kind: TargetKind) -> impl Iterator<Item = &'static str> {
-    ROUND
-        .into_iter()
-        .filter(move |(_, every_round)| *every_round || kind == TargetKind::Deployment)
-        .map(|(name, _)| name)
-}
 
 /// The checks of `kind`'s round from `first` up to, not including, `until`
 /// (`None`: to the end), by their place in [`ROUND`].
@@ -216,7 +208,7 @@ impl Run {
                 && !kinds.contains(&kind)
             {
                 let why = format!("{} targets not selected (--kinds)", kind.kind());
-                let names: Vec<&str> = round_checks(kind).collect();
+                let names = checks_between(kind, VALIDATE_ACCEPTS, None);
                 self.skip_for(&names, &why);
                 continue;
             }
@@ -494,12 +486,11 @@ impl Run {
             .ready(self.access(), &self.mount)
             .await
             .map_err(|e| e.to_string())?;
-        if !conditions.is_empty() && conditions.iter().all(|c| c.ready) {
-            let names: Vec<&str> = conditions.iter().map(|c| c.name.as_str()).collect();
+        if every_condition_true(&conditions) {
             return Err(format!(
                 "every condition is true before install ({}): ready must say what is not \
                  done yet",
-                names.join(", ")
+                condition_names(&conditions)
             ));
         }
         Ok(())
@@ -508,55 +499,41 @@ impl Run {
     /// Polls until `prepared` is false and not every `ready` condition is
     /// true: what they report is gone.
     async fn wait_not_ready(&self) -> Result<(), String> {
-        let started = Instant::now();
-        loop {
-            let (access, mount) = (self.access(), &self.mount);
-            let prepared = self
+        let timeout = self.timeout;
+        self.until(|run| async move {
+            let (access, mount) = (run.access(), &run.mount);
+            let prepared = run
                 .provider
                 .prepared(access.clone(), mount)
                 .await
                 .map_err(|e| format!("prepared: {e}"))?;
-            let conditions = self
+            let conditions = run
                 .provider
                 .ready(access, mount)
                 .await
                 .map_err(|e| format!("ready: {e}"))?;
-            let all_ready = !conditions.is_empty() && conditions.iter().all(|c| c.ready);
-            if !prepared && !all_ready {
-                return Ok(());
+            let mut still = Vec::new();
+            if prepared {
+                still.push("prepared is true".to_string());
             }
-            if started.elapsed() > self.timeout {
-                let mut still = Vec::new();
-                if prepared {
-                    still.push("prepared is true".to_string());
-                }
-                if all_ready {
-                    let names: Vec<&str> = conditions.iter().map(|c| c.name.as_str()).collect();
-                    still.push(format!(
-                        "ready reports every condition true ({})",
-                        names.join(", ")
-                    ));
-                }
-                return Err(format!(
-                    "{:?} after uninstall: {}",
-                    self.timeout,
-                    still.join(" and ")
+            if every_condition_true(&conditions) {
+                still.push(format!(
+                    "ready reports every condition true ({})",
+                    condition_names(&conditions)
                 ));
             }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+            Ok((!still.is_empty())
+                .then(|| format!("{timeout:?} after uninstall: {}", still.join(" and "))))
+        })
+        .await
     }
 
     /// Polls until every object the journal says the provider wrote is put
     /// back; on timeout, names each object and field that is not.
     async fn wait_written_put_back(&self) -> Result<(), String> {
         let written = self.journal.written();
-        if written.is_empty() {
-            return Ok(());
-        }
-        let access = self.access();
-        let started = Instant::now();
-        loop {
+        let (access, timeout) = (self.access(), self.timeout);
+        self.until(|_| async {
             let mut problems = Vec::new();
             for object in &written {
                 let now = access
@@ -565,19 +542,15 @@ impl Run {
                     .map_err(|e| format!("reading {}: {e}", object.describe()))?;
                 problems.extend(put_back_problem(object, now.as_ref()));
             }
-            if problems.is_empty() {
-                return Ok(());
-            }
-            if started.elapsed() > self.timeout {
-                return Err(format!(
-                    "after {:?}, of {} object(s) written: {}",
-                    self.timeout,
+            Ok((!problems.is_empty()).then(|| {
+                format!(
+                    "after {timeout:?}, of {} object(s) written: {}",
                     written.len(),
                     problems.join(" | ")
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+                )
+            }))
+        })
+        .await
     }
 
     /// `validate` refuses malformed mounts, whatever kinds the provider serves.
@@ -649,11 +622,11 @@ impl Run {
 
     /// Polls `ready` until every condition is true; on timeout, names the ones that are not.
     async fn wait_all_ready(&self) -> Result<(), String> {
-        let started = Instant::now();
-        loop {
-            let conditions = self
+        let timeout = self.timeout;
+        self.until(|run| async move {
+            let conditions = run
                 .provider
-                .ready(self.access(), &self.mount)
+                .ready(run.access(), &run.mount)
                 .await
                 .map_err(|e| e.to_string())?;
             if conditions.is_empty() {
@@ -664,33 +637,43 @@ impl Run {
                 .filter(|c| !c.ready)
                 .map(|c| format!("{} ({})", c.name, c.reason))
                 .collect();
-            if missing.is_empty() {
-                return Ok(());
-            }
-            if started.elapsed() > self.timeout {
-                return Err(format!(
-                    "after {:?} still not ready: {}",
-                    self.timeout,
-                    missing.join(", ")
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+            Ok((!missing.is_empty())
+                .then(|| format!("after {timeout:?} still not ready: {}", missing.join(", "))))
+        })
+        .await
     }
 
     /// Polls `probe` until it returns true or the timeout passes.
     async fn poll<'a, F, Fut>(&'a self, what: &str, mut probe: F) -> Result<(), String>
     where
         F: FnMut(&'a Self) -> Fut,
-        Fut: std::future::Future<Output = Result<bool, String>>,
+        Fut: Future<Output = Result<bool, String>>,
+    {
+        let timeout = self.timeout;
+        self.until(move |run| {
+            let done = probe(run);
+            async move {
+                Ok((!done.await?).then(|| format!("{what} was still false after {timeout:?}")))
+            }
+        })
+        .await
+    }
+
+    /// Polls `probe` every half second until it finds nothing wrong
+    /// (`None`); once the timeout has passed, fails with the last problem it
+    /// found. An error of the probe ends the wait at once.
+    async fn until<'a, F, Fut>(&'a self, mut probe: F) -> Result<(), String>
+    where
+        F: FnMut(&'a Self) -> Fut,
+        Fut: Future<Output = Result<Option<String>, String>>,
     {
         let started = Instant::now();
         loop {
-            if probe(self).await? {
+            let Some(problem) = probe(self).await? else {
                 return Ok(());
-            }
+            };
             if started.elapsed() > self.timeout {
-                return Err(format!("{what} was still false after {:?}", self.timeout));
+                return Err(problem);
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
@@ -721,47 +704,34 @@ impl Run {
         let ns = &self.mount.target_namespace;
         let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), ns);
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
-        let started = Instant::now();
-        loop {
+        self.until(|_| async {
             let now = deployments.get("sample").await.map_err(|e| e.to_string())?;
             let live = pods
                 .list(&ListParams::default().labels("app=sample"))
                 .await
                 .map_err(|e| e.to_string())?;
-            let Some(problem) = shape_problem(
+            Ok(shape_problem(
                 original,
                 &TargetShape::of(&now),
                 &live.items,
                 "app",
                 SAMPLE_IMAGE,
-            ) else {
-                return Ok(());
-            };
-            if started.elapsed() > self.timeout {
-                return Err(problem);
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+            ))
+        })
+        .await
     }
 
     /// The target's pod template equals `template` (but for the restart
     /// annotation) and every live pod has the template's containers, running
     /// the images they ask for.
     async fn wait_restored_exactly(&self, template: &serde_json::Value) -> Result<(), String> {
-        let ns = &self.mount.target_namespace;
-        let started = Instant::now();
-        loop {
-            let now = self.kind.template(&self.client, ns).await?;
-            let live = self.kind.pods(&self.client, ns).await?;
-            let problem = restore_problem(template, &now, &live);
-            let Some(problem) = problem else {
-                return Ok(());
-            };
-            if started.elapsed() > self.timeout {
-                return Err(format!("after {:?}: {problem}", self.timeout));
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+        let (ns, timeout) = (&self.mount.target_namespace, self.timeout);
+        self.until(|run| async move {
+            let now = run.kind.template(&run.client, ns).await?;
+            let live = run.kind.pods(&run.client, ns).await?;
+            Ok(restore_problem(template, &now, &live).map(|p| format!("after {timeout:?}: {p}")))
+        })
+        .await
     }
 
     async fn snapshot(&self) -> anyhow::Result<Snapshot> {
@@ -794,6 +764,16 @@ impl Run {
         snapshot.retain(|key, _| !key.ends_with("/kube-root-ca.crt"));
         Ok(snapshot)
     }
+}
+
+/// Whether `ready`'s answer says ready: conditions, every one true.
+fn every_condition_true(conditions: &[ProviderCondition]) -> bool {
+    !conditions.is_empty() && conditions.iter().all(|c| c.ready)
+}
+
+fn condition_names(conditions: &[ProviderCondition]) -> String {
+    let names: Vec<&str> = conditions.iter().map(|c| c.name.as_str()).collect();
+    names.join(", ")
 }
 
 async fn collect<K>(
