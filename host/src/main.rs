@@ -221,10 +221,18 @@ struct RunArgs {
     leader_elect_lease: String,
     /// Seconds a leader's Lease is valid without renewal: a standby takes
     /// over at most this long after the leader died (at once when it stopped
-    /// cleanly). The leader renews every 2/15 of it and gives up leading
-    /// after 2/3 of it without a renewal.
-    #[arg(long, value_name = "SECONDS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(2..=3600), env = "PONTOON_LEADER_ELECT_LEASE_DURATION")]
+    /// cleanly). Must exceed the renew deadline plus the longest provider
+    /// call (`--provider-deadline` and 5 s to stop it).
+    #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(2..=3600), env = "PONTOON_LEADER_ELECT_LEASE_DURATION")]
     leader_elect_lease_duration: u64,
+    /// Seconds the leader keeps leading without a successful renewal; from
+    /// then on it writes nothing and exits, to come back as a standby.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600), env = "PONTOON_LEADER_ELECT_RENEW_DEADLINE")]
+    leader_elect_renew_deadline: u64,
+    /// Seconds between two tries to renew the Lease (or, as a standby, to
+    /// take it).
+    #[arg(long, value_name = "SECONDS", default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=3600), env = "PONTOON_LEADER_ELECT_RETRY_PERIOD")]
+    leader_elect_retry_period: u64,
 }
 
 /// This replica's name in the Lease: the pod's (`POD_NAME`, set by the
@@ -254,20 +262,31 @@ async fn main() -> anyhow::Result<ExitCode> {
     telemetry::init(cli.log_format, default_level);
     match cli.command {
         Command::Run(args) => {
-            let client = client(args.kubeconfig, false).await?;
-            let leader_election = args.leader_elect.then(|| {
-                let duration = Duration::from_secs(args.leader_elect_lease_duration);
-                pontoon::leader::Settings {
-                    lease_duration: duration,
-                    renew_deadline: duration * 2 / 3,
-                    retry_period: duration * 2 / 15,
-                    ..pontoon::leader::Settings::new(
-                        &args.namespace,
-                        &args.leader_elect_lease,
-                        &identity(),
-                    )
-                }
+            let identity = identity();
+            let leader_election = args.leader_elect.then(|| pontoon::leader::Settings {
+                lease_duration: Duration::from_secs(args.leader_elect_lease_duration),
+                renew_deadline: Duration::from_secs(args.leader_elect_renew_deadline),
+                retry_period: Duration::from_secs(args.leader_elect_retry_period),
+                ..pontoon::leader::Settings::new(
+                    &args.namespace,
+                    &args.leader_elect_lease,
+                    &identity,
+                )
             });
+            if let Some(settings) = &leader_election {
+                settings
+                    .check(Duration::from_secs(args.provider_deadline))
+                    .map_err(anyhow::Error::msg)?;
+            }
+            let mut config = config(args.kubeconfig, false).await?;
+            // The API server's audit log names the replica that sent each request.
+            config.headers.push((
+                http::header::USER_AGENT,
+                http::HeaderValue::from_str(&format!(
+                    "pontoon/{} ({identity})",
+                    env!("CARGO_PKG_VERSION")
+                ))?,
+            ));
             let options = operator::Options {
                 providers: args.providers,
                 custom_providers: args.custom_providers,
@@ -308,7 +327,7 @@ async fn main() -> anyhow::Result<ExitCode> {
                 metrics_addr: Some(args.metrics_addr),
                 leader_election,
             };
-            operator::run(client, options).await?;
+            operator::run(config, options).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Crds { set, out_dir: None } => {
@@ -439,6 +458,12 @@ async fn check_module(module: &Path, grants: Option<&Path>) -> anyhow::Result<Ex
 /// (a user's explicit choice wins, as with kubectl); else the test bed's when
 /// `prefer_testbed` and it exists; else in-cluster or ~/.kube/config.
 async fn client(kubeconfig: Option<PathBuf>, prefer_testbed: bool) -> anyhow::Result<kube::Client> {
+    Ok(kube::Client::try_from(
+        config(kubeconfig, prefer_testbed).await?,
+    )?)
+}
+
+async fn config(kubeconfig: Option<PathBuf>, prefer_testbed: bool) -> anyhow::Result<kube::Config> {
     use kube::config::{KubeConfigOptions, Kubeconfig};
     let from_env = std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty());
     let path = kubeconfig.or_else(|| {
@@ -461,5 +486,5 @@ async fn client(kubeconfig: Option<PathBuf>, prefer_testbed: bool) -> anyhow::Re
              pass --kubeconfig FILE (the test bed's is .testbed/kubeconfig, after `make testbed-up`)",
         )?,
     };
-    Ok(kube::Client::try_from(config)?)
+    Ok(config)
 }

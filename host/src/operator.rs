@@ -7,6 +7,7 @@ use anyhow::Context as _;
 use futures::FutureExt;
 use kube::{
     Client,
+    client::ClientBuilder,
     runtime::events::{Recorder, Reporter},
 };
 
@@ -15,7 +16,7 @@ use crate::{
     controller_support::MissingCrds,
     gateway::{self, context::GatewaySettings},
     health::{self, Health},
-    leader::{self, LeaderElector, keep_leading, lead},
+    leader::{self, Fence, FenceLayer, LeaderElector, keep_leading, lead},
     metrics::METRICS,
     plugins::{Limits, PluginRuntime, Worlds, grants::Grants},
 };
@@ -72,7 +73,23 @@ pub fn provider_dir(given: Option<PathBuf>) -> PathBuf {
     })
 }
 
-pub async fn run(client: Client, options: Options) -> anyhow::Result<()> {
+/// The controllers' client: with leader election, one that writes only
+/// while this replica's [`Fence`] is open; and the client of the election
+/// itself, which takes the Lease while the fence is closed.
+fn clients(config: kube::Config, fence: Option<&Fence>) -> anyhow::Result<(Client, Client)> {
+    let election = Client::try_from(config.clone())?;
+    let controllers = match fence {
+        Some(fence) => ClientBuilder::try_from(config)?
+            .with_layer(&FenceLayer::new(fence.clone()))
+            .build(),
+        None => election.clone(),
+    };
+    Ok((controllers, election))
+}
+
+pub async fn run(config: kube::Config, options: Options) -> anyhow::Result<()> {
+    let fence = options.leader_election.as_ref().map(|_| Fence::closed());
+    let (client, election_client) = clients(config, fence.as_ref())?;
     let health = Arc::new(Health::default());
     health.expect(PROVIDERS);
     if let Some(addr) = options.metrics_addr {
@@ -129,15 +146,15 @@ pub async fn run(client: Client, options: Options) -> anyhow::Result<()> {
     let shutdown = shutdown_signal().shared();
     // A standby is ready (it can take over); it starts the controllers, and
     // waits for their caches, once it leads.
-    let elector = match options.leader_election {
-        Some(settings) => {
-            let mut elector = LeaderElector::new(client.clone(), settings);
+    let elector = match (options.leader_election, fence) {
+        (Some(settings), Some(fence)) => {
+            let mut elector = LeaderElector::new(election_client, settings, fence);
             if !lead(&mut elector, shutdown.clone()).await? {
                 return Ok(());
             }
             Some(elector)
         }
-        None => None,
+        _ => None,
     };
     METRICS.leader.set(1);
     let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<()>();
@@ -152,18 +169,11 @@ pub async fn run(client: Client, options: Options) -> anyhow::Result<()> {
         } else {
             std::future::pending::<()>().await;
         }
-    }
-    .shared();
-    let stop = {
-        let (shutdown, lost) = (shutdown.clone(), lost.clone());
-        async move {
-            tokio::select! {
-                () = shutdown => {},
-                () = lost => {},
-            }
-        }
-        .shared()
     };
+    // A shutdown lets the reconciles in flight finish; a lost Lease does not
+    // (below): they are cancelled, and the fence refuses their writes
+    // meanwhile.
+    let stop = shutdown.clone();
     let reporter = Reporter {
         controller: "pontoon".into(),
         instance: std::env::var("POD_NAME").ok(),
@@ -204,7 +214,12 @@ pub async fn run(client: Client, options: Options) -> anyhow::Result<()> {
         );
         skippable(all, "Gateway API", run.await)
     };
-    let (mounts, gateways) = tokio::join!(mounts, gateways);
+    let (mounts, gateways) = tokio::select! {
+        ran = async { tokio::join!(mounts, gateways) } => ran,
+        () = lost => anyhow::bail!(
+            "lost the leader Lease: the reconciles in flight were cancelled; exiting so that this replica restarts as a standby"
+        ),
+    };
     if let Some(renewing) = renewing {
         let _ = stop_tx.send(());
         if !renewing.await.unwrap_or(false) {

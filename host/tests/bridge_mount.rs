@@ -671,8 +671,20 @@ async fn health_readiness_and_metrics_show_an_active_mount() -> anyhow::Result<(
 
 #[tokio::test]
 async fn with_leader_election_one_operator_acts_and_a_standby_takes_over() -> anyhow::Result<()> {
-    // A short Lease so that the take-over after a crash is quick to see.
-    let flags = ["--leader-elect", "--leader-elect-lease-duration", "3"];
+    // A short Lease so that the take-over after a crash is quick to see:
+    // the shortest the operator accepts with 1 s provider calls (renew
+    // deadline 2 s + 1 s call + 5 s to stop it < 9 s).
+    let flags = [
+        "--leader-elect",
+        "--leader-elect-lease-duration",
+        "9",
+        "--leader-elect-renew-deadline",
+        "2",
+        "--leader-elect-retry-period",
+        "1",
+        "--provider-deadline",
+        "1",
+    ];
     let mut bed = Bed::with_flags("bm-leader", &flags).await?;
     let mut second = Operator::start_replica(
         std::path::Path::new(env!("CARGO_BIN_EXE_pontoon")),
@@ -740,8 +752,8 @@ async fn with_leader_election_one_operator_acts_and_a_standby_takes_over() -> an
     }
     let took = killed.elapsed();
     assert!(
-        took <= Duration::from_secs(5),
-        "take-over after {took:?}; the Lease lasts 3 s and is tried every 0.4 s"
+        took <= Duration::from_secs(11),
+        "take-over after {took:?}; the Lease lasts 9 s and is tried every 1 s"
     );
     bed.delete_mount("web-mount").await?;
     // Restored by the new leader: the original pods carry no Carrier2.

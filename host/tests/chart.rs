@@ -199,6 +199,9 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
     let args = args_of(deployment);
     for expected in [
         "--leader-elect",
+        "--leader-elect-lease-duration=30",
+        "--leader-elect-renew-deadline=10",
+        "--leader-elect-retry-period=2",
         "--provider-memory=128",
         "--controllers=bridge-mounts",
         "--custom-providers=/var/lib/pontoon/providers/from-configmaps",
@@ -304,6 +307,20 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
         (
             "sandbox.concurrentCalls=8",
             "sandbox.concurrentCalls (8) x sandbox.memoryMiB (64) + 64 MiB for the operator is 576 MiB, more than resources.limits.memory (256Mi)",
+        ),
+        // A stalled leader's longest provider call must end before a
+        // standby may take over.
+        (
+            "replicaCount=2,leaderElection.leaseDurationSeconds=25",
+            "leaderElection.leaseDurationSeconds (25) must be longer than leaderElection.renewDeadlineSeconds (10) plus the longest provider call (15 s",
+        ),
+        (
+            "leaderElection.enabled=true,sandbox.deadlineSeconds=20",
+            "plus the longest provider call (25 s",
+        ),
+        (
+            "replicaCount=2,leaderElection.retryPeriodSeconds=6",
+            "leaderElection.retryPeriodSeconds (6) must be at most half of leaderElection.renewDeadlineSeconds (10)",
         ),
     ] {
         let stderr = refusal(&["--set", set])?;

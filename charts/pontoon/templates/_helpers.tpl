@@ -39,6 +39,26 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{/* Refuses provider-call settings that cannot fit the operator's memory
 limit: every call may use sandbox.memoryMiB, and the operator itself about
 64 MiB (its RSS with 1000 routes is under 48 MiB). */}}
+{{/* Leader election must end a leader's writes before a standby may take
+over: the renew deadline plus the longest provider call (its deadline and
+5 s to stop it) under the lease duration. The operator refuses such flags at
+start too; failing here says so before anything is installed. */}}
+{{- define "pontoon.checkLeaderElection" -}}
+{{- if include "pontoon.leaderElect" . -}}
+{{- $le := .Values.leaderElection -}}
+{{- $lease := $le.leaseDurationSeconds | int64 -}}
+{{- $renew := $le.renewDeadlineSeconds | int64 -}}
+{{- $retry := $le.retryPeriodSeconds | int64 -}}
+{{- $call := add (.Values.sandbox.deadlineSeconds | int64) 5 -}}
+{{- if le $lease (add $renew $call) -}}
+{{- fail (printf "leaderElection.leaseDurationSeconds (%d) must be longer than leaderElection.renewDeadlineSeconds (%d) plus the longest provider call (%d s: sandbox.deadlineSeconds and 5 s to stop it), or a leader that stalled could still be writing when a standby takes over: raise the lease duration or lower the others" $lease $renew $call) -}}
+{{- end -}}
+{{- if gt (mul $retry 2) $renew -}}
+{{- fail (printf "leaderElection.retryPeriodSeconds (%d) must be at most half of leaderElection.renewDeadlineSeconds (%d), so that one failed renewal does not end leading" $retry $renew) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "pontoon.checkMemory" -}}
 {{- with .Values.resources.limits -}}{{- with .memory -}}
 {{- $limit := include "pontoon.memoryMiB" . | int64 -}}

@@ -22,7 +22,7 @@ use crate::metrics::METRICS;
 /// Time a call may run past its guest deadline before the backstop timer
 /// abandons it: room for a hung API request the guest is waiting on, which
 /// the epoch deadline cannot interrupt.
-const HARD_DEADLINE_GRACE: Duration = Duration::from_secs(5);
+pub const HARD_DEADLINE_GRACE: Duration = Duration::from_secs(5);
 
 /// What every call of every module runs in: the engine and the limits.
 /// Cheap to clone (the engine is shared), so each loaded module keeps one.

@@ -37,6 +37,7 @@ pub mod scope;
 mod state;
 
 pub use access::{ClusterAccess, Discovery, EventSubject};
+pub use call::HARD_DEADLINE_GRACE;
 pub use error::{CallError, LoadError, describe_provider_error};
 pub use filter::FilterModule;
 pub use journal::{Journal, Written};

@@ -12,7 +12,12 @@
 //! standby takes over at its next try instead of after the duration.
 //!
 //! [`lead`] waits for the Lease; [`keep_leading`] renews it while the
-//! controllers run and says when it is lost.
+//! controllers run and says when it is lost. Each renewal keeps the
+//! [`Fence`] open for the renew deadline; the controllers' client writes
+//! only through it ([`fence`]), so a leader that stalled past its deadline
+//! writes nothing even before it notices the loss.
+
+pub mod fence;
 
 use std::time::{Duration, Instant};
 
@@ -26,7 +31,12 @@ use kube::{
     api::{ObjectMeta, PostParams},
 };
 
+pub use self::fence::{Fence, FenceLayer};
 use crate::metrics::METRICS;
+
+/// Time a provider call may take beyond its deadline before it is stopped
+/// regardless (the plugin runtime's hard bound).
+pub use crate::plugins::HARD_DEADLINE_GRACE as PROVIDER_CALL_GRACE;
 
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -44,16 +54,49 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// client-go's defaults: 15 s, 10 s, 2 s.
+    /// 30 s, 10 s, 2 s: client-go's renew deadline and retry period, and a
+    /// lease long enough that the renew deadline plus the longest provider
+    /// call (10 s plus the 5 s to stop it) ends before it.
     pub fn new(namespace: &str, name: &str, identity: &str) -> Self {
         Self {
             namespace: namespace.into(),
             name: name.into(),
             identity: identity.into(),
-            lease_duration: Duration::from_secs(15),
+            lease_duration: Duration::from_secs(30),
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
         }
+    }
+
+    /// Refuses timings under which two replicas could write at once: a
+    /// leader must give up (renew deadline) and finish its longest provider
+    /// call before a standby may take the Lease (lease duration), and must
+    /// try to renew more than once within the deadline.
+    pub fn check(&self, provider_deadline: Duration) -> Result<(), String> {
+        let longest_call = provider_deadline + PROVIDER_CALL_GRACE;
+        let secs = |d: Duration| d.as_secs_f64();
+        if self.renew_deadline + longest_call >= self.lease_duration {
+            return Err(format!(
+                "--leader-elect-lease-duration ({} s) must be longer than --leader-elect-renew-deadline ({} s) \
+                 plus the longest provider call ({} s: --provider-deadline {} s and {} s to stop it), \
+                 or a leader that stalled could still be writing when a standby takes over: \
+                 raise the lease duration or lower the others",
+                secs(self.lease_duration),
+                secs(self.renew_deadline),
+                secs(longest_call),
+                secs(provider_deadline),
+                secs(PROVIDER_CALL_GRACE),
+            ));
+        }
+        if self.retry_period.is_zero() || self.retry_period * 2 > self.renew_deadline {
+            return Err(format!(
+                "--leader-elect-retry-period ({} s) must be above 0 and at most half of --leader-elect-renew-deadline ({} s), \
+                 so that one failed renewal does not end leading",
+                secs(self.retry_period),
+                secs(self.renew_deadline),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -63,6 +106,11 @@ pub struct LeaderElector {
     /// The Lease's holder and renew time as last seen, and when they were
     /// seen to change (by this process's clock).
     observed: Option<(Option<String>, Option<MicroTime>, Instant)>,
+    /// Open while this replica leads; see [`fence`].
+    fence: Fence,
+    /// Whether this process took the Lease: from then on an expired fence
+    /// means the Lease may be another's, and it is not renewed.
+    led: bool,
 }
 
 /// The outcome of one try.
@@ -75,11 +123,15 @@ pub enum Attempt {
 }
 
 impl LeaderElector {
-    pub fn new(client: Client, settings: Settings) -> Self {
+    /// `client` must not write through `fence`: the elector writes the
+    /// Lease to take it while the fence is closed.
+    pub fn new(client: Client, settings: Settings, fence: Fence) -> Self {
         Self {
             api: Api::namespaced(client, &settings.namespace),
             settings,
             observed: None,
+            fence,
+            led: false,
         }
     }
 
@@ -89,6 +141,16 @@ impl LeaderElector {
 
     /// Takes or renews the Lease if this replica may.
     pub async fn try_acquire_or_renew(&mut self) -> kube::Result<Attempt> {
+        let began = Instant::now();
+        let attempt = self.attempt().await;
+        if attempt.as_ref().is_ok_and(|a| *a == Attempt::Leading) {
+            self.led = true;
+            self.fence.renewed(began, self.settings.renew_deadline);
+        }
+        attempt
+    }
+
+    async fn attempt(&mut self) -> kube::Result<Attempt> {
         let now = MicroTime(Timestamp::now());
         let Some(lease) = self.api.get_opt(&self.settings.name).await? else {
             let lease = Lease {
@@ -113,6 +175,13 @@ impl LeaderElector {
         let expired = holder.is_none() || self.observed_age() >= self.lease_duration_of(&spec);
         if !ours && !expired {
             return self.following(holder);
+        }
+        if ours && self.led && !self.fence.is_open() {
+            // Stalled past the renew deadline: a standby may hold the Lease
+            // by its own clock already, so leading ends without a write.
+            return self.following(Some(
+                "(unknown: this replica's renew deadline passed)".into(),
+            ));
         }
         let transitions = spec.lease_transitions.unwrap_or(0) + i32::from(!ours);
         let acquired = if ours {
@@ -251,7 +320,6 @@ pub async fn keep_leading(
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) -> bool {
     let settings = elector.settings().clone();
-    let mut renewed = std::time::Instant::now();
     loop {
         tokio::select! {
             _ = &mut stop => {
@@ -262,19 +330,77 @@ pub async fn keep_leading(
             }
             () = tokio::time::sleep(settings.retry_period) => {}
         }
-        match elector.try_acquire_or_renew().await {
-            Ok(Attempt::Leading) => renewed = std::time::Instant::now(),
-            Ok(Attempt::Following { holder }) => {
+        if !elector.fence.is_open() {
+            tracing::error!("the leader Lease was not renewed within the renew deadline");
+            break;
+        }
+        // A renewal hanging on an unreachable API server must not outlast
+        // the fence unnoticed.
+        match tokio::time::timeout(settings.renew_deadline, elector.try_acquire_or_renew()).await {
+            Ok(Ok(Attempt::Leading)) => {}
+            Ok(Ok(Attempt::Following { holder })) => {
                 tracing::error!(%holder, "another replica took the leader Lease");
                 break;
             }
-            Err(err) => tracing::warn!(error = %err, "cannot renew the leader Lease"),
-        }
-        if renewed.elapsed() >= settings.renew_deadline {
-            break;
+            Ok(Err(err)) => tracing::warn!(error = %err, "cannot renew the leader Lease"),
+            Err(_) => {
+                tracing::warn!("renewing the leader Lease took longer than the renew deadline")
+            }
         }
     }
+    elector.fence.close();
     METRICS.leader.set(0);
     let _ = lost.send(());
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(lease: u64, renew: u64, retry: u64) -> Settings {
+        Settings {
+            lease_duration: Duration::from_secs(lease),
+            renew_deadline: Duration::from_secs(renew),
+            retry_period: Duration::from_secs(retry),
+            ..Settings::new("pontoon", "pontoon-leader", "a")
+        }
+    }
+
+    #[test]
+    fn the_defaults_let_the_longest_provider_call_end_before_a_take_over() {
+        assert_eq!(
+            Settings::new("pontoon", "pontoon-leader", "a").check(Duration::from_secs(10)),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_lease_shorter_than_renew_deadline_plus_longest_call_is_refused_naming_the_flags() {
+        // 10 s renew deadline + 10 s provider deadline + 5 s to stop it = 25 s.
+        let err = settings(25, 10, 2)
+            .check(Duration::from_secs(10))
+            .unwrap_err();
+        for named in [
+            "--leader-elect-lease-duration (25 s)",
+            "--leader-elect-renew-deadline (10 s)",
+            "longest provider call (15 s",
+            "--provider-deadline 10 s",
+        ] {
+            assert!(err.contains(named), "{named}: {err}");
+        }
+        assert_eq!(settings(26, 10, 2).check(Duration::from_secs(10)), Ok(()));
+        // A shorter provider deadline allows a shorter lease: 2 + 1 + 5 < 9.
+        assert_eq!(settings(9, 2, 1).check(Duration::from_secs(1)), Ok(()));
+        assert!(settings(8, 2, 1).check(Duration::from_secs(1)).is_err());
+    }
+
+    #[test]
+    fn a_retry_period_above_half_the_renew_deadline_is_refused() {
+        let err = settings(30, 10, 6)
+            .check(Duration::from_secs(10))
+            .unwrap_err();
+        assert!(err.contains("--leader-elect-retry-period (6 s)"), "{err}");
+        assert_eq!(settings(30, 10, 5).check(Duration::from_secs(10)), Ok(()));
+    }
 }
