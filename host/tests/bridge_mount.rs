@@ -669,6 +669,223 @@ async fn health_readiness_and_metrics_show_an_active_mount() -> anyhow::Result<(
     Ok(())
 }
 
+/// One request of a replica, as the test bed's audit log recorded it.
+struct Request {
+    verb: String,
+    resource: String,
+    name: String,
+    code: i64,
+}
+
+/// The requests of the operator process `pid` (its `User-Agent` names the
+/// replica `<host>-<pid>`) in the test bed's audit log, from byte `from` on.
+fn audited_requests_of(pid: u32, from: usize) -> anyhow::Result<Vec<Request>> {
+    let log = std::fs::read(pontoon_tests::testbed_dir().join("logs/audit.log"))?;
+    let agent = format!("-{pid})");
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    let mut requests = Vec::new();
+    for line in String::from_utf8_lossy(&log[from.min(log.len())..]).lines() {
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let by = event["userAgent"].as_str().unwrap_or_default();
+        if !(by.starts_with("pontoon/") && by.ends_with(&agent)) {
+            continue;
+        }
+        let object = &event["objectRef"];
+        requests.push(Request {
+            verb: text(&event["verb"]),
+            resource: match object["subresource"].as_str() {
+                Some(sub) => format!("{}/{sub}", text(&object["resource"])),
+                None => text(&object["resource"]),
+            },
+            name: text(&object["name"]),
+            code: event["responseStatus"]["code"].as_i64().unwrap_or_default(),
+        });
+    }
+    Ok(requests)
+}
+
+/// Whether a request changed the cluster (or ran a command in a pod).
+fn is_write(request: &Request) -> bool {
+    !matches!(request.verb.as_str(), "get" | "list" | "watch")
+        || ["exec", "attach", "portforward"]
+            .iter()
+            .any(|sub| request.resource.ends_with(&format!("/{sub}")))
+}
+
+#[tokio::test]
+async fn a_leader_frozen_past_its_lease_writes_nothing_after_a_standby_took_over()
+-> anyhow::Result<()> {
+    // The replicas authenticate as a ServiceAccount, so that the test bed's
+    // audit log records their requests (it records ServiceAccounts only).
+    let accounts = TestNamespace::new("bm-fence-sa").await?;
+    accounts
+        .api::<k8s_openapi::api::core::v1::ServiceAccount>()
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({ "metadata": { "name": "pontoon" } }))?,
+        )
+        .await?;
+    let bindings: Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> =
+        Api::all(pontoon_tests::client().await?);
+    let binding = format!("{}-admin", accounts.name());
+    bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": { "name": binding },
+                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin" },
+                "subjects": [{ "kind": "ServiceAccount", "name": "pontoon", "namespace": accounts.name() }],
+            }))?,
+        )
+        .await?;
+    let outcome = frozen_leader(&accounts).await;
+    let _ = bindings.delete(&binding, &DeleteParams::default()).await;
+    outcome
+}
+
+async fn frozen_leader(accounts: &TestNamespace) -> anyhow::Result<()> {
+    let work = pontoon_tests::providers::target_dir().join(format!("fence-{}", accounts.name()));
+    let kubeconfig = pontoon_tests::kubelet::as_service_account(accounts.name(), "pontoon", &work)?;
+    let kubeconfig = kubeconfig.display().to_string();
+    // The shortest Lease the operator accepts with 1 s provider calls.
+    let flags = [
+        "--leader-elect",
+        "--leader-elect-lease-duration",
+        "9",
+        "--leader-elect-renew-deadline",
+        "2",
+        "--leader-elect-retry-period",
+        "1",
+        "--provider-deadline",
+        "1",
+        "--kubeconfig",
+        &kubeconfig,
+    ];
+    let mut bed = Bed::with_flags("bm-fence", &flags).await?;
+    let second = Operator::start_replica(
+        std::path::Path::new(env!("CARGO_BIN_EXE_pontoon")),
+        bed.gefyra.name(),
+        "second",
+        &flags,
+    )?;
+    let leading = |op: &Operator| op.log().contains("leading: starting the controllers");
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    while !leading(&bed.operator) && !leading(&second) {
+        anyhow::ensure!(std::time::Instant::now() < deadline, "nobody leads");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // From here on `bed.operator` is the leader and `standby` the other.
+    let mut standby = second;
+    if leading(&standby) {
+        std::mem::swap(&mut bed.operator, &mut standby);
+    }
+    let leader_pid = bed.operator.pid().context("the leader runs")?;
+
+    // Work in flight when the leader freezes: three mounts, frozen as soon
+    // as the first one is installing.
+    let names = ["web-a", "web-b", "web-c"];
+    for name in names {
+        bed.target
+            .api::<Deployment>()
+            .create(&PostParams::default(), &deployment(name, 1)?)
+            .await?;
+    }
+    for name in names {
+        ready_pods(&bed.target, &format!("app={name}"), 1).await?;
+    }
+    let mounts = bed.mounts();
+    for name in names {
+        let mount: GefyraBridgeMount = serde_json::from_value(json!({
+            "apiVersion": "gefyra.dev/v1",
+            "kind": "gefyrabridgemount",
+            "metadata": { "name": format!("{name}-mount") },
+            "provider": "carrier2mount",
+            "targetNamespace": bed.target.name(),
+            "target": format!("deployment/{name}"),
+            "targetContainer": "app",
+        }))?;
+        mounts.create(&PostParams::default(), &mount).await?;
+    }
+    let installing = |m: &GefyraBridgeMount| {
+        m.fields
+            .state
+            .as_deref()
+            .is_some_and(|s| s != "REQUESTED" && s != "PREPARING")
+    };
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    while !mounts
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .any(installing)
+    {
+        anyhow::ensure!(std::time::Instant::now() < deadline, "no mount installs");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    bed.operator.signal("STOP")?;
+    let frozen = std::time::Instant::now();
+
+    // The standby takes over once the Lease expired, and finishes the mounts.
+    while !leading(&standby) {
+        anyhow::ensure!(
+            frozen.elapsed() < Duration::from_secs(60),
+            "the standby did not take over:\n{}",
+            standby.log_tail(20)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let took = frozen.elapsed();
+    // Everything the leader sent before it froze is in the log by now (its
+    // requests were answered seconds ago); what follows is after the take-over.
+    let audit = pontoon_tests::testbed_dir().join("logs/audit.log");
+    let taken_over_at = usize::try_from(std::fs::metadata(&audit)?.len())?;
+    for name in names {
+        bed.wait_state(&format!("{name}-mount"), "ACTIVE")
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}\n--- new leader ---\n{}", standby.log_tail(30)))?;
+    }
+
+    // The old leader wakes with its reconciles in flight: it must notice its
+    // lost Lease and exit without a single write.
+    bed.operator.signal("CONT")?;
+    let exited = bed.operator.wait_exit(Duration::from_secs(20))?;
+    let log = bed.operator.log();
+    assert!(
+        exited.is_some_and(|status| !status.success()),
+        "the old leader did not exit after losing its Lease ({exited:?}):\n{}",
+        bed.operator.log_tail(30)
+    );
+    assert!(
+        log.contains("lost the leader Lease"),
+        "{}",
+        bed.operator.log_tail(30)
+    );
+    // The API server writes an audit line once it answered; the old
+    // leader's last request, if any, was answered before it exited.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = audited_requests_of(leader_pid, 0)?;
+    assert!(
+        before.iter().any(is_write),
+        "the audit log shows no write of the leader (pid {leader_pid}) at all: the test cannot tell"
+    );
+    let after: Vec<String> = audited_requests_of(leader_pid, taken_over_at)?
+        .iter()
+        .filter(|r| is_write(r))
+        .map(|r| format!("{} {} {} -> {}", r.verb, r.resource, r.name, r.code))
+        .collect();
+    assert!(
+        after.is_empty(),
+        "the old leader (pid {leader_pid}, frozen {took:?} until a standby led) wrote after the take-over: {after:#?}\n{}",
+        bed.operator.log_tail(40)
+    );
+    // The new leader still serves: a mount deleted now is restored.
+    bed.delete_mount("web-a-mount").await?;
+    Ok(())
+}
+
 #[tokio::test]
 async fn with_leader_election_one_operator_acts_and_a_standby_takes_over() -> anyhow::Result<()> {
     // A short Lease so that the take-over after a crash is quick to see:

@@ -146,6 +146,41 @@ impl Operator {
         }
     }
 
+    /// The running process's id (`None` once it was killed or exited and
+    /// was waited for).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`, ...) to the process, as `kill -<signal>`.
+    pub fn signal(&self, signal: &str) -> anyhow::Result<()> {
+        let pid = self.pid().context("the operator is not running")?;
+        let sent = Command::new("kill")
+            .args([format!("-{signal}"), pid.to_string()])
+            .status()?;
+        anyhow::ensure!(sent.success(), "kill -{signal} {pid} failed");
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for the process to exit on its own; its status,
+    /// or `None` if it still runs.
+    pub fn wait_exit(
+        &mut self,
+        timeout: Duration,
+    ) -> anyhow::Result<Option<std::process::ExitStatus>> {
+        let child = self.child.as_mut().context("the operator is not running")?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok(Some(status));
+            }
+            if Instant::now() > deadline {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Starts the operator again with the same flags.
     pub fn restart(&mut self) -> anyhow::Result<()> {
         self.kill()?;
