@@ -56,6 +56,31 @@ pub fn testbed_dir() -> PathBuf {
     }
 }
 
+/// A program only the test bed's pods see (a stand-in for what their images
+/// hold, e.g. `carrier2`), where tests/testbed/lib.sh puts it: the per-user
+/// cache's `pod-bin/<first 12 hex of sha256(test bed dir)>/`.
+pub fn pod_bin(name: &str) -> anyhow::Result<PathBuf> {
+    use sha2::Digest as _;
+    let cache = match std::env::var_os("PONTOON_CACHE_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => match std::env::var_os("XDG_CACHE_HOME") {
+            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+            _ => PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache"),
+        }
+        .join("pontoon"),
+    };
+    let digest = sha2::Sha256::digest(testbed_dir().display().to_string().as_bytes());
+    let key: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    let path = cache.join("testbed/pod-bin").join(key).join(name);
+    if !path.is_file() {
+        bail!(
+            "{} does not exist: build the test bed's programs with `make testbed` (tests/testbed/build.sh)",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
 /// A program tests/testbed/build.sh put into the test bed's `bin/`, e.g.
 /// `testbed_bin("echo-backend")`; an error saying how to build it if it is not there.
 pub fn testbed_bin(name: &str) -> anyhow::Result<PathBuf> {

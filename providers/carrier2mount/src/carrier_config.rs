@@ -11,7 +11,9 @@ use pontoon_provider_sdk::k8s_openapi::{
     apimachinery::pkg::util::intstr::IntOrString,
 };
 
-use crate::tls::TlsFiles;
+use std::collections::BTreeMap;
+
+use crate::{names, tls::TlsFiles};
 
 pub const CONFIG_PATH: &str = "/tmp/config.yaml";
 pub const ERROR_LOG: &str = "/tmp/carrier.log";
@@ -52,9 +54,30 @@ pub struct CarrierConfig {
     pub proxy: Vec<Proxy>,
 }
 
+/// `text` as a YAML double-quoted scalar on one line. JSON's escaping is
+/// not enough: YAML also refuses DEL, the C1 controls and the noncharacters
+/// unescaped (a file name in `providerParameter` may hold any of them), so
+/// every character outside YAML's printable set is written as `\u`/`\U`.
 fn quoted(text: &str) -> String {
-    // A JSON string literal is a valid YAML double-quoted scalar.
-    serde_json::Value::String(text.to_string()).to_string()
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            ' '..='~' => out.push(c),
+            '\u{A0}'..='\u{D7FF}' | '\u{E000}'..='\u{FEFE}' | '\u{FF00}'..='\u{FFFD}' => {
+                out.push(c)
+            }
+            '\u{10000}'.. => out.push(c),
+            _ => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+        }
+    }
+    out.push('"');
+    out
 }
 
 fn int_list(out: &mut String, indent: &str, key: &str, values: &[i32]) {
@@ -69,6 +92,30 @@ fn int_list(out: &mut String, indent: &str, key: &str, values: &[i32]) {
 }
 
 impl CarrierConfig {
+    /// The config for the patched `container`: each of its ports proxied to
+    /// the shadow Service `service` in `namespace` (with the TLS the mount
+    /// asks for that port), and the probe ports it answers itself; an error
+    /// says which probe Carrier2 cannot answer.
+    pub fn for_container(
+        container: &Container,
+        tls: &BTreeMap<i32, Tls>,
+        service: &str,
+        namespace: &str,
+    ) -> Result<Self, String> {
+        let ports = container_ports(container);
+        Ok(Self {
+            probes: probes(container, &ports)?,
+            proxy: ports
+                .iter()
+                .map(|&port| Proxy {
+                    port,
+                    tls: tls.get(&port).cloned(),
+                    cluster_upstream: vec![names::cluster_upstream(service, namespace, port)],
+                })
+                .collect(),
+        })
+    }
+
     pub fn to_yaml(&self) -> String {
         let mut out = String::new();
         out.push_str("version: 1\n");
@@ -648,5 +695,21 @@ proxy:
             proxy.cluster_upstream.clear();
         }
         assert!(!has_cluster_upstream(&empty.to_yaml()));
+    }
+
+    #[test]
+    fn any_string_is_written_as_yaml_that_reads_back_the_same() {
+        for text in [
+            "plain",
+            "quote \" backslash \\ tab \t newline \n return \r",
+            "DEL \u{7f} C1 \u{85}\u{9f} BOM \u{feff} nonchar \u{fffe} NUL \u{0}",
+            "ship \u{1F6A2}, accents \u{e9}, - a: [b] # c &d *e !f",
+        ] {
+            let yaml = format!("k: {}\n", quoted(text));
+            assert_eq!(yaml.lines().count(), 1, "one line: {yaml}");
+            let parsed: serde_json::Value = yaml_serde::from_str(&yaml)
+                .unwrap_or_else(|e| panic!("{yaml}: {e}"));
+            assert_eq!(parsed["k"], text, "{yaml}");
+        }
     }
 }

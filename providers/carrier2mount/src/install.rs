@@ -19,7 +19,7 @@ use serde_json::json;
 
 use crate::{
     api::{self, Ctx},
-    carrier_config::{self, CarrierConfig, Proxy},
+    carrier_config::{self, CarrierConfig},
     names, original, pods,
     prepare::{check_container, tls_parameters},
     restore::{self, Entry, OriginalConfig, Store},
@@ -312,21 +312,10 @@ impl Plan<'_> {
         let ctx = self.ctx;
         let (ns, name) = (ctx.target_namespace(), pods::name(pod));
         let ports = carrier_config::container_ports(container);
-        let probes = carrier_config::probes(container, &ports).map_err(|why| {
-            Error::invalid_input(format!("{why} (pod `{name}` in namespace `{ns}`)"))
-        })?;
         let (tls, tls_files) = self.tls.resolve(&ports, |secret| read_secret(ns, secret))?;
-        let config = CarrierConfig {
-            probes,
-            proxy: ports
-                .iter()
-                .map(|&port| Proxy {
-                    port,
-                    tls: tls.get(&port).cloned(),
-                    cluster_upstream: vec![names::cluster_upstream(&self.service, ns, port)],
-                })
-                .collect(),
-        };
+        let config = CarrierConfig::for_container(container, &tls, &self.service, ns).map_err(
+            |why| Error::invalid_input(format!("{why} (pod `{name}` in namespace `{ns}`)")),
+        )?;
         let files = carrier_config::desired_files(&config, &tls_files);
 
         let current = match ctx.run_script(name, &carrier_config::read_back_script(&files)) {

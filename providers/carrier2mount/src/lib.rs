@@ -24,10 +24,10 @@
 #![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 
 mod api;
-mod carrier_config;
+pub mod carrier_config;
 mod install;
 mod mark;
-mod names;
+pub mod names;
 mod original;
 mod pods;
 mod prepare;
