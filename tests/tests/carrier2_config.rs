@@ -9,9 +9,7 @@ use std::{collections::BTreeMap, path::Path, process::Command};
 
 use carrier2mount::carrier_config::{CarrierConfig, Tls};
 use k8s_openapi::{
-    api::core::v1::{
-        Container, ContainerPort, ExecAction, HTTPGetAction, Probe, TCPSocketAction,
-    },
+    api::core::v1::{Container, ContainerPort, ExecAction, HTTPGetAction, Probe, TCPSocketAction},
     apimachinery::pkg::util::intstr::IntOrString,
 };
 use proptest::{prelude::*, test_runner::TestCaseError};
@@ -219,7 +217,9 @@ fn every_generated_carrier2_config_passes_the_test_beds_carrier2_check() {
                 accepted.set(accepted.get() + 1);
                 let yaml = config.to_yaml();
                 carrier2_check(&carrier2, &dir, &yaml).map_err(|said| {
-                    TestCaseError::fail(format!("carrier2 refuses:\n{said}\n--- config ---\n{yaml}"))
+                    TestCaseError::fail(format!(
+                        "carrier2 refuses:\n{said}\n--- config ---\n{yaml}"
+                    ))
                 })?;
             }
             Err(why) => {
@@ -240,6 +240,9 @@ fn every_generated_carrier2_config_passes_the_test_beds_carrier2_check() {
     println!("carrier2 configs: {accepted} passed the check, {refused} containers refused");
     // Both outcomes were exercised: a generator that only made refused
     // containers would check nothing.
-    assert!(accepted > cases as usize / 4, "only {accepted} of {cases} accepted");
+    assert!(
+        accepted > cases as usize / 4,
+        "only {accepted} of {cases} accepted"
+    );
     assert!(refused > 0, "no container was refused");
 }

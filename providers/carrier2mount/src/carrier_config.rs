@@ -707,8 +707,8 @@ proxy:
         ] {
             let yaml = format!("k: {}\n", quoted(text));
             assert_eq!(yaml.lines().count(), 1, "one line: {yaml}");
-            let parsed: serde_json::Value = yaml_serde::from_str(&yaml)
-                .unwrap_or_else(|e| panic!("{yaml}: {e}"));
+            let parsed: serde_json::Value =
+                yaml_serde::from_str(&yaml).unwrap_or_else(|e| panic!("{yaml}: {e}"));
             assert_eq!(parsed["k"], text, "{yaml}");
         }
     }

@@ -313,9 +313,10 @@ impl Plan<'_> {
         let (ns, name) = (ctx.target_namespace(), pods::name(pod));
         let ports = carrier_config::container_ports(container);
         let (tls, tls_files) = self.tls.resolve(&ports, |secret| read_secret(ns, secret))?;
-        let config = CarrierConfig::for_container(container, &tls, &self.service, ns).map_err(
-            |why| Error::invalid_input(format!("{why} (pod `{name}` in namespace `{ns}`)")),
-        )?;
+        let config =
+            CarrierConfig::for_container(container, &tls, &self.service, ns).map_err(|why| {
+                Error::invalid_input(format!("{why} (pod `{name}` in namespace `{ns}`)"))
+            })?;
         let files = carrier_config::desired_files(&config, &tls_files);
 
         let current = match ctx.run_script(name, &carrier_config::read_back_script(&files)) {

@@ -80,9 +80,104 @@ pub fn duplication_id_from_uid(uid: &str) -> String {
     }
 }
 
+/// Kubernetes' rule for names of the kinds carrier2mount copies (an RFC 1123
+/// subdomain: dot-separated labels of lowercase letters, digits and `-`,
+/// each starting and ending with a letter or digit).
+fn subdomain_problem(name: &str) -> Option<&'static str> {
+    if name.len() > 253 {
+        return Some("it is longer than 253 characters");
+    }
+    name.split('.').find_map(|label| {
+        let ok_chars = !label.is_empty()
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        let ends = label
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphanumeric())
+            && label
+                .bytes()
+                .last()
+                .is_some_and(|b| b.is_ascii_alphanumeric());
+        (!(ok_chars && ends)).then_some(
+            "each dot-separated part must hold only lowercase letters, digits and `-`, \
+             and start and end with a letter or digit",
+        )
+    })
+}
+
+/// Kubernetes' rule for Service names (an RFC 1035 label).
+fn service_name_problem(name: &str) -> Option<&'static str> {
+    let bytes = name.as_bytes();
+    if bytes.len() > MAX_NAME {
+        return Some("it is longer than 63 characters");
+    }
+    if !bytes.first().is_some_and(u8::is_ascii_lowercase) {
+        return Some("a Service name must start with a lowercase letter");
+    }
+    if !bytes.last().is_some_and(u8::is_ascii_alphanumeric) {
+        return Some("a Service name must end with a letter or digit");
+    }
+    if !bytes
+        .iter()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+    {
+        return Some("a Service name holds only lowercase letters, digits and `-` (no `.`)");
+    }
+    None
+}
+
+/// Whether Kubernetes accepts the names this mount's shadow objects get
+/// (derived from the target's name and container as Gefyra's operator
+/// derives them); the message names the object, its name and the rule.
+pub fn check_shadow_names(kind: &str, target: &str, container: &str) -> Result<(), String> {
+    let workload = shadow_workload(target);
+    if let Some(why) = subdomain_problem(&workload) {
+        return Err(format!(
+            "the shadow {kind} would be named `{workload}` (the target's name cut to fit 63 \
+             characters, then `{SHADOW_SUFFIX}`), which Kubernetes refuses: {why}; rename the target"
+        ));
+    }
+    let service = shadow_service(target, container);
+    if let Some(why) = service_name_problem(&service) {
+        return Err(format!(
+            "the shadow Service would be named `{service}` (`<target>-<container>` cut to fit 63 \
+             characters, then `{SERVICE_SUFFIX}`), which Kubernetes refuses: {why}; a mount needs a \
+             target whose name starts with a letter and has no `.` in its first part, and a \
+             container named with lowercase letters, digits and `-`"
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shadow_names_kubernetes_refuses_are_named_with_the_rule() {
+        assert_eq!(check_shadow_names("Deployment", "web", "app"), Ok(()));
+        assert_eq!(
+            check_shadow_names("Deployment", "web.v2", "app")
+                .map_err(|e| e.contains("`web.v2-app-gefyra-svc`") && e.contains("no `.`")),
+            Err(true)
+        );
+        let digit = check_shadow_names("Deployment", "1web", "app").unwrap_err();
+        assert!(
+            digit.contains("must start with a lowercase letter"),
+            "{digit}"
+        );
+        let container = check_shadow_names("Pod", "web", "App_1").unwrap_err();
+        assert!(container.contains("`web-App_1-gefyra-svc`"), "{container}");
+        // Cut at 56 characters, the name ends in `.`: `x.-gefyra` is no subdomain.
+        let cut =
+            check_shadow_names("Deployment", &format!("{}.b", "a".repeat(55)), "app").unwrap_err();
+        assert!(
+            cut.starts_with("the shadow Deployment would be named"),
+            "{cut}"
+        );
+    }
 
     #[test]
     fn short_names_get_the_suffix() {

@@ -42,8 +42,13 @@ pub fn tls_parameters(ctx: &Ctx) -> Result<tls::TlsParameters, Error> {
         .map_err(|why| Error::invalid_input(format!("mount {}: {why}", ctx.mount.name)))
 }
 
-pub fn validate(ctx: &Ctx) -> Result<(), Error> {
-    tls_parameters(ctx)?;
+/// What `validate` checks of the mount's own fields, without reading the
+/// cluster: the names its shadow objects would get, its TLS parameters and
+/// the operator's restore ConfigMap.
+pub fn check_fields(ctx: &Ctx) -> Result<tls::TlsParameters, Error> {
+    names::check_shadow_names(ctx.target.kind.kind(), &ctx.target.name, ctx.container())
+        .map_err(|why| Error::invalid_input(format!("mount {}: {why}", ctx.mount.name)))?;
+    let tls = tls_parameters(ctx)?;
     if ctx.mount.settings.restore_config_map != restore::DEFAULT_CONFIG_MAP {
         return Err(Error::failed(format!(
             "carrier2mount keeps restore entries only in ConfigMap `{}` (the one name its \
@@ -52,6 +57,11 @@ pub fn validate(ctx: &Ctx) -> Result<(), Error> {
             ctx.mount.settings.restore_config_map
         )));
     }
+    Ok(tls)
+}
+
+pub fn validate(ctx: &Ctx) -> Result<(), Error> {
+    check_fields(ctx)?;
     // The target may not exist yet, and a host may call validate without
     // cluster access: only a target that is there and unusable fails.
     match ctx.workload() {
@@ -244,4 +254,148 @@ pub fn prepared(ctx: &Ctx) -> Result<bool, Error> {
         .shadow_pods(&shadow)?
         .iter()
         .any(|pod| pods::running_and_ready(pod, ctx.container())))
+}
+
+#[cfg(test)]
+mod tests {
+    use pontoon_provider_sdk::bridge_mount::{Mount, Settings};
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn mount(
+        name: String,
+        target: String,
+        target_namespace: String,
+        target_container: String,
+        parameters: Option<String>,
+    ) -> Mount {
+        Mount {
+            name,
+            namespace: "gefyra".into(),
+            uid: "6f1c2a4e-0d5b-4b8e-9a51-3c2f8d7e1b00".into(),
+            target,
+            target_namespace,
+            target_container,
+            parameters,
+            settings: Settings {
+                operator_namespace: "pontoon".into(),
+                carrier_image: "quay.io/gefyra/carrier2:latest".into(),
+                restore_config_map: restore::DEFAULT_CONFIG_MAP.into(),
+            },
+        }
+    }
+
+    /// Names near and past Kubernetes' limits, valid and not.
+    fn name() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-z]([-a-z0-9]{0,61}[a-z0-9])?",
+            "[a-z0-9]([-a-z0-9.]{0,80}[a-z0-9])?",
+            "[a-z]{56,70}",
+            "\\PC{0,20}",
+            Just(String::new()),
+        ]
+    }
+
+    fn target() -> impl Strategy<Value = String> {
+        let prefix = prop_oneof![
+            Just(""),
+            Just("deploy/"),
+            Just("deployment/"),
+            Just("deployments/"),
+            Just("sts/"),
+            Just("statefulset/"),
+            Just("pod/"),
+            Just("pods/"),
+            Just("cronjob/"),
+            Just("Deployment/"),
+            Just("a/b/"),
+        ];
+        prop_oneof![
+            4 => (prefix, name()).prop_map(|(p, n)| format!("{p}{n}")),
+            1 => "\\PC{0,30}",
+        ]
+    }
+
+    /// JSON of any shape, and TLS settings of Gefyra's shape with any values.
+    fn parameters() -> impl Strategy<Value = Option<String>> {
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            "\\PC{0,12}".prop_map(serde_json::Value::from),
+        ];
+        let value = leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+                proptest::collection::btree_map(
+                    prop_oneof![
+                        Just("tls".to_string()),
+                        Just("certificate".to_string()),
+                        Just("key".to_string()),
+                        Just("sni".to_string()),
+                        Just("secret".to_string()),
+                        Just("8443".to_string()),
+                        "[a-z0-9]{1,6}",
+                    ],
+                    inner,
+                    0..4
+                )
+                .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        });
+        prop_oneof![
+            Just(None),
+            value.prop_map(|v| Some(v.to_string())),
+            "\\PC{0,20}".prop_map(Some),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Any fields a user can write give a clear error naming the mount,
+        /// or a plan whose every name Kubernetes accepts; never a panic.
+        #[test]
+        fn any_mount_fields_give_a_clear_error_or_a_valid_plan(
+            name in name(),
+            target in target(),
+            namespace in name(),
+            container in name(),
+            parameters in parameters(),
+        ) {
+            let mount = mount(name, target, namespace, container, parameters);
+            match Ctx::new(&mount).and_then(|ctx| check_fields(&ctx).map(|_| ctx)) {
+                Ok(ctx) => {
+                    let kind = ctx.target.kind.kind();
+                    let shadow = names::shadow_workload(&ctx.target.name);
+                    let service = names::shadow_service(&ctx.target.name, ctx.container());
+                    prop_assert!(shadow.len() <= 63 && shadow.ends_with("-gefyra"), "{shadow}");
+                    prop_assert!(
+                        is_service_name(&service),
+                        "{kind} {}: Service {service}", ctx.target.name
+                    );
+                }
+                Err(Error::InvalidInput(why) | Error::Failed(why)) => {
+                    prop_assert!(!why.trim().is_empty());
+                    prop_assert!(
+                        why.contains("mount") || why.contains("target"),
+                        "the message says what to change: {why}"
+                    );
+                }
+                Err(other) => prop_assert!(false, "unexpected error kind: {other:?}"),
+            }
+        }
+    }
+
+    /// An RFC 1035 label, written out: what Kubernetes requires of a Service name.
+    fn is_service_name(name: &str) -> bool {
+        let b = name.as_bytes();
+        !b.is_empty()
+            && b.len() <= 63
+            && b[0].is_ascii_lowercase()
+            && b[b.len() - 1].is_ascii_alphanumeric()
+            && b.iter()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+    }
 }
