@@ -48,6 +48,15 @@ impl PortGroup<'_> {
                         listener: listener.name.clone(),
                     })?;
             let hostname = listener.hostname.as_deref().filter(|h| !h.is_empty());
+            if let Some(h) =
+                hostname.filter(|h| !single && h.starts_with("*.") && h.split('.').count() < 3)
+            {
+                return Err(ConfigError::ShortWildcard {
+                    listener: listener.name.clone(),
+                    hostname: h.to_string(),
+                    port: self.port,
+                });
+            }
             certificates.push(Certificate {
                 cert_path: files.cert_path.clone(),
                 key_path: files.key_path.clone(),
@@ -60,6 +69,15 @@ impl PortGroup<'_> {
         }
         Ok(Some(Tls { certificates }))
     }
+}
+
+/// A listener's hostname as it is matched: lowercase, empty as none.
+fn host_of(listener: &Listener) -> Option<String> {
+    listener
+        .hostname
+        .as_deref()
+        .filter(|h| !h.is_empty())
+        .map(str::to_ascii_lowercase)
 }
 
 pub fn scheme(protocol: Protocol) -> &'static str {
@@ -85,7 +103,21 @@ pub fn group(model: &GatewayModel) -> Result<Vec<PortGroup<'_>>, ConfigError> {
                     second: listener.name.clone(),
                 });
             }
-            Some(group) => group.listeners.push(listener),
+            Some(group) => {
+                // The controller leaves such listeners out as Conflicted;
+                // generation still refuses them rather than hand Praxis two
+                // default certificates or two routes for one host.
+                let same = |l: &&&Listener| host_of(l) == host_of(listener);
+                if let Some(first) = group.listeners.iter().find(same) {
+                    return Err(ConfigError::HostnameConflict {
+                        port: listener.port,
+                        hostname: host_of(listener).unwrap_or_else(|| "(none)".into()),
+                        first: first.name.clone(),
+                        second: listener.name.clone(),
+                    });
+                }
+                group.listeners.push(listener);
+            }
             None => groups.push(PortGroup {
                 port: listener.port,
                 protocol: listener.protocol,

@@ -20,6 +20,8 @@ mod praxis;
 mod routes;
 
 #[cfg(test)]
+mod properties;
+#[cfg(test)]
 mod tests;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -102,6 +104,25 @@ pub enum ConfigError {
         port: u16,
         first: String,
         second: String,
+    },
+    #[error("listeners {first} and {second} share port {port} and hostname {hostname}")]
+    HostnameConflict {
+        port: u16,
+        hostname: String,
+        first: String,
+        second: String,
+    },
+    /// Praxis picks a certificate by a wildcard SNI name only with at least
+    /// three labels.
+    #[error(
+        "HTTPS listener {listener} shares port {port} with other listeners, so its certificate \
+         is chosen by SNI, and Praxis matches a wildcard server name only with at least three \
+         labels (*.example.com), not {hostname}; give it a longer hostname or a port of its own"
+    )]
+    ShortWildcard {
+        listener: String,
+        hostname: String,
+        port: u16,
     },
     #[error("HTTPS listener {listener} has no certificate")]
     MissingCertificate { listener: String },

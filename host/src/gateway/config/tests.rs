@@ -163,7 +163,7 @@ fn indented(config: &str) -> String {
 }
 
 /// Praxis's own parse and validation (`Config::from_yaml`).
-fn praxis_loads(yaml: &str) -> Result<praxis_core::config::Config, String> {
+pub(super) fn praxis_loads(yaml: &str) -> Result<praxis_core::config::Config, String> {
     praxis_core::config::Config::from_yaml(yaml).map_err(|e| e.to_string())
 }
 
@@ -667,6 +667,33 @@ fn listener_errors() {
             second: "b".into()
         })
     );
+    // Found by the property test: Praxis refuses both configs.
+    let twice = gateway(vec![
+        https("a", 443, None, "tls", Vec::new()),
+        https("b", 443, Some("A.example.com"), "tls", Vec::new()),
+        https("c", 443, None, "tls", Vec::new()),
+    ]);
+    assert_eq!(
+        generate(&twice, &options()),
+        Err(ConfigError::HostnameConflict {
+            port: 443,
+            hostname: "(none)".into(),
+            first: "a".into(),
+            second: "c".into()
+        })
+    );
+    let short = gateway(vec![
+        https("a", 443, None, "tls", Vec::new()),
+        https("b", 443, Some("*.com"), "tls", Vec::new()),
+    ]);
+    let refused = generate(&short, &options()).unwrap_err().to_string();
+    assert!(
+        refused.contains("at least three labels (*.example.com), not *.com"),
+        "{refused}"
+    );
+    // Alone on its port it needs no SNI, and loads.
+    let alone = gateway(vec![https("b", 443, Some("*.com"), "tls", Vec::new())]);
+    praxis_loads(&generate(&alone, &options()).unwrap()).unwrap();
     let mut no_cert = https("b", 443, None, "tls", Vec::new());
     no_cert.certificates.clear();
     assert_eq!(

@@ -170,6 +170,19 @@ fn one(listener: &GatewayListeners, namespace: &str, view: &dyn ClusterView) -> 
         ));
         return state;
     }
+    // The CRD's hostname pattern admits `10.0.0.1`; the spec does not, and
+    // Praxis cannot select a certificate by it.
+    if let Some(ip) = state
+        .hostname
+        .as_deref()
+        .filter(|h| h.parse::<std::net::IpAddr>().is_ok())
+    {
+        state.accepted = Err(Issue::new(
+            "UnsupportedValue",
+            format!("hostname {ip} is an IP address; a listener's hostname must be a DNS name"),
+        ));
+        return state;
+    }
 
     // Route kinds: HTTPRoute only; anything else named is an invalid kind.
     match allowed_routes.and_then(|a| a.kinds.as_ref()) {
@@ -437,6 +450,26 @@ mod tests {
         );
         assert!(states[2].supported_kinds.is_empty());
         assert_eq!(states[0].supported_kinds, ["HTTPRoute"]);
+    }
+
+    #[test]
+    fn a_hostname_that_is_an_ip_address_is_not_accepted() {
+        let states = evaluate(
+            &gateway(serde_json::json!([
+                { "name": "ip", "port": 80, "protocol": "HTTP", "hostname": "10.0.0.1" },
+                { "name": "dns", "port": 80, "protocol": "HTTP", "hostname": "10.0.0.1.example" }
+            ])),
+            &ListView::default(),
+        );
+        let issue = states[0].accepted.as_ref().unwrap_err();
+        assert_eq!(issue.reason, "UnsupportedValue");
+        assert!(
+            issue.message.contains("hostname 10.0.0.1 is an IP address"),
+            "{}",
+            issue.message
+        );
+        assert!(!states[0].programmable());
+        assert!(states[1].programmable(), "{:?}", states[1]);
     }
 
     #[test]
