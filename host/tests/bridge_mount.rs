@@ -980,3 +980,60 @@ async fn with_leader_election_one_operator_acts_and_a_standby_takes_over() -> an
         .map_err(|e| anyhow::anyhow!("{e}\n--- new leader ---\n{}", standby.log_tail(30)))?;
     Ok(())
 }
+
+#[tokio::test]
+async fn oversized_fields_are_refused_naming_the_field_and_the_limit() -> anyhow::Result<()> {
+    let bed = Bed::new("bm-oversized").await?;
+    bed.deploy_web(1).await?;
+    // A 1 MiB providerParameter: the API server stores it, the operator
+    // refuses it before any provider sees it, saying how large it is.
+    let blob = serde_json::Map::from_iter([(
+        "blob".to_string(),
+        serde_json::Value::String("x".repeat(1024 * 1024)),
+    )]);
+    bed.mount_with(
+        "huge",
+        "deploy/web",
+        "app",
+        BridgeMountFields {
+            provider_parameter: Some(blob),
+            ..BridgeMountFields::default()
+        },
+    )
+    .await?;
+    let refused = bed.wait_state("huge", "ERROR").await?;
+    let (reason, message) = Bed::ready(&refused);
+    assert_eq!(reason, "InvalidInput");
+    assert!(
+        message.starts_with(
+            "providerParameter is 1048587 bytes of JSON and a mount may carry at most 65536"
+        ),
+        "{message}"
+    );
+    // Nothing was made for it.
+    assert!(
+        bed.target
+            .api::<Deployment>()
+            .get_opt("web-gefyra")
+            .await?
+            .is_none(),
+        "a shadow exists for a refused mount"
+    );
+    // Names past what Kubernetes allows are refused by the CRD at once.
+    let long = format!("deploy/{}", "a".repeat(320));
+    let err = bed
+        .mount("long", &long, "app")
+        .await
+        .expect_err("a 327-character target was stored");
+    let text = err.to_string();
+    assert!(
+        text.contains("target") && text.contains("320"),
+        "the API server names the field and its limit: {text}"
+    );
+    let err = bed
+        .mount("long-container", "deploy/web", &"c".repeat(64))
+        .await
+        .expect_err("a 64-character container was stored");
+    assert!(err.to_string().contains("targetContainer"), "{err}");
+    Ok(())
+}

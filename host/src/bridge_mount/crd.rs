@@ -155,19 +155,20 @@ impl GefyraBridgeMount {
 pub struct BridgeMountFields {
     /// Namespace of the target workload (default: the mount's own namespace).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("x-kubernetes-validations" = immutable("targetNamespace")))]
+    #[schemars(extend("x-kubernetes-validations" = immutable("targetNamespace")), length(max = 63))]
     pub target_namespace: Option<String>,
     /// The workload to intercept: `deploy/NAME`, `sts/NAME`, `pod/NAME` (or their long forms), or `NAME` for a Deployment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("x-kubernetes-validations" = immutable("target")))]
+    // `statefulsets/` and a 253-character name fit.
+    #[schemars(extend("x-kubernetes-validations" = immutable("target")), length(max = 320))]
     pub target: Option<String>,
     /// The container of the target's pods that Carrier2 replaces.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("x-kubernetes-validations" = immutable("targetContainer")))]
+    #[schemars(extend("x-kubernetes-validations" = immutable("targetContainer")), length(max = 63))]
     pub target_container: Option<String>,
     /// Name of the provider module serving the mount (`carrier2mount`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("x-kubernetes-validations" = immutable("provider")))]
+    #[schemars(extend("x-kubernetes-validations" = immutable("provider")), length(max = 253))]
     pub provider: Option<String>,
     /// Provider-specific parameters (for carrier2mount: TLS settings).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -175,6 +176,7 @@ pub struct BridgeMountFields {
     pub provider_parameter: Option<serde_json::Map<String, serde_json::Value>>,
     /// When the mount is to be removed (RFC 3339, e.g. `2026-12-01T12:00:00Z`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub sunset: Option<String>,
     /// Seconds a mount whose target disappeared waits for it before it is
     /// terminated; 0 terminates at once, unset uses the operator's default.
@@ -254,6 +256,7 @@ pub struct BridgeFields {
     #[schemars(schema_with = "preserved_object")]
     pub cluster_endpoint: Option<serde_json::Map<String, serde_json::Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub sunset: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = "REQUESTED"))]

@@ -42,6 +42,10 @@ impl Reconcile<'_> {
         if let Some(next) = namespace_refused(from, ready, allowed, self.interval) {
             return self.execute(from, next).await;
         }
+        if let Some(refusal) = oversized_parameters(request) {
+            let next = Next::Fire(Transition::impair(Reason::InvalidInput, refusal));
+            return self.execute(from, next).await;
+        }
         // Before the provider looks: a second mount would find the first
         // one's shadow and take it for a user's object.
         let holder = earlier_mount_of_same_target(&self.cr, &self.ctx.mounts.state());
@@ -106,6 +110,23 @@ pub fn error_retry(ready: ReadyReason, waited: Duration, interval: Duration) -> 
         }
         ReadyReason::Known(_) | ReadyReason::Other => Retry::After(interval),
     }
+}
+
+/// The most `providerParameter` JSON a mount may carry: it is handed to the
+/// provider at every step of every reconcile, inside the provider's memory
+/// limit. Gefyra's own parameters (TLS settings) are a few hundred bytes.
+pub const MAX_PARAMETER_BYTES: usize = 64 * 1024;
+
+/// Why the mount's `providerParameter` is refused, if it is: too large.
+pub fn oversized_parameters(request: &Mount) -> Option<String> {
+    let bytes = request.parameters.as_ref().map_or(0, String::len);
+    (bytes > MAX_PARAMETER_BYTES).then(|| {
+        format!(
+            "providerParameter is {bytes} bytes of JSON and a mount may carry at most \
+             {MAX_PARAMETER_BYTES}: keep large data in a ConfigMap or Secret and name it in \
+             providerParameter, and recreate the mount"
+        )
+    })
 }
 
 /// A mount targeting a namespace outside the administrator's list goes to
@@ -223,6 +244,26 @@ mod tests {
             object.extend(fields.clone());
         }
         Arc::new(serde_json::from_value(object).unwrap())
+    }
+
+    #[test]
+    fn a_provider_parameter_over_64_kib_is_refused_saying_its_size() {
+        let mut request = request();
+        request.parameters = Some(format!(
+            "{{\"tls\":\"{}\"}}",
+            "x".repeat(MAX_PARAMETER_BYTES)
+        ));
+        let refusal = oversized_parameters(&request).unwrap();
+        assert!(
+            refusal.starts_with(
+                "providerParameter is 65546 bytes of JSON and a mount may carry at most 65536"
+            ),
+            "{refusal}"
+        );
+        request.parameters = Some("{\"tls\":{}}".into());
+        assert_eq!(oversized_parameters(&request), None);
+        request.parameters = None;
+        assert_eq!(oversized_parameters(&request), None);
     }
 
     const EARLY: &str = "2026-11-29T10:00:00Z";
