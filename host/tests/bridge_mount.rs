@@ -669,6 +669,21 @@ async fn health_readiness_and_metrics_show_an_active_mount() -> anyhow::Result<(
     Ok(())
 }
 
+/// Leader election with a short Lease, so that a take-over is quick to see:
+/// the shortest the operator accepts with 1 s provider calls (renew
+/// deadline 2 s + 1 s call + 5 s to stop it < 9 s).
+const SHORT_LEASE: [&str; 9] = [
+    "--leader-elect",
+    "--leader-elect-lease-duration",
+    "9",
+    "--leader-elect-renew-deadline",
+    "2",
+    "--leader-elect-retry-period",
+    "1",
+    "--provider-deadline",
+    "1",
+];
+
 /// One request of a replica, as the test bed's audit log recorded it.
 struct Request {
     verb: String,
@@ -749,20 +764,11 @@ async fn frozen_leader(accounts: &TestNamespace) -> anyhow::Result<()> {
     let work = pontoon_tests::providers::target_dir().join(format!("fence-{}", accounts.name()));
     let kubeconfig = pontoon_tests::kubelet::as_service_account(accounts.name(), "pontoon", &work)?;
     let kubeconfig = kubeconfig.display().to_string();
-    // The shortest Lease the operator accepts with 1 s provider calls.
-    let flags = [
-        "--leader-elect",
-        "--leader-elect-lease-duration",
-        "9",
-        "--leader-elect-renew-deadline",
-        "2",
-        "--leader-elect-retry-period",
-        "1",
-        "--provider-deadline",
-        "1",
-        "--kubeconfig",
-        &kubeconfig,
-    ];
+    let flags: Vec<&str> = SHORT_LEASE
+        .iter()
+        .copied()
+        .chain(["--kubeconfig", &kubeconfig])
+        .collect();
     let mut bed = Bed::with_flags("bm-fence", &flags).await?;
     let second = Operator::start_replica(
         std::path::Path::new(env!("CARGO_BIN_EXE_pontoon")),
@@ -888,20 +894,7 @@ async fn frozen_leader(accounts: &TestNamespace) -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn with_leader_election_one_operator_acts_and_a_standby_takes_over() -> anyhow::Result<()> {
-    // A short Lease so that the take-over after a crash is quick to see:
-    // the shortest the operator accepts with 1 s provider calls (renew
-    // deadline 2 s + 1 s call + 5 s to stop it < 9 s).
-    let flags = [
-        "--leader-elect",
-        "--leader-elect-lease-duration",
-        "9",
-        "--leader-elect-renew-deadline",
-        "2",
-        "--leader-elect-retry-period",
-        "1",
-        "--provider-deadline",
-        "1",
-    ];
+    let flags = SHORT_LEASE;
     let mut bed = Bed::with_flags("bm-leader", &flags).await?;
     let mut second = Operator::start_replica(
         std::path::Path::new(env!("CARGO_BIN_EXE_pontoon")),
