@@ -9,7 +9,12 @@ use kube::{
     Api, Client, Resource,
     api::ListParams,
     core::PartialObjectMeta,
-    runtime::{WatchStreamExt, controller::Action, watcher},
+    runtime::{
+        WatchStreamExt,
+        controller::Action,
+        utils::ResetTimerBackoff,
+        watcher::{self, ExponentialBackoff, watcher},
+    },
 };
 
 /// How a write that lost a race is retried: the newer version of the object
@@ -90,6 +95,33 @@ pub fn other_failure(object: &str, err: &dyn std::fmt::Display) -> Action {
     Action::requeue(FAILURE_RETRY)
 }
 
+/// How every watch of the operator lists: "at any version", which the API
+/// server serves from its watch cache (cheap for the cluster-wide ones).
+pub fn watch_config() -> watcher::Config {
+    watcher::Config::default().any_semantic()
+}
+
+/// How every watch of the operator retries: from 0.5 s, doubling, at most
+/// 4 s apart, back to 0.5 s after 30 s without an error. kube's default
+/// (client-go's: up to 30 s, reset after 120 s) grows through an API server
+/// outage and then again through the expired-version relist that follows a
+/// restart: the caches stayed as before the restart for two minutes, and
+/// every write bound to their versions conflicted meanwhile
+/// (host/tests/outage.rs).
+pub fn watch_backoff() -> ResetTimerBackoff<ExponentialBackoff> {
+    ResetTimerBackoff::new(
+        ExponentialBackoff::from(
+            backon::ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(500))
+                .with_max_delay(Duration::from_secs(4))
+                .with_factor(2.0)
+                .with_jitter()
+                .without_max_times(),
+        ),
+        Duration::from_secs(30),
+    )
+}
+
 /// Changes of every object of kind `K`, metadata only: a watch of whole
 /// objects (pods, Secrets) would keep every one of the cluster in memory.
 pub fn metadata_watch<K>(
@@ -106,9 +138,9 @@ where
 {
     watcher(
         Api::<PartialObjectMeta<K>>::all(client.clone()),
-        watcher::Config::default().any_semantic(),
+        watch_config(),
     )
-    .default_backoff()
+    .backoff(watch_backoff())
     .touched_objects()
 }
 

@@ -59,6 +59,33 @@ pub struct Options {
 
 /// The readiness part for the provider modules.
 const PROVIDERS: &str = "provider modules";
+/// The readiness part for reaching the API server.
+const API_SERVER: &str = "API server";
+/// How often, and how patiently, the API server is asked whether it answers.
+const API_SERVER_PROBE: std::time::Duration = std::time::Duration::from_secs(1);
+const API_SERVER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Keeps the `API server` part of `/readyz` current: an operator that
+/// cannot reach the API server acts on nothing, and says so (the
+/// controllers' watches retry by themselves and resume where they were).
+async fn probe_api_server(client: Client, health: Arc<Health>) {
+    let mut reached_before = None;
+    loop {
+        let reached = tokio::time::timeout(API_SERVER_TIMEOUT, client.apiserver_version())
+            .await
+            .is_ok_and(|answer| answer.is_ok());
+        if reached_before != Some(reached) {
+            if reached {
+                tracing::info!("the API server answers");
+            } else {
+                tracing::warn!("cannot reach the API server: not ready until it answers");
+            }
+            reached_before = Some(reached);
+        }
+        health.set_ready(API_SERVER, reached);
+        tokio::time::sleep(API_SERVER_PROBE).await;
+    }
+}
 
 /// The provider directory to use: the one given, else `dist/providers` when it
 /// exists (a checkout), else the image's.
@@ -92,6 +119,8 @@ pub async fn run(config: kube::Config, options: Options) -> anyhow::Result<()> {
     let (client, election_client) = clients(config, fence.as_ref())?;
     let health = Arc::new(Health::default());
     health.expect(PROVIDERS);
+    health.expect(API_SERVER);
+    tokio::spawn(probe_api_server(election_client.clone(), health.clone()));
     if let Some(addr) = options.metrics_addr {
         let listener = health::bind(addr).await?;
         let addr = listener.local_addr().unwrap_or(addr);

@@ -5,6 +5,10 @@ root=$(cd "$here/../.." && pwd)
 tb=${TESTBED_DIR:-$root/.testbed}
 bin=$tb/bin pki=$tb/pki logs=$tb/logs run=$tb/run
 kubeconfig=$tb/kubeconfig
+etcd_port=${TESTBED_ETCD_PORT:-23790}
+apiserver_port=${TESTBED_APISERVER_PORT:-16443}
+kwok_port=${TESTBED_KWOK_PORT:-10247}
+service_cidr=10.96.0.0/16
 # The per-user cache of built binaries (see build.sh).
 cache_root=${PONTOON_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pontoon}/testbed
 # Programs only pods' exec sees (on its PATH, not the host's): stand-ins for
@@ -63,4 +67,23 @@ wait_until() {
     fi
     sleep 0.5
   done
+}
+
+# start_apiserver: kube-apiserver as up.sh starts it (apiserver-restart.sh
+# starts it again the same way).
+start_apiserver() {
+  start kube-apiserver "$bin/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$etcd_port" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$apiserver_port" \
+    --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+    --client-ca-file "$pki/ca.crt" \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+    --service-cluster-ip-range "$service_cidr" \
+    --authorization-mode RBAC --allow-privileged=true \
+    --kubelet-client-certificate "$pki/admin.crt" --kubelet-client-key "$pki/admin.key" \
+    --kubelet-preferred-address-types InternalIP \
+    --audit-policy-file "$here/audit-policy.yaml" --audit-log-path "$logs/audit.log" \
+    --audit-log-format json --audit-log-maxsize 200 --audit-log-maxbackup 1 \
+    --profiling=false
 }

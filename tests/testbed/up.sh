@@ -10,10 +10,6 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-etcd_port=${TESTBED_ETCD_PORT:-23790}
-apiserver_port=${TESTBED_APISERVER_PORT:-16443}
-kwok_port=${TESTBED_KWOK_PORT:-10247}
-service_cidr=10.96.0.0/16
 pod_cidr=10.244.0.0/16
 # LoadBalancer ingress addresses (stages.yaml gives them out).
 load_balancer_cidr=10.97.0.0/16
@@ -74,7 +70,7 @@ fingerprint() {
     # Not the echo backend's: tests run it themselves, the cluster never does.
     find "$bin" "$tb/share" -maxdepth 1 -name '.*.key' ! -name .echo-backend.key -print0 |
       sort -z | xargs -0 -r cat
-    (cd "$here" && sha256sum up.sh stages.yaml nodes.yaml process-images.yaml audit-policy.yaml)
+    (cd "$here" && sha256sum up.sh lib.sh stages.yaml nodes.yaml process-images.yaml audit-policy.yaml)
     ! can_run_processes || "$root/scripts/praxis.sh"
     (cd "$pki" && sha256sum version ./*.crt ./*.pub)
   } | sha256sum | cut -c1-16
@@ -124,20 +120,7 @@ start etcd "$bin/etcd" \
   --quota-backend-bytes 2147483648 --unsafe-no-fsync
 wait_until 30 "etcd to answer" curl -fsS "http://127.0.0.1:$etcd_port/health"
 
-start kube-apiserver "$bin/kube-apiserver" \
-  --etcd-servers "http://127.0.0.1:$etcd_port" \
-  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$apiserver_port" \
-  --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
-  --client-ca-file "$pki/ca.crt" \
-  --service-account-issuer https://kubernetes.default.svc.cluster.local \
-  --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
-  --service-cluster-ip-range "$service_cidr" \
-  --authorization-mode RBAC --allow-privileged=true \
-  --kubelet-client-certificate "$pki/admin.crt" --kubelet-client-key "$pki/admin.key" \
-  --kubelet-preferred-address-types InternalIP \
-  --audit-policy-file "$here/audit-policy.yaml" --audit-log-path "$logs/audit.log" \
-  --audit-log-format json --audit-log-maxsize 200 --audit-log-maxbackup 1 \
-  --profiling=false
+start_apiserver
 wait_until 90 "kube-apiserver to be ready" kubectl get --raw /readyz
 
 # kwok reads per-pod Exec objects (made by pod-exec-sync) from the API.

@@ -19,7 +19,6 @@ use kube::{
         events::Recorder,
         finalizer::{self, finalizer},
         reflector::{ObjectRef, Store},
-        watcher,
     },
 };
 use pontoon_provider_sdk::Target;
@@ -32,7 +31,9 @@ use super::{
     state::State,
 };
 use crate::{
-    controller_support::{ApiFailure, ensure_crd, metadata_watch, other_failure},
+    controller_support::{
+        ApiFailure, ensure_crd, metadata_watch, other_failure, watch_backoff, watch_config,
+    },
     health::Health,
     metrics::{METRICS, StateLabels},
     plugins::{Discovery, Registry},
@@ -68,7 +69,7 @@ pub async fn run(
         "GefyraBridgeMounts",
     )
     .await?;
-    let controller = Controller::new(mounts, watcher::Config::default().any_semantic());
+    let controller = Controller::new(mounts, watch_config()).trigger_backoff(watch_backoff());
     let store = controller.store();
     health.expect(CACHE);
     let ready = store.clone();

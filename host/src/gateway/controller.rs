@@ -37,7 +37,9 @@ use super::{
     translate::Translator,
 };
 use crate::{
-    controller_support::{ApiFailure, ensure_crd, metadata_watch, other_failure},
+    controller_support::{
+        ApiFailure, ensure_crd, metadata_watch, other_failure, watch_backoff, watch_config,
+    },
     health::Health,
     metrics::METRICS,
     plugins::Registry,
@@ -97,7 +99,7 @@ where
             let objects = watcher(api, config).modify(|o| o.managed_fields_mut().clear());
             let deleted = std::mem::take(&mut self.deleted);
             let stream = reflector::reflector(writer, objects)
-                .default_backoff()
+                .backoff(watch_backoff())
                 .for_each(move |event| {
                     if let Ok(watcher::Event::Delete(object)) = event {
                         let object = Arc::new(object);
@@ -226,15 +228,15 @@ pub async fn run(
             .watches_shared_stream(namespaces.changes(), all_by_namespace)
     };
 
-    let any = watcher::Config::default().any_semantic();
-    classes.start(Api::all(client.clone()), any.clone());
-    gateways.start(Api::all(client.clone()), any.clone());
-    routes.start(Api::all(client.clone()), any.clone());
-    grants.start(Api::all(client.clone()), any.clone());
-    services.start(Api::all(client.clone()), any.clone());
-    slices.start(Api::all(client.clone()), any.clone());
-    namespaces.start(Api::all(client.clone()), any.clone());
-    let children = any.labels(&format!(
+    let config = watch_config();
+    classes.start(Api::all(client.clone()), config.clone());
+    gateways.start(Api::all(client.clone()), config.clone());
+    routes.start(Api::all(client.clone()), config.clone());
+    grants.start(Api::all(client.clone()), config.clone());
+    services.start(Api::all(client.clone()), config.clone());
+    slices.start(Api::all(client.clone()), config.clone());
+    namespaces.start(Api::all(client.clone()), config.clone());
+    let children = config.labels(&format!(
         "app.kubernetes.io/name=praxis,app.kubernetes.io/managed-by={}",
         children::MANAGED_BY
     ));
