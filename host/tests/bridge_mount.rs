@@ -669,6 +669,32 @@ async fn health_readiness_and_metrics_show_an_active_mount() -> anyhow::Result<(
     Ok(())
 }
 
+fn leading(op: &Operator) -> bool {
+    op.log().contains("leading: starting the controllers")
+}
+
+/// A second replica beside `bed`'s operator, returned once one of the two
+/// leads.
+async fn second_replica(bed: &Bed, flags: &[&str]) -> anyhow::Result<Operator> {
+    let second = Operator::start_replica(
+        std::path::Path::new(env!("CARGO_BIN_EXE_pontoon")),
+        bed.gefyra.name(),
+        "second",
+        flags,
+    )?;
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    while !leading(&bed.operator) && !leading(&second) {
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "nobody leads\n{}\n---\n{}",
+            bed.operator.log_tail(20),
+            second.log_tail(20)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(second)
+}
+
 /// Leader election with a short Lease, so that a take-over is quick to see:
 /// the shortest the operator accepts with 1 s provider calls (renew
 /// deadline 2 s + 1 s call + 5 s to stop it < 9 s).
@@ -770,18 +796,7 @@ async fn frozen_leader(accounts: &TestNamespace) -> anyhow::Result<()> {
         .chain(["--kubeconfig", &kubeconfig])
         .collect();
     let mut bed = Bed::with_flags("bm-fence", &flags).await?;
-    let second = Operator::start_replica(
-        std::path::Path::new(env!("CARGO_BIN_EXE_pontoon")),
-        bed.gefyra.name(),
-        "second",
-        &flags,
-    )?;
-    let leading = |op: &Operator| op.log().contains("leading: starting the controllers");
-    let deadline = std::time::Instant::now() + TIMEOUT;
-    while !leading(&bed.operator) && !leading(&second) {
-        anyhow::ensure!(std::time::Instant::now() < deadline, "nobody leads");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let second = second_replica(&bed, &flags).await?;
     // From here on `bed.operator` is the leader and `standby` the other.
     let mut standby = second;
     if leading(&standby) {
@@ -820,17 +835,7 @@ async fn frozen_leader(accounts: &TestNamespace) -> anyhow::Result<()> {
             .as_deref()
             .is_some_and(|s| s != "REQUESTED" && s != "PREPARING")
     };
-    let deadline = std::time::Instant::now() + TIMEOUT;
-    while !mounts
-        .list(&ListParams::default())
-        .await?
-        .items
-        .iter()
-        .any(installing)
-    {
-        anyhow::ensure!(std::time::Instant::now() < deadline, "no mount installs");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    bed.wait_any("no mount installs", installing).await?;
     bed.operator.signal("STOP")?;
     let frozen = std::time::Instant::now();
 
@@ -896,23 +901,7 @@ async fn frozen_leader(accounts: &TestNamespace) -> anyhow::Result<()> {
 async fn with_leader_election_one_operator_acts_and_a_standby_takes_over() -> anyhow::Result<()> {
     let flags = SHORT_LEASE;
     let mut bed = Bed::with_flags("bm-leader", &flags).await?;
-    let mut second = Operator::start_replica(
-        std::path::Path::new(env!("CARGO_BIN_EXE_pontoon")),
-        bed.gefyra.name(),
-        "second",
-        &flags,
-    )?;
-    let leading = |op: &Operator| op.log().contains("leading: starting the controllers");
-    let deadline = std::time::Instant::now() + TIMEOUT;
-    while !leading(&bed.operator) && !leading(&second) {
-        anyhow::ensure!(
-            std::time::Instant::now() < deadline,
-            "nobody leads\n{}\n---\n{}",
-            bed.operator.log_tail(20),
-            second.log_tail(20)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let mut second = second_replica(&bed, &flags).await?;
     let first_leads = leading(&bed.operator);
     bed.deploy_web(1).await?;
     bed.mount("web-mount", "deploy/web", "app").await?;

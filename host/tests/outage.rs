@@ -96,18 +96,7 @@ async fn the_operator_rides_out_an_api_server_restart() -> anyhow::Result<()> {
             .await?;
     }
     let installing = |m: &GefyraBridgeMount| m.fields.state.as_deref() == Some("INSTALLING");
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    while !bed
-        .mounts()
-        .list(&Default::default())
-        .await?
-        .items
-        .iter()
-        .any(installing)
-    {
-        anyhow::ensure!(tokio::time::Instant::now() < deadline, "no mount installs");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    bed.wait_any("no mount installs", installing).await?;
     // The route changes, and at once the API server goes away for 5 s.
     routes
         .patch(

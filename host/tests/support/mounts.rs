@@ -104,6 +104,28 @@ impl Bed {
         Ok(self.mounts().create(&PostParams::default(), &mount).await?)
     }
 
+    /// Waits until some mount satisfies `reached` (polled every 20 ms, to
+    /// act at a step of a mount as soon as it is seen); `what` names it.
+    pub async fn wait_any(
+        &self,
+        what: &str,
+        reached: impl Fn(&GefyraBridgeMount) -> bool,
+    ) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        while !self
+            .mounts()
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .any(&reached)
+        {
+            anyhow::ensure!(tokio::time::Instant::now() < deadline, "{what}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
     /// Waits until the mount is in `state`; on timeout says where it is and
     /// what the operator logged.
     pub async fn wait_state(&self, name: &str, state: &str) -> anyhow::Result<GefyraBridgeMount> {
