@@ -17,8 +17,47 @@ use prometheus_client::{
 pub struct ReconcileLabels {
     /// `bridge-mount`, `gateway-class`, `gateway` or `http-route`.
     pub controller: &'static str,
-    /// `ok` or `error`.
+    /// `ok`, `conflict` (a write lost a race with another writer; the
+    /// object is looked at again) or `error`.
     pub result: &'static str,
+}
+
+/// How a reconcile ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReconcileResult {
+    Ok,
+    Conflict,
+    Error,
+}
+
+impl ReconcileResult {
+    /// A reconcile that failed on an API error that means another writer
+    /// changed the object first (409, or a JSON patch `test` that failed:
+    /// 422) is a conflict; found anywhere in the error's source chain.
+    pub fn of(err: Option<&(dyn std::error::Error + 'static)>) -> Self {
+        let Some(err) = err else {
+            return Self::Ok;
+        };
+        let mut cause = Some(err);
+        while let Some(e) = cause {
+            if let Some(api) = e.downcast_ref::<kube::Error>() {
+                return match crate::controller_support::ApiFailure::of(api) {
+                    crate::controller_support::ApiFailure::Raced => Self::Conflict,
+                    _ => Self::Error,
+                };
+            }
+            cause = e.source();
+        }
+        Self::Error
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Conflict => "conflict",
+            Self::Error => "error",
+        }
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -123,11 +162,11 @@ impl Metrics {
     }
 
     /// Counts one reconcile.
-    pub fn reconciled(&self, controller: &'static str, ok: bool) {
+    pub fn reconciled(&self, controller: &'static str, result: ReconcileResult) {
         self.reconciles
             .get_or_create(&ReconcileLabels {
                 controller,
-                result: if ok { "ok" } else { "error" },
+                result: result.as_str(),
             })
             .inc();
     }
@@ -219,11 +258,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_lost_race_anywhere_in_the_chain_is_a_conflict() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("reconcile failed")]
+        struct Wrapper(#[source] kube::Error);
+        let api = |code: u16, reason: &str| {
+            kube::Error::Api(Box::new(
+                kube::core::Status::failure("refused", reason).with_code(code),
+            ))
+        };
+        let of = |e: &Wrapper| ReconcileResult::of(Some(e));
+        assert_eq!(
+            of(&Wrapper(api(409, "Conflict"))),
+            ReconcileResult::Conflict
+        );
+        assert_eq!(of(&Wrapper(api(422, "Invalid"))), ReconcileResult::Conflict);
+        assert_eq!(of(&Wrapper(api(403, "Forbidden"))), ReconcileResult::Error);
+        assert_eq!(ReconcileResult::of(None), ReconcileResult::Ok);
+    }
+
+    #[test]
     fn counts_show_in_the_exposition() {
         let metrics = Metrics::new();
-        metrics.reconciled("bridge-mount", true);
-        metrics.reconciled("bridge-mount", false);
-        metrics.reconciled("bridge-mount", true);
+        metrics.reconciled("bridge-mount", ReconcileResult::Ok);
+        metrics.reconciled("bridge-mount", ReconcileResult::Error);
+        metrics.reconciled("bridge-mount", ReconcileResult::Ok);
         metrics.provider_call(
             "carrier2mount",
             "install",

@@ -13,6 +13,7 @@ use k8s_openapi::api::{
     autoscaling::v2::HorizontalPodAutoscaler,
     core::v1::{ConfigMap, Pod, Service},
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{
     Api, ResourceExt,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
@@ -807,15 +808,7 @@ async fn frozen_leader(accounts: &TestNamespace) -> anyhow::Result<()> {
     // Work in flight when the leader freezes: three mounts, frozen as soon
     // as the first one is installing.
     let names = ["web-a", "web-b", "web-c"];
-    for name in names {
-        bed.target
-            .api::<Deployment>()
-            .create(&PostParams::default(), &deployment(name, 1)?)
-            .await?;
-    }
-    for name in names {
-        ready_pods(&bed.target, &format!("app={name}"), 1).await?;
-    }
+    bed.deployments(&names).await?;
     let mounts = bed.mounts();
     for name in names {
         let mount: GefyraBridgeMount = serde_json::from_value(json!({
@@ -1017,5 +1010,185 @@ async fn oversized_fields_are_refused_naming_the_field_and_the_limit() -> anyhow
         .await
         .expect_err("a 64-character container was stored");
     assert!(err.to_string().contains("targetContainer"), "{err}");
+    Ok(())
+}
+
+/// Every value a watch saw of one mount: its states in order and each
+/// stateTransitions entry.
+#[derive(Default)]
+struct Seen {
+    states: Vec<String>,
+    transitions: BTreeMap<String, std::collections::BTreeSet<String>>,
+}
+
+#[tokio::test]
+async fn a_second_writer_racing_the_operator_loses_no_transition_and_doubles_none()
+-> anyhow::Result<()> {
+    let bed = Bed::new("bm-race").await?;
+    let names = ["web-a", "web-b", "web-c"];
+    bed.deployments(&names).await?;
+    // The test's own watch records every version of every mount.
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(BTreeMap::<String, Seen>::new()));
+    let watch = {
+        let seen = seen.clone();
+        let stream = watcher(bed.mounts(), watcher::Config::default())
+            .applied_objects()
+            .try_for_each(move |m: GefyraBridgeMount| {
+                let mut seen = seen.lock().unwrap();
+                let entry = seen.entry(m.name_any()).or_default();
+                if let Some(state) = m.fields.state.clone()
+                    && entry.states.last() != Some(&state)
+                {
+                    entry.states.push(state);
+                }
+                for (state, at) in m.fields.state_transitions.clone().unwrap_or_default() {
+                    entry.transitions.entry(state).or_default().insert(at);
+                }
+                std::future::ready(Ok(()))
+            });
+        tokio::spawn(stream)
+    };
+
+    // The second writer: one task per mount replaces it (a label, and a
+    // condition of its own in the status), one the restore ConfigMap (an
+    // annotation), each write bound to the version it read and sent a
+    // moment after the read (the window in which the operator's writes
+    // land), until the mounts are ACTIVE; each counts the conflicts it met.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let window = Duration::from_millis(20);
+    let mut writers = tokio::task::JoinSet::new();
+    for name in names {
+        let (mounts, stop) = (bed.mounts(), stop.clone());
+        let name = format!("{name}-mount");
+        writers.spawn(async move {
+            let (mut writes, mut conflicts) = (0u32, 0u32);
+            let mut round = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                round += 1;
+                let Ok(Some(mut mount)) = mounts.get_opt(&name).await else {
+                    tokio::time::sleep(window).await;
+                    continue;
+                };
+                mount
+                    .labels_mut()
+                    .insert("race.pontoon.dev/round".into(), round.to_string());
+                let status = mount.fields.status.get_or_insert_with(Default::default);
+                status.conditions.retain(|c| c.type_ != "RaceTest");
+                status.conditions.push(Condition {
+                    type_: "RaceTest".into(),
+                    status: "True".into(),
+                    reason: "Round".into(),
+                    message: format!("round {round}"),
+                    last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
+                    observed_generation: None,
+                });
+                tokio::time::sleep(window).await;
+                match mounts.replace(&name, &PostParams::default(), &mount).await {
+                    Ok(_) => writes += 1,
+                    Err(kube::Error::Api(s)) if s.code == 409 => conflicts += 1,
+                    Err(err) => return Err(anyhow::anyhow!("writing {name}: {err}")),
+                }
+            }
+            Ok::<_, anyhow::Error>((writes, conflicts))
+        });
+    }
+    {
+        let (configmaps, stop) = (bed.gefyra.api::<ConfigMap>(), stop.clone());
+        writers.spawn(async move {
+            let (mut writes, mut conflicts) = (0u32, 0u32);
+            let mut round = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                round += 1;
+                let Ok(Some(mut restore)) = configmaps.get_opt(RESTORE_CONFIG_MAP).await else {
+                    tokio::time::sleep(window).await;
+                    continue;
+                };
+                restore
+                    .annotations_mut()
+                    .insert("race.pontoon.dev/round".into(), round.to_string());
+                tokio::time::sleep(window).await;
+                match configmaps
+                    .replace(RESTORE_CONFIG_MAP, &PostParams::default(), &restore)
+                    .await
+                {
+                    Ok(_) => writes += 1,
+                    Err(kube::Error::Api(s)) if s.code == 409 => conflicts += 1,
+                    Err(err) => {
+                        return Err(anyhow::anyhow!("writing the restore ConfigMap: {err}"));
+                    }
+                }
+            }
+            Ok::<_, anyhow::Error>((writes, conflicts))
+        });
+    }
+    for name in names {
+        bed.mount(&format!("{name}-mount"), &format!("deploy/{name}"), "app")
+            .await?;
+    }
+    for name in names {
+        bed.wait_state(&format!("{name}-mount"), "ACTIVE").await?;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (mut writes, mut conflicts) = (0, 0);
+    while let Some(counts) = writers.join_next().await {
+        let (w, c) = counts??;
+        writes += w;
+        conflicts += c;
+    }
+    // The watch has seen the last versions by now.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    watch.abort();
+
+    assert!(writes > 0, "the second writer never wrote");
+    assert!(
+        conflicts > 0,
+        "the second writer met no conflict in {writes} writes: nothing raced"
+    );
+    let (_, metrics) = bed.operator.get("/metrics").await?;
+    let seen = seen.lock().unwrap();
+    let order = ["REQUESTED", "PREPARING", "INSTALLING", "ACTIVE"];
+    for name in names {
+        let mount = format!("{name}-mount");
+        let seen = seen.get(&mount).context("the watch saw the mount")?;
+        // States only move forward: no transition undone or repeated.
+        let ranks: Vec<usize> = seen
+            .states
+            .iter()
+            .map(|s| order.iter().position(|o| o == s).unwrap_or(usize::MAX))
+            .collect();
+        assert!(
+            ranks.windows(2).all(|w| w[0] < w[1]) && ranks.last() == Some(&3),
+            "{mount} went {:?}",
+            seen.states
+        );
+        // Each transition written once: its time never rewritten.
+        for state in ["PREPARING", "INSTALLING", "ACTIVE"] {
+            let times = seen.transitions.get(state);
+            assert_eq!(
+                times.map(|t| t.len()),
+                Some(1),
+                "{mount}: stateTransitions.{state} seen as {times:?}"
+            );
+        }
+        // Monotonic: each state entered no earlier than the one before.
+        let at = |state: &str| seen.transitions[state].first().cloned().unwrap_or_default();
+        assert!(
+            at("PREPARING") <= at("INSTALLING") && at("INSTALLING") <= at("ACTIVE"),
+            "{mount}: {:?}",
+            seen.transitions
+        );
+    }
+    let operator = |result: &str| {
+        sample(
+            &metrics,
+            &format!(r#"pontoon_reconciles_total{{controller="bridge-mount",result="{result}"}}"#),
+        )
+        .unwrap_or(0.0)
+    };
+    println!(
+        "second writer: {writes} writes, {conflicts} conflicts; operator: {} reconciles, {} lost a race and were retried",
+        operator("ok") + operator("conflict"),
+        operator("conflict")
+    );
     Ok(())
 }

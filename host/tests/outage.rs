@@ -11,7 +11,7 @@
 use std::{path::Path, process::Command, time::Duration};
 
 use gateway_api::httproutes::HttpRoute;
-use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap, core::v1::Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::api::{Patch, PatchParams, PostParams};
 use pontoon::bridge_mount::GefyraBridgeMount;
 use pontoon_tests::{gateway_api as crds, wait_for};
@@ -77,15 +77,8 @@ async fn the_operator_rides_out_an_api_server_restart() -> anyhow::Result<()> {
     wait_for(&configmaps, "praxis-gw", config_with("/before"), TIMEOUT).await?;
 
     // Ten workloads, then ten mounts at once.
-    for i in 0..MOUNTS {
-        bed.target
-            .api::<Deployment>()
-            .create(&PostParams::default(), &deployment(&format!("web-{i}"), 1)?)
-            .await?;
-    }
-    for i in 0..MOUNTS {
-        ready_pods(&bed.target, &format!("app=web-{i}"), 1).await?;
-    }
+    let names: Vec<String> = (0..MOUNTS).map(|i| format!("web-{i}")).collect();
+    bed.deployments(&names).await?;
     assert_eq!(
         bed.operator.get("/readyz").await?.0,
         200,

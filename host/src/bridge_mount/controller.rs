@@ -35,7 +35,7 @@ use crate::{
         ApiFailure, ensure_crd, metadata_watch, other_failure, watch_backoff, watch_config,
     },
     health::Health,
-    metrics::{METRICS, StateLabels},
+    metrics::{METRICS, ReconcileResult, StateLabels},
     plugins::{Discovery, Registry},
 };
 
@@ -110,11 +110,11 @@ pub async fn run(
         .for_each(|outcome| async move {
             match outcome {
                 Ok((mount, _)) => {
-                    METRICS.reconciled("bridge-mount", true);
+                    METRICS.reconciled("bridge-mount", ReconcileResult::Ok);
                     tracing::debug!(mount = %mount, "reconciled")
                 }
                 Err(err) => {
-                    METRICS.reconciled("bridge-mount", false);
+                    METRICS.reconciled("bridge-mount", ReconcileResult::of(Some(&err)));
                     tracing::debug!(error = %err, "reconcile did not complete")
                 }
             }

@@ -41,7 +41,7 @@ use crate::{
         ApiFailure, ensure_crd, metadata_watch, other_failure, watch_backoff, watch_config,
     },
     health::Health,
-    metrics::METRICS,
+    metrics::{METRICS, ReconcileResult},
     plugins::Registry,
 };
 
@@ -311,8 +311,14 @@ async fn ensure_crds(client: &Client) -> anyhow::Result<()> {
 const CACHES: &str = "Gateway API caches";
 
 /// Counts a reconcile of `controller` and logs one that did not complete.
-fn log<E: std::fmt::Display>(controller: &'static str, err: Option<E>) {
-    METRICS.reconciled(controller, err.is_none());
+fn log<E: std::error::Error + 'static>(controller: &'static str, err: Option<E>) {
+    METRICS.reconciled(
+        controller,
+        ReconcileResult::of(
+            err.as_ref()
+                .map(|e| e as &(dyn std::error::Error + 'static)),
+        ),
+    );
     if let Some(err) = err {
         tracing::debug!(controller, error = %err, "reconcile did not complete");
     }

@@ -69,6 +69,21 @@ impl Bed {
     }
 
     /// Creates a mount with exactly the fields Gefyra's client sends.
+    /// One-replica Deployments `names` (pods labelled `app=<name>`), their
+    /// pods ready.
+    pub async fn deployments(&self, names: &[impl AsRef<str>]) -> anyhow::Result<()> {
+        for name in names {
+            self.target
+                .api::<Deployment>()
+                .create(&PostParams::default(), &deployment(name.as_ref(), 1)?)
+                .await?;
+        }
+        for name in names {
+            ready_pods(&self.target, &format!("app={}", name.as_ref()), 1).await?;
+        }
+        Ok(())
+    }
+
     pub async fn mount(
         &self,
         name: &str,

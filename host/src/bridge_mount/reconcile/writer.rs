@@ -1,7 +1,7 @@
 //! The I/O edge of a reconcile: the mount's conditions as this reconcile
 //! sees them, written back to the mount (with its state on a transition),
-//! and the Events about it. Every write carries the resourceVersion the
-//! reconcile read, so no step acts on a stale mount.
+//! and the Events about it. Every write applies only while the mount's state
+//! is the one the reconcile read, so no step acts on a stale mount.
 
 use std::{sync::Arc, time::Duration};
 
@@ -23,7 +23,7 @@ use crate::bridge_mount::{
     crd::GefyraBridgeMount,
     reason::ReadyReason,
     state::State,
-    status::{Observed, UNINSTALLED, conditions_patch, set_condition, transition_patch},
+    status::{Observed, ReadAs, UNINSTALLED, conditions_patch, set_condition, transition_patch},
 };
 
 pub(super) struct Writer {
@@ -31,7 +31,7 @@ pub(super) struct Writer {
     api: Api<GefyraBridgeMount>,
     recorder: Recorder,
     reference: ObjectReference,
-    resource_version: Option<String>,
+    read: ReadAs,
     conditions: Vec<Condition>,
     now: Timestamp,
 }
@@ -42,7 +42,7 @@ impl Writer {
             api: Api::namespaced(client, &cr.namespace().unwrap_or_default()),
             recorder,
             reference: cr.object_ref(&()),
-            resource_version: cr.resource_version(),
+            read: ReadAs::of(&cr),
             conditions: cr.conditions().to_vec(),
             cr,
             now: Timestamp::now(),
@@ -125,12 +125,7 @@ impl Writer {
                 if to == from {
                     self.write_conditions().await?;
                 } else {
-                    let body = transition_patch(
-                        self.resource_version.as_deref(),
-                        to,
-                        self.now,
-                        &self.conditions,
-                    );
+                    let body = transition_patch(&self.read, to, self.now, &self.conditions);
                     self.patch(body).await?;
                     tracing::info!(mount = %self.cr.qualified_name(), from = %from, to = %to, "{}", transition.message);
                 }
@@ -164,20 +159,18 @@ impl Writer {
     }
 
     async fn write_conditions(&mut self) -> Result<(), Error> {
-        let body = conditions_patch(self.resource_version.as_deref(), &self.conditions);
+        let body = conditions_patch(&self.read, &self.conditions);
         self.patch(body).await
     }
 
     async fn patch(&mut self, body: serde_json::Value) -> Result<(), Error> {
+        let patch: Patch<()> = Patch::Json(serde_json::from_value(body)?);
         let patched = self
             .api
-            .patch(
-                &self.cr.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&body),
-            )
+            .patch(&self.cr.name_any(), &PatchParams::default(), &patch)
             .await?;
-        self.resource_version = patched.resource_version();
+        // Later writes of this reconcile build on what this one left.
+        self.read = ReadAs::of(&patched);
         Ok(())
     }
 }
