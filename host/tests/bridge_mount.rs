@@ -22,7 +22,11 @@ use kube::{
 use pontoon::bridge_mount::{
     GefyraBridge, GefyraBridgeMount, RESTORE_CONFIG_MAP, crd::BridgeMountFields,
 };
-use pontoon_tests::{TestNamespace, operator::Operator, wait_for};
+use pontoon_tests::{
+    TestNamespace,
+    operator::{Operator, sample},
+    wait_for,
+};
 use serde_json::json;
 
 mod support;
@@ -581,14 +585,6 @@ async fn first_seen_in(
         }
     }
     bail!("mount {name} was never seen in {state}")
-}
-
-/// The value of the first sample of `metric` (name with its labels, as
-/// exposed) in a Prometheus text exposition.
-fn sample(metrics: &str, metric: &str) -> Option<f64> {
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(metric)?.trim().parse().ok())
 }
 
 #[tokio::test]

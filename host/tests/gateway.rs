@@ -26,7 +26,11 @@ use kube::{
     api::{DeleteParams, Patch, PatchParams, PostParams},
     runtime::{WatchStreamExt, watcher},
 };
-use pontoon_tests::{TestNamespace, gateway_api as crds, operator::Operator, wait_for};
+use pontoon_tests::{
+    TestNamespace, gateway_api as crds,
+    operator::{Operator, sample},
+    wait_for,
+};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -1271,5 +1275,222 @@ async fn infrastructure_metadata_reaches_the_children_and_pods() -> anyhow::Resu
             "{what}"
         );
     }
+    Ok(())
+}
+
+/// What the churn test's writer did to route `r{i:04}`.
+#[derive(Clone, Default)]
+struct Churned {
+    /// Every path version the route had, the last one current.
+    versions: Vec<usize>,
+    /// Whether another controller keeps an entry in its status.
+    foreign_entry: bool,
+}
+
+/// 1000 routes on one Gateway, changed, deleted and recreated in bursts
+/// while another controller writes its own entries into some routes'
+/// status: once the churn stops, every route's status, the Gateway's
+/// attachedRoutes and the config are current, and no other controller's
+/// entry was lost. (Every status write of the operator is bound to the
+/// version it read: the churn makes many of them conflict.)
+#[tokio::test]
+async fn status_and_config_converge_after_a_thousand_routes_churn() -> anyhow::Result<()> {
+    use futures::StreamExt;
+    const ROUTES: usize = 1000;
+    const ROUNDS: usize = 5;
+    const OTHER: &str = "example.com/other-controller";
+    let bed = Bed::new("gw-churn").await?;
+    let own = bed.ns.name().to_string();
+    bed.programmed_http_gateway("gw").await?;
+    let name = |i: usize| format!("r{i:04}");
+    // Fixed width: no path is a prefix of another.
+    let path = |i: usize, v: usize| format!("/r{i:04}v{v:03}");
+    let spec = |i: usize, v: usize| {
+        json!({ "parentRefs": [{ "name": "gw" }],
+                "rules": [{ "matches": [{ "path": { "type": "PathPrefix", "value": path(i, v) } }],
+                            "backendRefs": [{ "name": "web", "port": 80 }] }] })
+    };
+    let routes = bed.routes();
+    let mut churned = vec![Churned::default(); ROUTES];
+    futures::stream::iter(0..ROUTES)
+        .map(|i| {
+            let (bed, own) = (&bed, &own);
+            async move { bed.route(own, &name(i), spec(i, 0)).await }
+        })
+        .buffer_unordered(16)
+        .try_collect::<Vec<_>>()
+        .await?;
+    for c in &mut churned {
+        c.versions.push(0);
+    }
+
+    // Another controller's entry in a route's status, written as a
+    // controller would: read, add, replace bound to the version read,
+    // again on a conflict.
+    let foreign = |i: usize| {
+        let routes = routes.clone();
+        let name = name(i);
+        async move {
+            let mut conflicts = 0u32;
+            loop {
+                let mut route = routes.get_status(&name).await?;
+                let status = route.status.get_or_insert_with(Default::default);
+                status.parents.retain(|p| p.controller_name != OTHER);
+                status.parents.push(serde_json::from_value(json!({
+                    "controllerName": OTHER,
+                    "parentRef": { "name": "elsewhere" },
+                    "conditions": [{ "type": "Accepted", "status": "True", "reason": "Accepted",
+                                     "message": "", "lastTransitionTime": "2026-12-01T00:00:00Z" }],
+                }))?);
+                match routes
+                    .replace_status(&name, &PostParams::default(), &route)
+                    .await
+                {
+                    Ok(_) => return Ok::<_, anyhow::Error>(conflicts),
+                    Err(kube::Error::Api(s)) if s.code == 409 => conflicts += 1,
+                    Err(err) => return Err(err.into()),
+                }
+            }
+        }
+    };
+    let gone = |i: usize| i % 100 == 1;
+    let mut writer_conflicts = 0u32;
+    for round in 1..=ROUNDS {
+        // A fifth of the routes change their path, every round another fifth.
+        let changed: Vec<usize> = (0..ROUTES)
+            .filter(|i| i % ROUNDS == round % ROUNDS && !gone(*i))
+            .collect();
+        let patch = |i: usize| {
+            let routes = routes.clone();
+            let body = json!({ "spec": spec(i, round) });
+            async move {
+                routes
+                    .patch(&name(i), &PatchParams::default(), &Patch::Merge(&body))
+                    .await
+            }
+        };
+        futures::stream::iter(changed.iter().copied().map(patch))
+            .buffer_unordered(16)
+            .try_collect::<Vec<_>>()
+            .await?;
+        for i in changed {
+            churned[i].versions.push(round);
+        }
+        match round {
+            // Every tenth route gets the other controller's entry.
+            1 => {
+                let counts: Vec<u32> = futures::stream::iter((0..ROUTES).step_by(10).map(foreign))
+                    .buffer_unordered(16)
+                    .try_collect()
+                    .await?;
+                writer_conflicts += counts.iter().sum::<u32>();
+                for i in (0..ROUTES).step_by(10) {
+                    churned[i].foreign_entry = true;
+                }
+            }
+            // Ten routes go, and come back two rounds later on a new path.
+            2 => {
+                for i in (0..ROUTES).filter(|i| gone(*i)) {
+                    routes.delete(&name(i), &DeleteParams::default()).await?;
+                }
+            }
+            4 => {
+                for i in (0..ROUTES).filter(|i| gone(*i)) {
+                    bed.route(&own, &name(i), spec(i, round)).await?;
+                    churned[i].versions.push(round);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    // Converged: polled until everything is current, or the deadline.
+    let configmaps = bed.ns.api::<ConfigMap>();
+    let controller = bed.controller_name.clone();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let mut stale = Vec::new();
+        let listed = routes.list(&Default::default()).await?;
+        if listed.items.len() != ROUTES {
+            stale.push(format!("{} routes listed", listed.items.len()));
+        }
+        for route in &listed.items {
+            let parents = route.status.as_ref().map(|s| &s.parents[..]).unwrap_or(&[]);
+            let ours = parents.iter().find(|p| p.controller_name == controller);
+            let current = ours.is_some_and(|p| {
+                p.conditions.iter().any(|c| {
+                    c.type_ == "Accepted"
+                        && c.status == "True"
+                        && c.observed_generation == route.metadata.generation
+                })
+            });
+            if !current {
+                stale.push(format!("{}: {ours:?}", route.name_any()));
+            }
+            let i: usize = route.name_any()[1..].parse()?;
+            let has_foreign = parents.iter().any(|p| p.controller_name == OTHER);
+            assert_eq!(
+                has_foreign,
+                churned[i].foreign_entry,
+                "{}: the other controller's entry {}",
+                route.name_any(),
+                if has_foreign { "appeared" } else { "was lost" }
+            );
+        }
+        let gateway = bed.gateways().get("gw").await?;
+        let attached = gateway
+            .status
+            .as_ref()
+            .and_then(|s| s.listeners.as_ref())
+            .and_then(|ls| ls.iter().find(|l| l.name == "http"))
+            .map(|l| l.attached_routes);
+        if attached != Some(ROUTES as i32) {
+            stale.push(format!("attachedRoutes {attached:?}"));
+        }
+        let config = configmaps
+            .get("praxis-gw")
+            .await?
+            .data
+            .and_then(|d| d.get("config.yaml").cloned())
+            .unwrap_or_default();
+        for (i, c) in churned.iter().enumerate() {
+            let (last, earlier) = c.versions.split_last().context("a version")?;
+            if !config.contains(&path(i, *last)) {
+                stale.push(format!("config lacks {}", path(i, *last)));
+            }
+            for v in earlier {
+                if config.contains(&path(i, *v)) {
+                    stale.push(format!("config still has {}", path(i, *v)));
+                }
+            }
+        }
+        if stale.is_empty() {
+            break;
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "not converged 120 s after the churn: {} stale, e.g. {:?}\n--- operator ---\n{}",
+            stale.len(),
+            &stale[..stale.len().min(5)],
+            bed.operator.log_tail(20)
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let (_, metrics) = bed.operator.get("/metrics").await?;
+    let count = |controller: &str, result: &str| {
+        sample(
+            &metrics,
+            &format!(r#"pontoon_reconciles_total{{controller="{controller}",result="{result}"}}"#),
+        )
+        .unwrap_or(0.0)
+    };
+    println!(
+        "churn: {ROUTES} routes, {} path changes, 10 deleted and recreated, 100 foreign entries ({writer_conflicts} conflicts for their writer); operator: http-route {} ok / {} conflict, gateway {} ok / {} conflict",
+        churned.iter().map(|c| c.versions.len() - 1).sum::<usize>(),
+        count("http-route", "ok"),
+        count("http-route", "conflict"),
+        count("gateway", "ok"),
+        count("gateway", "conflict"),
+    );
     Ok(())
 }

@@ -263,3 +263,11 @@ impl Drop for Operator {
         let _ = self.kill();
     }
 }
+
+/// The value of `metric` (its name and labels exactly as exposed) in a
+/// Prometheus text exposition.
+pub fn sample(metrics: &str, metric: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(metric)?.trim().parse().ok())
+}
