@@ -4,7 +4,7 @@ SHELL := bash
 TESTBED := tests/testbed
 KUBECONFIG_TESTBED := $(CURDIR)/.testbed/kubeconfig
 
-.PHONY: deps testbed testbed-up testbed-down testbed-clean test lint fmt run new-provider providers image-context crds bench-runtime bench-mounts bench-gateway gateway-conformance conformance
+.PHONY: deps testbed testbed-up testbed-down testbed-clean test lint fmt run new-provider providers image-context crds chaos bench-runtime bench-mounts bench-gateway gateway-conformance conformance
 
 deps: ## install missing tools (Debian packages, rustup target)
 	@scripts/deps.sh
@@ -45,6 +45,10 @@ image-context: deps ## assemble target/image-context/: what the Containerfile co
 
 crds: ## write the CRDs (`pontoon crds`) into the chart
 	cargo run --quiet --locked -p pontoon -- crds --set gefyra --out-dir charts/pontoon/crds
+
+chaos: testbed-up ## the operator SIGKILLed at 40 kill points over every phase of mounts' lives, then checked to converge and restore exactly (POINTS=40, SEED=<printed seed> to replay)
+	PONTOON_CHAOS_POINTS=$(or $(POINTS),40) PONTOON_CHAOS_SEED=$(SEED) KUBECONFIG=$(KUBECONFIG_TESTBED) \
+		cargo test --locked -p pontoon --test chaos -- --nocapture
 
 bench-runtime: deps ## figures for the plugin runtime: compile, instantiate, host call
 	cargo run --release --locked -p pontoon --example bench_runtime

@@ -3,6 +3,7 @@
 //! The binary (`src/main.rs`) is a thin command-line edge over this library.
 
 pub mod bridge_mount;
+pub mod chaos;
 pub mod conditions;
 pub mod conformance;
 pub mod controller_support;

@@ -18,6 +18,8 @@ pub struct Operator {
     args: Vec<String>,
     child: Option<Child>,
     log: PathBuf,
+    /// Environment of the next start on top of the test's own.
+    env: Vec<(String, String)>,
 }
 
 impl Operator {
@@ -88,6 +90,7 @@ impl Operator {
             args,
             child: None,
             log: logs.join(format!("{log_name}.log")),
+            env: Vec::new(),
         };
         operator.spawn()?;
         Ok(operator)
@@ -103,6 +106,7 @@ impl Operator {
             .args(&self.args)
             .env("RUST_LOG", "info,pontoon=debug")
             .env("NO_COLOR", "1")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -179,6 +183,28 @@ impl Operator {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Sets (`Some`) or removes (`None`) an environment variable for the
+    /// next start ([`Self::restart`]).
+    pub fn set_env(&mut self, key: &str, value: Option<&str>) {
+        self.env.retain(|(k, _)| k != key);
+        if let Some(value) = value {
+            self.env.push((key.into(), value.into()));
+        }
+    }
+
+    /// Whether the process has exited (it is then waited for), with its
+    /// status; `None` while it runs or when it was never started.
+    pub fn exited(&mut self) -> anyhow::Result<Option<std::process::ExitStatus>> {
+        let Some(child) = self.child.as_mut() else {
+            return Ok(None);
+        };
+        let status = child.try_wait()?;
+        if status.is_some() {
+            self.child = None;
+        }
+        Ok(status)
     }
 
     /// Starts the operator again with the same flags.

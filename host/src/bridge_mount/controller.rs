@@ -31,6 +31,7 @@ use super::{
     state::State,
 };
 use crate::{
+    chaos,
     controller_support::{
         ApiFailure, ensure_crd, metadata_watch, other_failure, watch_backoff, watch_config,
     },
@@ -194,8 +195,13 @@ async fn reconcile(
         Api::namespaced(ctx.client.clone(), &mount.namespace().unwrap_or_default());
     finalizer(&api, FINALIZER, mount, |event| async {
         match event {
-            finalizer::Event::Apply(mount) => Reconcile::new(&ctx, mount).apply().await,
-            finalizer::Event::Cleanup(mount) => Reconcile::new(&ctx, mount).cleanup().await,
+            finalizer::Event::Apply(mount) => {
+                let phase = mount.state().map_or("unknown", |s| s.as_str());
+                chaos::in_phase(phase, Reconcile::new(&ctx, mount).apply()).await
+            }
+            finalizer::Event::Cleanup(mount) => {
+                chaos::in_phase("DELETING", Reconcile::new(&ctx, mount).cleanup()).await
+            }
         }
     })
     .await

@@ -63,6 +63,7 @@ impl<'a> Reconcile<'a> {
 
     /// The reconcile of a mount that is not being deleted.
     pub async fn apply(mut self) -> Result<Action, Error> {
+        crate::chaos::point("reconcile");
         let state = match self.cr.state() {
             Ok(state) => state,
             Err(unknown) => {
@@ -100,6 +101,7 @@ impl<'a> Reconcile<'a> {
     /// Deletion of the mount (the finalizer): TERMINATED, uninstall until
     /// done, the mount's GefyraBridges deleted; only then may it go.
     pub async fn cleanup(mut self) -> Result<Action, Error> {
+        crate::chaos::point("reconcile");
         if let Ok(from) = self.cr.state()
             && from != State::Terminated
         {
@@ -109,6 +111,8 @@ impl<'a> Reconcile<'a> {
                 .await?;
         }
         self.uninstall_all().await?;
+        // What is left is the finalizer's removal.
+        crate::chaos::point("uninstalled");
         Ok(Action::await_change())
     }
 

@@ -126,7 +126,9 @@ impl Writer {
                     self.write_conditions().await?;
                 } else {
                     let body = transition_patch(&self.read, to, self.now, &self.conditions);
+                    crate::chaos::point(format_args!("write state {to}"));
                     self.patch(body).await?;
+                    crate::chaos::point(format_args!("wrote state {to}"));
                     tracing::info!(mount = %self.cr.qualified_name(), from = %from, to = %to, "{}", transition.message);
                 }
                 self.publish(transition.notice()).await;
@@ -160,6 +162,7 @@ impl Writer {
 
     async fn write_conditions(&mut self) -> Result<(), Error> {
         let body = conditions_patch(&self.read, &self.conditions);
+        crate::chaos::point("write conditions");
         self.patch(body).await
     }
 

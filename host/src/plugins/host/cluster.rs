@@ -82,6 +82,11 @@ fn parse_object(namespace: &str, text: &str) -> Result<Submitted, ClusterError> 
 impl CallState {
     /// The call's cluster access if `request` is within its scope.
     fn allowed(&self, request: Request<'_>) -> Result<&ClusterAccess, ClusterError> {
+        crate::chaos::point(format_args!(
+            "{} {}",
+            crate::plugins::scope::verb_name(request.verb),
+            request.kind
+        ));
         let access = self.cluster.as_ref().ok_or_else(|| {
             METRICS.sandbox_stop(&self.module, "denied");
             ClusterError::Denied(format!("{request}: no cluster access in this call"))
