@@ -48,6 +48,26 @@ where
     }
 }
 
+/// The longest note an Event may carry (events.k8s.io/v1 refuses longer).
+pub const MAX_EVENT_NOTE_BYTES: usize = 1024;
+
+/// `message` as an Event's note: cut to what the API server accepts, on a
+/// character boundary and marked, so a long message (a trap's backtrace)
+/// still posts its Event instead of being refused as invalid. The full
+/// message stays in the condition and the log.
+pub fn event_note(mut message: String) -> String {
+    const MORE: &str = " …";
+    if message.len() > MAX_EVENT_NOTE_BYTES {
+        let mut end = MAX_EVENT_NOTE_BYTES - MORE.len();
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push_str(MORE);
+    }
+    message
+}
+
 /// What an API error means for the reconcile that met it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ApiFailure {
@@ -151,6 +171,16 @@ mod tests {
 
     fn api(code: u16, reason: &str) -> kube::Error {
         kube::Error::Api(Box::new(Status::failure("x", reason).with_code(code)))
+    }
+
+    #[test]
+    fn a_long_event_note_is_cut_to_what_the_api_server_takes() {
+        assert_eq!(event_note("short".into()), "short");
+        let long = "é".repeat(2000);
+        let note = event_note(long.clone());
+        assert!(note.len() <= MAX_EVENT_NOTE_BYTES, "{}", note.len());
+        assert!(note.ends_with(" …"));
+        assert!(long.starts_with(note.trim_end_matches(" …")));
     }
 
     #[test]

@@ -343,7 +343,7 @@ async fn publish(
     let event = Event {
         type_,
         reason: reason.into(),
-        note: Some(note),
+        note: Some(crate::controller_support::event_note(note)),
         action: "Reconcile".into(),
         secondary: None,
     };

@@ -1,6 +1,10 @@
 //! A loaded bridge-mount provider and its steps, each in a fresh instance.
 
-use std::{path::PathBuf, sync::Arc};
+use std::{
+    collections::HashMap,
+    path::PathBuf,
+    sync::{Arc, Mutex},
+};
 
 use wasmtime::Store;
 
@@ -19,6 +23,14 @@ pub struct ProviderModule {
     name: Arc<str>,
     pub metadata: Metadata,
     pub path: PathBuf,
+    /// Per step, its calls stopped in a row (deadline, memory limit,
+    /// trap); a call of the step that returns resets it. Per step, as a
+    /// module's `validate` may return while its `prepare` loops.
+    stopped: Mutex<HashMap<&'static str, u32>>,
+    /// While a step's last call was stopped, the module's calls of it take
+    /// turns one at a time: many mounts on a module that loops cannot hold
+    /// every turn of the operator.
+    probation: tokio::sync::Semaphore,
 }
 
 /// Runs one step in a fresh instance: instantiate, call, and turn traps,
@@ -27,6 +39,10 @@ macro_rules! step {
     ($self:ident, $cluster:expr, $mount:expr, $step:literal, $method:ident) => {{
         let subject: Arc<str> = format!("{}/{}", $mount.namespace, $mount.name).into();
         // Waiting for a turn is not part of the call's deadline.
+        let _probation = match $self.stopped_of($step) {
+            0 => None,
+            _ => $self.probation.acquire().await.ok(),
+        };
         let _turn = $self.sandbox.turn().await;
         let mut store = $self.sandbox.store($self.name.clone(), subject, $cluster);
         let call = async {
@@ -38,14 +54,13 @@ macro_rules! step {
         };
         let started = std::time::Instant::now();
         let ended = tokio::time::timeout($self.sandbox.hard_deadline(), call).await;
-        $self
-            .sandbox
-            .settle(&store, $step, started, ended)?
-            .map_err(|error| CallError::Provider {
-                module: $self.name.to_string(),
-                step: $step,
-                error,
-            })
+        let settled = $self.sandbox.settle(&store, $step, started, ended);
+        $self.count_stop($step, settled.is_err());
+        settled?.map_err(|error| CallError::Provider {
+            module: $self.name.to_string(),
+            step: $step,
+            error,
+        })
     }};
 }
 
@@ -78,7 +93,32 @@ impl ProviderModule {
             name: metadata.name.clone().into(),
             metadata,
             path,
+            stopped: Mutex::default(),
+            probation: tokio::sync::Semaphore::new(1),
         })
+    }
+
+    /// The most calls in a row of any one step the sandbox stopped.
+    pub fn stopped_in_a_row(&self) -> u32 {
+        self.stops().values().copied().max().unwrap_or(0)
+    }
+
+    fn stopped_of(&self, step: &'static str) -> u32 {
+        self.stops().get(step).copied().unwrap_or(0)
+    }
+
+    fn count_stop(&self, step: &'static str, stopped: bool) {
+        let mut stops = self.stops();
+        if stopped {
+            *stops.entry(step).or_default() += 1;
+        } else {
+            stops.remove(step);
+        }
+    }
+
+    fn stops(&self) -> std::sync::MutexGuard<'_, HashMap<&'static str, u32>> {
+        // Counts stay usable even if a holder panicked.
+        self.stopped.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn name(&self) -> &str {

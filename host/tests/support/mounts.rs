@@ -39,12 +39,23 @@ impl Bed {
     }
 
     pub async fn with_flags(prefix: &str, flags: &[&str]) -> anyhow::Result<Self> {
+        let bundled = pontoon_tests::providers::bundled_providers_dir()?;
+        Self::with_providers(prefix, &bundled, flags).await
+    }
+
+    /// A bed whose operator loads the modules of `providers`.
+    pub async fn with_providers(
+        prefix: &str,
+        providers: &std::path::Path,
+        flags: &[&str],
+    ) -> anyhow::Result<Self> {
         install_crds().await?;
         let target = TestNamespace::new(prefix).await?;
         let gefyra = TestNamespace::new(&format!("{prefix}-gefyra")).await?;
-        let operator = Operator::start(
+        let operator = Operator::start_with_providers(
             std::path::Path::new(env!("CARGO_BIN_EXE_pontoon")),
             gefyra.name(),
+            providers,
             flags,
         )?;
         Ok(Self {

@@ -77,7 +77,8 @@ impl Reconcile<'_> {
         request: &Mount,
     ) -> Result<Action, Error> {
         let waited = self.cr.time_in(State::Error, self.writer.now());
-        match error_retry(self.writer.ready_reason(), waited, self.interval) {
+        let pause = failure_pause(provider.stopped_in_a_row());
+        match error_retry(self.writer.ready_reason(), waited, pause, self.interval) {
             Retry::Admit => self.admit(State::Error, provider, request).await,
             Retry::After(after) => Ok(Action::requeue(after)),
         }
@@ -94,22 +95,36 @@ pub enum Retry {
 /// ERROR, by the reason it was entered for: the provider may have been
 /// loaded, the other mount of the target gone, or the operator restarted
 /// with other namespaces allowed (admission answers those at once); a
-/// provider failure may pass after some time. Invalid input stays: the
+/// provider failure may pass after `pause`. Invalid input stays: the
 /// fields that decide it cannot change, the mount must be recreated.
-pub fn error_retry(ready: ReadyReason, waited: Duration, interval: Duration) -> Retry {
+pub fn error_retry(
+    ready: ReadyReason,
+    waited: Duration,
+    pause: Duration,
+    interval: Duration,
+) -> Retry {
     match ready {
         ReadyReason::Known(
             Reason::ProviderNotFound | Reason::DuplicateMount | Reason::NamespaceNotAllowed,
         ) => Retry::Admit,
         ReadyReason::Known(Reason::ProviderFailed) | ReadyReason::Unset => {
-            if waited >= ERROR_RETRY {
+            if waited >= pause {
                 Retry::Admit
             } else {
-                Retry::After(ERROR_RETRY.saturating_sub(waited))
+                Retry::After(pause.saturating_sub(waited))
             }
         }
         ReadyReason::Known(_) | ReadyReason::Other => Retry::After(interval),
     }
+}
+
+/// How long a mount in ERROR for a provider failure waits before it is
+/// tried again: [`ERROR_RETRY`], doubled for each call of the provider in
+/// a row that the sandbox stopped (deadline, memory, trap), up to 16 times
+/// as long. A module that runs out its deadline at every call would
+/// otherwise hold a turn for its deadline every [`ERROR_RETRY`].
+pub fn failure_pause(stopped_in_a_row: u32) -> Duration {
+    ERROR_RETRY * 2u32.pow(stopped_in_a_row.saturating_sub(1).min(4))
 }
 
 /// The most `providerParameter` JSON a mount may carry: it is handed to the
@@ -381,7 +396,7 @@ mod tests {
             None
         );
         assert_eq!(
-            error_retry(said, Duration::ZERO, INTERVAL),
+            error_retry(said, Duration::ZERO, ERROR_RETRY, INTERVAL),
             Retry::Admit,
             "a restart with other namespaces allowed is answered at once"
         );
@@ -536,11 +551,26 @@ mod tests {
     }
 
     #[test]
+    fn a_provider_stopped_again_and_again_is_retried_ever_less_often() {
+        let secs = Duration::from_secs;
+        let pauses: Vec<Duration> = (0..8).map(failure_pause).collect();
+        assert_eq!(
+            pauses,
+            [15, 15, 30, 60, 120, 240, 240, 240].map(secs).to_vec()
+        );
+    }
+
+    #[test]
     fn error_retries_by_the_reason_it_was_entered_for() {
         let secs = Duration::from_secs;
         for reason in [Reason::ProviderNotFound, Reason::DuplicateMount] {
             assert_eq!(
-                error_retry(ReadyReason::Known(reason), Duration::ZERO, INTERVAL),
+                error_retry(
+                    ReadyReason::Known(reason),
+                    Duration::ZERO,
+                    ERROR_RETRY,
+                    INTERVAL
+                ),
                 Retry::Admit,
                 "{reason}: at once"
             );
@@ -550,15 +580,26 @@ mod tests {
             ReadyReason::Unset,
         ] {
             assert_eq!(
-                error_retry(ready, secs(0), INTERVAL),
+                error_retry(ready, secs(0), ERROR_RETRY, INTERVAL),
                 Retry::After(secs(15))
             );
             assert_eq!(
-                error_retry(ready, secs(10), INTERVAL),
+                error_retry(ready, secs(10), ERROR_RETRY, INTERVAL),
                 Retry::After(secs(5))
             );
-            assert_eq!(error_retry(ready, secs(15), INTERVAL), Retry::Admit);
-            assert_eq!(error_retry(ready, secs(600), INTERVAL), Retry::Admit);
+            assert_eq!(
+                error_retry(ready, secs(15), ERROR_RETRY, INTERVAL),
+                Retry::Admit
+            );
+            assert_eq!(
+                error_retry(ready, secs(600), ERROR_RETRY, INTERVAL),
+                Retry::Admit
+            );
+            // A provider stopped three times in a row: four times the pause.
+            assert_eq!(
+                error_retry(ready, secs(15), failure_pause(3), INTERVAL),
+                Retry::After(secs(45))
+            );
         }
         for ready in [
             ReadyReason::Known(Reason::InvalidInput),
@@ -566,7 +607,7 @@ mod tests {
             ReadyReason::Other,
         ] {
             assert_eq!(
-                error_retry(ready, secs(600), INTERVAL),
+                error_retry(ready, secs(600), ERROR_RETRY, INTERVAL),
                 Retry::After(INTERVAL),
                 "{ready:?} stays"
             );

@@ -143,7 +143,7 @@ impl Writer {
         let event = KubeEvent {
             type_: notice.type_,
             reason: notice.reason.as_str().into(),
-            note: Some(notice.note),
+            note: Some(crate::controller_support::event_note(notice.note)),
             action: notice.action.into(),
             secondary: None,
         };

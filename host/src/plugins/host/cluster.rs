@@ -325,7 +325,7 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
                 EventType::Warning => KubeEventType::Warning,
             },
             reason,
-            note: Some(message),
+            note: Some(crate::controller_support::event_note(message)),
             action: module,
             secondary: None,
         };

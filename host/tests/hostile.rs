@@ -1,0 +1,240 @@
+//! Hostile provider modules used by real mounts: one that loops, one that
+//! exhausts its memory, one that traps and one that blocks in a host call
+//! (an exec that never returns), beside three mounts on carrier2mount, all
+//! created at once. The hostile mounts go to ERROR naming what stopped
+//! their provider; the good ones reach ACTIVE while the hostile calls still
+//! run; the operator stays ready throughout.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use k8s_openapi::api::{core::v1::Pod, events::v1::Event};
+use kube::{
+    Api,
+    api::{ListParams, PostParams},
+};
+use pontoon::bridge_mount::{GefyraBridgeMount, crd::BridgeMountFields};
+use pontoon_tests::{modules::test_module, providers::bundled_provider};
+use serde_json::json;
+
+mod support;
+
+use support::mounts::*;
+
+/// The operator's default: what a hostile call may hold a turn for.
+const DEADLINE: Duration = Duration::from_secs(10);
+
+/// A hostile mount: its provider, its parameters, and what its ERROR says.
+struct Hostile {
+    mount: &'static str,
+    provider: &'static str,
+    says: &'static str,
+}
+
+const HOSTILE: [Hostile; 4] = [
+    Hostile {
+        mount: "loops",
+        provider: "infinite-loop",
+        says: "did not finish `prepare` within its deadline",
+    },
+    Hostile {
+        mount: "hogs",
+        provider: "memory-hog",
+        says: "exceeded its memory limit",
+    },
+    Hostile {
+        mount: "traps",
+        provider: "trap",
+        says: "trapped in `prepare`",
+    },
+    Hostile {
+        mount: "blocks",
+        provider: "exec-probe",
+        says: "did not finish `prepare` within its deadline",
+    },
+];
+
+fn state(mount: Option<GefyraBridgeMount>) -> String {
+    mount.and_then(|m| m.fields.state).unwrap_or_default()
+}
+
+#[tokio::test]
+async fn hostile_providers_fail_their_own_mounts_only() -> anyhow::Result<()> {
+    // The bundled carrier2mount and the four hostile modules, side by side.
+    let dir = tempfile::tempdir()?;
+    std::fs::copy(
+        bundled_provider("carrier2mount")?,
+        dir.path().join("carrier2mount.wasm"),
+    )?;
+    for module in ["infinite_loop", "memory_hog", "trap", "exec_probe"] {
+        std::fs::copy(
+            test_module(module)?,
+            dir.path().join(format!("{module}.wasm")),
+        )?;
+    }
+    let bed = Bed::with_providers("hostile", dir.path(), &[]).await?;
+    let goods = ["web-a", "web-b", "web-c"];
+    bed.deployments(&goods).await?;
+    // Each hostile mount has a bare pod of its own (one mount per container).
+    let pods = bed.target.api::<Pod>();
+    for h in &HOSTILE {
+        pods.create(&PostParams::default(), &bare_pod(h.mount)?)
+            .await?;
+    }
+    ready_pods(&bed.target, "app", HOSTILE.len() + goods.len()).await?;
+
+    // The hostile ones first: they reach the provider's turns first.
+    let started = Instant::now();
+    for h in &HOSTILE {
+        let parameter = match h.provider {
+            // An exec that never returns, into the mount's own pod.
+            "exec-probe" => Some(
+                json!({ "pod": h.mount, "container": "app", "command": ["sleep", "3600"] })
+                    .as_object()
+                    .cloned()
+                    .context("an object")?,
+            ),
+            _ => None,
+        };
+        let fields = BridgeMountFields {
+            provider: Some(h.provider.into()),
+            provider_parameter: parameter,
+            ..Default::default()
+        };
+        bed.mount_with(h.mount, &format!("pod/{}", h.mount), "app", fields)
+            .await?;
+    }
+    for good in goods {
+        bed.mount(good, &format!("deploy/{good}"), "app").await?;
+    }
+
+    // The good mounts progress while the looping and the blocked calls
+    // still hold their turns: all ACTIVE before either could have ended.
+    for good in goods {
+        bed.wait_state(good, "ACTIVE").await?;
+    }
+    let goods_active = started.elapsed();
+    let mounts = bed.mounts();
+    for slow in ["loops", "blocks"] {
+        let now = state(mounts.get_opt(slow).await?);
+        assert_ne!(
+            now, "ERROR",
+            "{slow} is already ERROR: the good mounts took {goods_active:?}, past the hostile call's deadline"
+        );
+    }
+    assert_eq!(
+        bed.operator.get("/readyz").await?.0,
+        200,
+        "ready while hostile calls run"
+    );
+
+    // Each hostile mount: ERROR, its Ready condition naming the cause.
+    for h in &HOSTILE {
+        let failed = bed.wait_state(h.mount, "ERROR").await?;
+        let (reason, message) = Bed::ready(&failed);
+        assert_eq!(reason, "ProviderFailed", "{}: {message}", h.mount);
+        assert!(
+            message.contains(h.says) && message.contains(h.provider),
+            "{}: {message:?} does not say {:?}",
+            h.mount,
+            h.says
+        );
+    }
+    let hostile_done = started.elapsed();
+    assert!(
+        hostile_done >= DEADLINE,
+        "the deadline errors came after {hostile_done:?}, before the deadline: not what was tested"
+    );
+    assert_eq!(
+        bed.operator.get("/readyz").await?.0,
+        200,
+        "ready after the hostile calls"
+    );
+    // The good mounts stayed ACTIVE through it all.
+    for good in goods {
+        assert_eq!(state(mounts.get_opt(good).await?), "ACTIVE", "{good}");
+    }
+    // Each failure posted its Event (a trap's backtrace is longer than an
+    // Event's note may be: cut, not refused).
+    let events: Api<Event> = bed.gefyra.api();
+    let posted = events.list(&ListParams::default()).await?;
+    for h in &HOSTILE {
+        assert!(
+            posted.items.iter().any(|e| {
+                e.reason.as_deref() == Some("ProviderFailed")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(h.mount)
+            }),
+            "no ProviderFailed Event about {}",
+            h.mount
+        );
+    }
+
+    // A module once stopped takes turns one at a time: three more mounts
+    // on the looping module and three more good ones, at once. Were the
+    // three looping calls to run side by side, they would hold every turn
+    // for the deadline and the good mounts would wait.
+    let more = ["web-d", "web-e", "web-f"];
+    bed.deployments(&more).await?;
+    let loopers = ["loops-1", "loops-2", "loops-3"];
+    for name in loopers {
+        pods.create(&PostParams::default(), &bare_pod(name)?)
+            .await?;
+    }
+    for name in loopers {
+        ready_pods(&bed.target, &format!("app={name}"), 1).await?;
+    }
+    let again = Instant::now();
+    for name in loopers {
+        let fields = BridgeMountFields {
+            provider: Some("infinite-loop".into()),
+            ..Default::default()
+        };
+        bed.mount_with(name, &format!("pod/{name}"), "app", fields)
+            .await?;
+    }
+    for good in more {
+        bed.mount(good, &format!("deploy/{good}"), "app").await?;
+    }
+    for good in more {
+        bed.wait_state(good, "ACTIVE").await?;
+    }
+    let more_active = again.elapsed();
+    let errored: Vec<&str> = {
+        let mut errored = Vec::new();
+        for name in loopers {
+            if state(mounts.get_opt(name).await?) == "ERROR" {
+                errored.push(name);
+            }
+        }
+        errored
+    };
+    assert!(
+        errored.is_empty(),
+        "{errored:?} already ERROR when the good mounts were ACTIVE ({more_active:?}): the good ones waited for the looping calls"
+    );
+    assert_eq!(bed.operator.get("/readyz").await?.0, 200);
+    for name in loopers {
+        bed.wait_state(name, "ERROR").await?;
+    }
+    let loopers_done = again.elapsed();
+    assert!(
+        loopers_done >= DEADLINE * 2,
+        "the three looping calls ended after {loopers_done:?}: they ran side by side"
+    );
+
+    println!(
+        "hostile: 3 good mounts ACTIVE {:.2} s after creation; the 4 hostile ones ERROR after {:.2} s (deadline {} s); then, beside 3 more mounts on the looping module (one at a time: ERROR after {:.2} s), 3 more good ones ACTIVE in {:.2} s",
+        goods_active.as_secs_f64(),
+        hostile_done.as_secs_f64(),
+        DEADLINE.as_secs(),
+        loopers_done.as_secs_f64(),
+        more_active.as_secs_f64(),
+    );
+    for good in goods.iter().chain(&more) {
+        bed.delete_mount(good).await?;
+    }
+    for name in HOSTILE.iter().map(|h| h.mount).chain(loopers) {
+        bed.delete_mount(name).await?;
+    }
+    Ok(())
+}
