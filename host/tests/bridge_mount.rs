@@ -663,6 +663,7 @@ async fn health_readiness_and_metrics_show_an_active_mount() -> anyhow::Result<(
         "{log}"
     );
     assert!(!log.contains("pontoon::plugins::host::log"), "{log}");
+    bed.delete_mount("web-mount").await?;
     Ok(())
 }
 
@@ -882,7 +883,10 @@ async fn frozen_leader(accounts: &TestNamespace) -> anyhow::Result<()> {
         bed.operator.log_tail(40)
     );
     // The new leader still serves: a mount deleted now is restored.
-    bed.delete_mount("web-a-mount").await?;
+    // Mounts left behind would outlive their operators (finalizers stay).
+    for name in names {
+        bed.delete_mount(&format!("{name}-mount")).await?;
+    }
     Ok(())
 }
 
@@ -949,6 +953,8 @@ async fn with_leader_election_one_operator_acts_and_a_standby_takes_over() -> an
     bed.wait_state("web-mount-2", "ACTIVE")
         .await
         .map_err(|e| anyhow::anyhow!("{e}\n--- new leader ---\n{}", standby.log_tail(30)))?;
+    // A mount left behind would outlive its operator (its finalizer stays).
+    bed.delete_mount("web-mount-2").await?;
     Ok(())
 }
 
@@ -1006,6 +1012,7 @@ async fn oversized_fields_are_refused_naming_the_field_and_the_limit() -> anyhow
         .await
         .expect_err("a 64-character container was stored");
     assert!(err.to_string().contains("targetContainer"), "{err}");
+    bed.delete_mount("huge").await?;
     Ok(())
 }
 
@@ -1141,7 +1148,7 @@ async fn a_second_writer_racing_the_operator_loses_no_transition_and_doubles_non
         "the second writer met no conflict in {writes} writes: nothing raced"
     );
     let (_, metrics) = bed.operator.get("/metrics").await?;
-    let seen = seen.lock().unwrap();
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
     let order = ["REQUESTED", "PREPARING", "INSTALLING", "ACTIVE"];
     for name in names {
         let mount = format!("{name}-mount");
@@ -1186,5 +1193,8 @@ async fn a_second_writer_racing_the_operator_loses_no_transition_and_doubles_non
         operator("ok") + operator("conflict"),
         operator("conflict")
     );
+    for name in names {
+        bed.delete_mount(&format!("{name}-mount")).await?;
+    }
     Ok(())
 }

@@ -159,5 +159,9 @@ async fn the_operator_rides_out_an_api_server_restart() -> anyhow::Result<()> {
         !yaml.contains("/before"),
         "the old route is still served: {yaml}"
     );
+    // A mount left behind would outlive its operator (its finalizer stays).
+    for i in 0..MOUNTS {
+        bed.delete_mount(&format!("m-{i}")).await?;
+    }
     Ok(())
 }
