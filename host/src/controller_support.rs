@@ -58,11 +58,7 @@ pub const MAX_EVENT_NOTE_BYTES: usize = 1024;
 pub fn event_note(mut message: String) -> String {
     const MORE: &str = " …";
     if message.len() > MAX_EVENT_NOTE_BYTES {
-        let mut end = MAX_EVENT_NOTE_BYTES - MORE.len();
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
+        message.truncate(message.floor_char_boundary(MAX_EVENT_NOTE_BYTES - MORE.len()));
         message.push_str(MORE);
     }
     message

@@ -54,6 +54,23 @@ const HOSTILE: [Hostile; 4] = [
     },
 ];
 
+/// Mount `name` of the bare pod of the same name, on `provider`.
+async fn mount_on(
+    bed: &Bed,
+    name: &str,
+    provider: &str,
+    parameter: Option<serde_json::Map<String, serde_json::Value>>,
+) -> anyhow::Result<()> {
+    let fields = BridgeMountFields {
+        provider: Some(provider.into()),
+        provider_parameter: parameter,
+        ..Default::default()
+    };
+    bed.mount_with(name, &format!("pod/{name}"), "app", fields)
+        .await?;
+    Ok(())
+}
+
 fn state(mount: Option<GefyraBridgeMount>) -> String {
     mount.and_then(|m| m.fields.state).unwrap_or_default()
 }
@@ -96,13 +113,7 @@ async fn hostile_providers_fail_their_own_mounts_only() -> anyhow::Result<()> {
             ),
             _ => None,
         };
-        let fields = BridgeMountFields {
-            provider: Some(h.provider.into()),
-            provider_parameter: parameter,
-            ..Default::default()
-        };
-        bed.mount_with(h.mount, &format!("pod/{}", h.mount), "app", fields)
-            .await?;
+        mount_on(&bed, h.mount, h.provider, parameter).await?;
     }
     for good in goods {
         bed.mount(good, &format!("deploy/{good}"), "app").await?;
@@ -185,12 +196,7 @@ async fn hostile_providers_fail_their_own_mounts_only() -> anyhow::Result<()> {
     }
     let again = Instant::now();
     for name in loopers {
-        let fields = BridgeMountFields {
-            provider: Some("infinite-loop".into()),
-            ..Default::default()
-        };
-        bed.mount_with(name, &format!("pod/{name}"), "app", fields)
-            .await?;
+        mount_on(&bed, name, "infinite-loop", None).await?;
     }
     for good in more {
         bed.mount(good, &format!("deploy/{good}"), "app").await?;

@@ -27,9 +27,9 @@ pub struct ProviderModule {
     /// trap); a call of the step that returns resets it. Per step, as a
     /// module's `validate` may return while its `prepare` loops.
     stopped: Mutex<HashMap<&'static str, u32>>,
-    /// While a step's last call was stopped, the module's calls of it take
-    /// turns one at a time: many mounts on a module that loops cannot hold
-    /// every turn of the operator.
+    /// While a step's last call was stopped, the module's calls of such
+    /// steps run one at a time: many mounts on a module that loops cannot
+    /// hold every turn of the operator.
     probation: tokio::sync::Semaphore,
 }
 
