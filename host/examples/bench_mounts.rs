@@ -14,6 +14,11 @@
 //!   limits (3 provider calls at once, 64 MiB each): until all are ACTIVE,
 //!   the operator's peak RSS and CPU meanwhile, and their deletion until
 //!   every target is restored;
+//! - bridges, where the test bed runs process pods (as root): a mount of a
+//!   3-replica Deployment of echo servers, then 10 rounds of a GefyraBridge
+//!   created (until the first request with its header, sent through the
+//!   workload's Service, is answered by the developer's pod) and deleted
+//!   (until such a request is answered by the shadow again);
 //! - the operator's peak RSS and CPU seconds over the whole run.
 
 use std::{
@@ -38,10 +43,11 @@ use kube::{
     api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams},
     runtime::{WatchStreamExt, watcher},
 };
-use pontoon::bridge_mount::{GefyraBridgeMount, crd::BridgeMountFields};
+use pontoon::bridge_mount::{GefyraBridge, GefyraBridgeMount, crd::BridgeMountFields};
 use pontoon_tests::{
     TestNamespace,
     bench::{BenchOperator, memory_kib, percentile},
+    traffic::{Request, TestbedNet, echo_container},
     wait_for, wait_for_list,
 };
 use serde_json::json;
@@ -79,8 +85,19 @@ async fn main() -> anyhow::Result<()> {
         Ok(_) if burst_size > 0 => Some(burst(&gefyra, burst_size, pid).await),
         _ => None,
     };
+    let bridges = match &outcome {
+        Ok(_) => match TestbedNet::of_testbed() {
+            Ok(net) => Some(bridge_rounds(&gefyra, &net).await),
+            Err(reason) => {
+                println!("bridges: not measured: {reason}");
+                None
+            }
+        },
+        Err(_) => None,
+    };
     let usage = Usage::of(pid);
     operator.kill()?;
+    let bridges = bridges.transpose()?;
     let (create, delete, many, timeline) = outcome?;
     let burst = burst.transpose()?;
     let usage = usage?;
@@ -126,6 +143,19 @@ async fn main() -> anyhow::Result<()> {
         println!(
             "  all deleted and restored after {:>7.3} s (goal: <= 15 s; restored: mount gone, every pod on its original image and Ready)",
             b.restored.as_secs_f64()
+        );
+    }
+    if let Some((created, deleted)) = &bridges {
+        println!("bridges on a mount of a 3-replica Deployment of echo servers, {ROUNDS} rounds:");
+        println!(
+            "  bridge created -> first request routed to the developer   p50 {:>7.3} s   p99 {:>7.3} s   (goal: p50 <= 0.5 s; from the create call's start until a request with the bridge's header, sent through the workload's Service every 10 ms, is answered by the developer's pod)",
+            percentile(created, 50),
+            percentile(created, 99)
+        );
+        println!(
+            "  bridge deleted -> traffic back to the shadow              p50 {:>7.3} s   p99 {:>7.3} s   (goal: p50 <= 0.5 s; until ten such requests in a row, each on a connection of its own, are all answered by shadow pods: every pod of the target has dropped the bridge)",
+            percentile(deleted, 50),
+            percentile(deleted, 99)
         );
     }
     println!("operator process over the whole run:");
@@ -734,4 +764,139 @@ fn clock_ticks_per_second() -> f64 {
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(100.0)
+}
+
+/// Bridge rounds: (created -> routed, deleted -> back at the shadow).
+async fn bridge_rounds(
+    gefyra: &TestNamespace,
+    net: &TestbedNet,
+) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
+    const PORT: u16 = 3000;
+    let ns = TestNamespace::new("bench-bridges").await?;
+    let app = |name: &str, replicas: usize| -> anyhow::Result<Deployment> {
+        Ok(serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "spec": {
+                "replicas": replicas,
+                "selector": { "matchLabels": { "app": name } },
+                "template": { "metadata": { "labels": { "app": name } },
+                              "spec": { "containers": [echo_container("echo", PORT)] } }
+            }
+        }))?)
+    };
+    let deployments = ns.api::<Deployment>();
+    deployments
+        .create(&PostParams::default(), &app("echo", 3)?)
+        .await?;
+    deployments
+        .create(&PostParams::default(), &app("dev", 1)?)
+        .await?;
+    let service: k8s_openapi::api::core::v1::Service = serde_json::from_value(json!({
+        "metadata": { "name": "echo" },
+        "spec": { "selector": { "app": "echo" }, "ports": [{ "port": 80, "targetPort": PORT }] }
+    }))?;
+    let service = ns
+        .api::<k8s_openapi::api::core::v1::Service>()
+        .create(&PostParams::default(), &service)
+        .await?;
+    let authority = format!(
+        "{}:80",
+        service.spec.and_then(|s| s.cluster_ip).unwrap_or_default()
+    );
+    let ready = |selector: &'static str, count: usize| {
+        let pods = ns.api::<Pod>();
+        async move {
+            wait_for_list(
+                &pods,
+                selector,
+                |ps| {
+                    let live: Vec<&Pod> = ps
+                        .iter()
+                        .filter(|p| p.metadata.deletion_timestamp.is_none())
+                        .collect();
+                    live.len() == count && live.iter().all(|p| pontoon_tests::pod_ready(p))
+                },
+                TIMEOUT,
+            )
+            .await
+        }
+    };
+    ready("app=echo", 3).await?;
+    let dev = ready("app=dev", 1).await?;
+    let (dev_pod, dev_ip) = (
+        dev[0].name_any(),
+        dev[0]
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ip.clone())
+            .unwrap_or_default(),
+    );
+    let mounts: Api<GefyraBridgeMount> = gefyra.api();
+    let mut target = mount("bridged", ns.name(), gefyra.name());
+    target.fields.target = Some("deploy/echo".into());
+    target.fields.target_container = Some("echo".into());
+    mounts.create(&PostParams::default(), &target).await?;
+    until_active(mounts.clone(), vec!["bridged".into()]).await?;
+    // One request, or ten in a row (each on a connection of its own, so
+    // through kube-proxy's balancing anew): the first is answered by one
+    // pod; the ten miss one of three pods with a chance of 3 * (2/3)^10.
+    let one = vec![Request {
+        path: "/",
+        header: Some("x-gefyra: bench"),
+    }];
+    let ten = vec![one[0]; 10];
+    let answered_by = |want: &'static str| {
+        let (net, authority, dev_pod) = (net.clone(), authority.clone(), dev_pod.clone());
+        let (one, ten) = (one.clone(), ten.clone());
+        async move {
+            let started = Instant::now();
+            while started.elapsed() < TIMEOUT {
+                let requests = if want == "dev" { &one } else { &ten };
+                let answers = net.send(&authority, requests, Duration::from_secs(2))?;
+                let hit = answers.iter().all(|a| {
+                    let by = a.as_deref().unwrap_or_default();
+                    match want {
+                        "dev" => by == dev_pod,
+                        _ => by.starts_with("echo-gefyra"),
+                    }
+                });
+                if hit {
+                    return Ok::<Instant, anyhow::Error>(Instant::now());
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            bail!("no request was answered by the {want} within {TIMEOUT:?}")
+        }
+    };
+    answered_by("shadow").await?;
+    let bridges: Api<GefyraBridge> = gefyra.api();
+    let (mut created, mut deleted) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        let name = format!("bench-bridge-{round}");
+        let bridge: GefyraBridge = serde_json::from_value(json!({
+            "metadata": { "name": name, "namespace": gefyra.name(),
+                          "labels": { "gefyra.dev/bridge-mount": "bridged" } },
+            "provider": "carrier2",
+            "providerParameter": { "rules": [{ "match": [{ "matchHeader": {
+                "name": "x-gefyra", "value": "bench", "type": "exact" } }] }] },
+            "target": "bridged",
+            "portMappings": [format!("{PORT}:{PORT}")],
+            "destinationIP": dev_ip,
+        }))?;
+        let started = Instant::now();
+        bridges.create(&PostParams::default(), &bridge).await?;
+        created.push(answered_by("dev").await? - started);
+        let started = Instant::now();
+        bridges.delete(&name, &DeleteParams::default()).await?;
+        deleted.push(answered_by("shadow").await? - started);
+        println!(
+            "  bridge round {round}: routed after {:.3} s, back at the shadow after {:.3} s",
+            created[round].as_secs_f64(),
+            deleted[round].as_secs_f64()
+        );
+    }
+    mounts.delete("bridged", &DeleteParams::default()).await?;
+    let gone = |m: Option<&GefyraBridgeMount>| m.is_none();
+    wait_for(&mounts, "bridged", gone, TIMEOUT).await?;
+    Ok((created, deleted))
 }

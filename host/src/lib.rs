@@ -2,6 +2,7 @@
 //!
 //! The binary (`src/main.rs`) is a thin command-line edge over this library.
 
+pub mod bridge;
 pub mod bridge_mount;
 pub mod chaos;
 pub mod conditions;

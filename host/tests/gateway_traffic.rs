@@ -38,6 +38,29 @@ struct Bed {
 }
 
 impl Bed {
+    /// The route's PartiallyInvalid condition, once written: the route's
+    /// status follows the ConfigMap, so the test waits for it rather than
+    /// reading it the moment the config is there.
+    async fn partially_invalid(
+        &self,
+        route: &str,
+    ) -> anyhow::Result<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+        let routes: Api<HttpRoute> = self.ns.api();
+        let find = |r: &HttpRoute| {
+            r.status.as_ref()?.parents.iter().find_map(|p| {
+                p.conditions
+                    .iter()
+                    .find(|c| c.type_ == "PartiallyInvalid")
+                    .cloned()
+            })
+        };
+        let reported = move |r: Option<&HttpRoute>| r.and_then(find).is_some();
+        let route = wait_for(&routes, route, reported, TIMEOUT)
+            .await?
+            .with_context(|| format!("route {route} is gone"))?;
+        find(&route).context("the condition went again")
+    }
+
     /// Its caller asks [`netns::unavailable`] first and skips.
     async fn new(prefix: &str) -> anyhow::Result<Self> {
         let mut net = NetNs::create(prefix)?;
@@ -255,12 +278,9 @@ async fn requests_reach_the_backends_their_routes_match() -> anyhow::Result<()> 
         .await?;
     bed.run_praxis(&config, "match.yaml")?;
 
-    let routes: Api<HttpRoute> = bed.ns.api();
-    let shop = routes.get("shop").await?;
-    let conditions = &shop.status.context("shop has a status")?.parents[0].conditions;
-    let partially = conditions
-        .iter()
-        .find(|c| c.type_ == "PartiallyInvalid")
+    let partially = bed
+        .partially_invalid("shop")
+        .await
         .context("the query rule is reported")?;
     assert_eq!(partially.reason, "UnsupportedValue");
     assert!(
@@ -383,12 +403,9 @@ async fn weights_and_filters_shape_the_traffic_of_their_rule_only() -> anyhow::R
         .await?;
     bed.run_praxis(&config, "filters.yaml")?;
 
-    let routes: Api<HttpRoute> = bed.ns.api();
-    let shop = routes.get("shop").await?;
-    let conditions = &shop.status.context("shop has a status")?.parents[0].conditions;
-    let partially = conditions
-        .iter()
-        .find(|c| c.type_ == "PartiallyInvalid")
+    let partially = bed
+        .partially_invalid("shop")
+        .await
         .context("the mirror rule is reported")?;
     assert!(
         partially.message.contains("rule 9") && partially.message.contains("RequestMirror"),

@@ -54,6 +54,7 @@ fn access(ns: &TestNamespace, provider: &ProviderModule, mount: &Mount) -> Clust
         field_manager: provider.name().to_string(),
         events: None,
         journal: None,
+        bridges: std::sync::Arc::from([]),
     }
 }
 

@@ -25,6 +25,7 @@ pub mod operator;
 pub mod praxis;
 pub mod providers;
 pub mod skip;
+pub mod traffic;
 
 pub use skip::skip;
 

@@ -55,9 +55,17 @@ fn build() -> anyhow::Result<PathBuf> {
     // The cargo running the tests, so the same toolchain builds the modules.
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let output = Command::new(&cargo)
-        // Libraries (the crates that are components) and examples (the
-        // components of crates that hold several, such as labelmount's).
-        .args(["build", "--release", "--locked", "--lib", "--examples"])
+        // Libraries (the crates that are components), binaries (command
+        // components, such as not_a_provider) and examples (the components
+        // of crates that hold several, such as labelmount's).
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "--lib",
+            "--bins",
+            "--examples",
+        ])
         .args(["--target", TARGET])
         .arg("--manifest-path")
         .arg(&manifest)

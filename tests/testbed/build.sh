@@ -88,12 +88,23 @@ build_tool() {
 }
 
 # The keys: what decides each part, hashed.
+# CoreDNS, the test bed's cluster DNS: its own module (coredns/), so that its
+# dependencies never move the pins of the Kubernetes build.
+build_coredns() {
+  local out=$1
+  mkdir -p "$out"
+  (cd coredns && go build -trimpath -ldflags "-s -w" -o "$out/coredns" .)
+}
+
 hash16() { sha256sum | cut -c1-16; }
 platform_key() {
   { cat go.mod go.sum; declare -f build_platform; } | hash16
 }
 tool_key() { # PACKAGE
   { cat go.mod go.sum; declare -f build_tool; sha256sum "$1"/*.go internal/*/*.go; } | hash16
+}
+coredns_key() {
+  { cat coredns/go.mod coredns/go.sum coredns/*.go; declare -f build_coredns; } | hash16
 }
 conformance_key() {
   { cat ../conformance/go.mod ../conformance/go.sum; declare -f build_conformance; } | hash16
@@ -161,6 +172,11 @@ echo_backend_key=$(tool_key echo)
 cached "$cache_root/tools/echo-backend-$echo_backend_key" build_tool echo echo-backend
 pod_runner_key=$(tool_key podrun)
 cached "$cache_root/tools/pod-runner-$pod_runner_key" build_tool podrun pod-runner
+coredns_key=$(coredns_key)
+if [[ ! -e "$cache_root/coredns-$coredns_key" ]]; then
+  echo "testbed: building CoreDNS (once per pin set)" >&2
+fi
+cached "$cache_root/coredns-$coredns_key" build_coredns
 conformance_key=$(conformance_key)
 if [[ ! -e "$cache_root/conformance-$conformance_key" ]]; then
   echo "testbed: building the Gateway API conformance suite and echo-basic (once per pin set)" >&2
@@ -174,5 +190,6 @@ install_into pod-exec-sync "$pod_exec_sync_key" "$bin" "$cache_root/tools/pod-ex
 install_into carrier2 "$carrier2_key" "$pod_bin" "$cache_root/tools/carrier2-$carrier2_key/carrier2"
 install_into echo-backend "$echo_backend_key" "$bin" "$cache_root/tools/echo-backend-$echo_backend_key/echo-backend"
 install_into pod-runner "$pod_runner_key" "$bin" "$cache_root/tools/pod-runner-$pod_runner_key/pod-runner"
+install_into coredns "$coredns_key" "$bin" "$cache_root/coredns-$coredns_key/coredns"
 install_into conformance "$conformance_key" "$bin" "$cache_root/conformance-$conformance_key/echo-basic" \
   "$cache_root/conformance-$conformance_key/gateway-conformance.test"

@@ -23,9 +23,9 @@ pod_bin=$cache_root/pod-bin/$(printf '%s' "$tb" | sha256sum | cut -c1-12)
 # the pods' own namespaces named after it (see podrun/).
 netns=pontoon-$(printf '%s' "$tb" | sha256sum | cut -c1-8)
 
-components=(kube-proxy pod-runner pod-exec-sync kwok kube-scheduler kube-controller-manager kube-apiserver etcd)
+components=(coredns kube-proxy pod-runner pod-exec-sync kwok kube-scheduler kube-controller-manager kube-apiserver etcd)
 # What runs only where the test bed can make network namespaces (as root).
-optional_components=(kube-proxy pod-runner)
+optional_components=(coredns kube-proxy pod-runner)
 
 # start NAME COMMAND...: runs COMMAND in its own session, logging to logs/NAME.log.
 start() {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Starts the test bed in the background on loopback: etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kwok (fake nodes and pods) and
-# pod-exec-sync; as root also its network namespace with kube-proxy and
-# pod-runner, which really runs the pods of the images in
+# pod-exec-sync; as root also its network namespace with kube-proxy, CoreDNS
+# and pod-runner, which really runs the pods of the images in
 # process-images.yaml. Returns once the API answers and the nodes are Ready.
 # Running it again while the test bed is up leaves the one cluster as it is,
 # unless that was started from other binaries, certificates or settings than
@@ -11,6 +11,9 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 pod_cidr=10.244.0.0/16
+# The cluster DNS server's address: the pods' gateway in the test bed's
+# network namespace (see make_network).
+cluster_dns=169.254.1.1
 # LoadBalancer ingress addresses (stages.yaml gives them out).
 load_balancer_cidr=10.97.0.0/16
 
@@ -198,10 +201,27 @@ if can_run_processes; then
   # The API server is relayed into the namespace at the same address, so
   # kube-proxy and clients there use the same kubeconfig.
   start pod-runner "$bin/pod-runner" --kubeconfig "$kubeconfig" "${process_images[@]}" \
-    --bin-dirs "$bin:${praxis%/*}" --state "$tb/process-pods" --logs "$logs/pods" \
-    --netns "$netns" --api-relay "127.0.0.1:$apiserver_port"
+    --bin-dirs "$bin:$pod_bin:${praxis%/*}" --state "$tb/process-pods" --logs "$logs/pods" \
+    --netns "$netns" --api-relay "127.0.0.1:$apiserver_port" \
+    --exec-root "$tb/pods" --dns "$cluster_dns"
   wait_until 30 "the API server inside the network namespace" \
     in_netns "$bin/kubectl" --kubeconfig "$kubeconfig" get --raw /readyz
+  # Cluster DNS, as a cluster's CoreDNS serves it (Services, headless
+  # Services' pods, pods by IP), on the pods' gateway address, which every
+  # pod's resolv.conf names (pod-runner --dns). Nothing else is answered:
+  # nothing outside the test bed is reachable from its pods anyway.
+  cat > "$run/Corefile" <<EOF
+cluster.local:53 {
+    bind $cluster_dns
+    ready 127.0.0.1:8181
+    errors
+    kubernetes cluster.local {
+        kubeconfig $kubeconfig testbed
+        pods insecure
+    }
+}
+EOF
+  start coredns nsenter --net="/run/netns/$netns" -- "$bin/coredns" -conf "$run/Corefile"
   start kube-proxy nsenter --net="/run/netns/$netns" -- "$bin/kube-proxy" \
     --kubeconfig "$kubeconfig" --hostname-override kwok-node-0 --proxy-mode nftables \
     --cluster-cidr "$pod_cidr" --conntrack-max-per-core 0 --nodeport-addresses 169.254.1.1/32 \
@@ -216,6 +236,7 @@ wait_until 60 "the nodes to be Ready" kubectl wait --for condition=Ready node --
 wait_until 30 "the default service account" kubectl get serviceaccount default -n default
 if can_run_processes; then
   wait_until 30 "kube-proxy to be healthy" in_netns curl -fsS http://127.0.0.1:10256/healthz
+  wait_until 30 "CoreDNS to be ready" in_netns curl -fsS http://127.0.0.1:8181/ready
 fi
 
 echo "$wanted" > "$run/fingerprint"

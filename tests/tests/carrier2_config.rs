@@ -1,6 +1,7 @@
 //! Property test: every Carrier2 configuration carrier2mount generates, for
 //! any container it accepts (ports, named ports, probes of every kind and
-//! scheme, TLS on some ports with any file names and SNI), passes the test
+//! scheme, TLS on some ports with any file names and SNI, bridges with rules
+//! of every kind of match on some of its ports), passes the test
 //! bed's Carrier2 schema check (`carrier2 -c FILE -t`, strict: no unknown or
 //! duplicate keys, every address `host:port`); a container it does not
 //! accept gets a message naming the container. Nothing panics.
@@ -11,6 +12,9 @@ use carrier2mount::carrier_config::{CarrierConfig, Tls};
 use k8s_openapi::{
     api::core::v1::{Container, ContainerPort, ExecAction, HTTPGetAction, Probe, TCPSocketAction},
     apimachinery::pkg::util::intstr::IntOrString,
+};
+use pontoon_provider_sdk::bridge_mount::bridges::{
+    Bridge, HeaderMatch, MatchType, PathMatch, PortRoute, RequestMatch, Rule,
 };
 use proptest::{prelude::*, test_runner::TestCaseError};
 
@@ -29,6 +33,89 @@ fn any_text() -> impl Strategy<Value = String> {
         Just("- a: b\n  c: [d, {e: f}]\n# not a comment\n---\n".to_string()),
         Just("'\"\\\t\r\n\u{1F6A2}: &anchor *alias !tag".to_string()),
     ]
+}
+
+fn match_type() -> impl Strategy<Value = MatchType> {
+    prop_oneof![
+        Just(MatchType::Exact),
+        Just(MatchType::Prefix),
+        Just(MatchType::Regex)
+    ]
+}
+
+/// A value of a match: any text, or for `regex` a pattern that compiles
+/// in Go's and Rust's engines alike (what the host lets through).
+fn pattern(kind: MatchType) -> BoxedStrategy<String> {
+    match kind {
+        MatchType::Regex => prop_oneof![
+            Just("^/b(/|$)".to_string()),
+            Just("peer[0-9]+".to_string()),
+            "[a-z]{1,10}".prop_map(|s| format!("^{s}.*$")),
+        ]
+        .boxed(),
+        _ => any_text().boxed(),
+    }
+}
+
+fn request_match() -> impl Strategy<Value = RequestMatch> {
+    prop_oneof![
+        (match_type(), "[A-Za-z][-A-Za-z0-9]{0,20}").prop_flat_map(|(kind, name)| {
+            pattern(kind).prop_map(move |value| {
+                RequestMatch::Header(HeaderMatch {
+                    name: name.clone(),
+                    value,
+                    match_type: kind,
+                })
+            })
+        }),
+        match_type().prop_flat_map(|kind| {
+            pattern(kind).prop_map(move |path| {
+                RequestMatch::Path(PathMatch {
+                    path,
+                    match_type: kind,
+                })
+            })
+        }),
+    ]
+}
+
+/// Bridges on the container's ports (some on none of them), each with
+/// rules of matches of every kind, and endpoints of IPs and DNS names.
+fn bridges_for(container: &Container) -> impl Strategy<Value = Vec<Bridge>> + use<> {
+    let mut ports: Vec<u16> = container
+        .ports
+        .iter()
+        .flatten()
+        .filter_map(|p| u16::try_from(p.container_port).ok())
+        .collect();
+    ports.push(9);
+    let route = (
+        prop::sample::select(ports),
+        prop_oneof![
+            "10\\.[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}".boxed(),
+            dns_label()
+                .prop_map(|l| format!("{l}.gefyra.svc.cluster.local"))
+                .boxed(),
+        ],
+        1..=65535u16,
+    )
+        .prop_map(|(port, host, to)| PortRoute {
+            port,
+            endpoint: format!("{host}:{to}"),
+        });
+    let rule = prop::collection::vec(request_match(), 1..4).prop_map(|matches| Rule { matches });
+    let bridge = (
+        dns_label(),
+        prop::collection::vec(rule, 1..4),
+        prop::collection::vec(route, 1..3),
+    )
+        .prop_map(|(name, rules, ports)| Bridge { name, rules, ports });
+    prop::collection::vec(bridge, 0..4).prop_map(|mut bridges| {
+        // The host lists each name once.
+        bridges.sort_by(|a, b| a.name.cmp(&b.name));
+        bridges.dedup_by(|a, b| a.name == b.name);
+        bridges
+    })
 }
 
 fn port_ref(names: Vec<String>) -> impl Strategy<Value = IntOrString> {
@@ -208,30 +295,34 @@ fn every_generated_carrier2_config_passes_the_test_beds_carrier2_check() {
     let (accepted, refused) = (std::cell::Cell::new(0usize), std::cell::Cell::new(0usize));
     let strategy = container().prop_flat_map(|c| {
         let tls = tls_for(&c);
-        (Just(c), tls, dns_label(), dns_label())
+        let bridges = bridges_for(&c);
+        (Just(c), tls, dns_label(), dns_label(), bridges)
     });
-    let outcome = runner.run(&strategy, |(container, tls, service, namespace)| {
-        let tls = files_in(&dir, tls).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        match CarrierConfig::for_container(&container, &tls, &service, &namespace) {
-            Ok(config) => {
-                accepted.set(accepted.get() + 1);
-                let yaml = config.to_yaml();
-                carrier2_check(&carrier2, &dir, &yaml).map_err(|said| {
-                    TestCaseError::fail(format!(
-                        "carrier2 refuses:\n{said}\n--- config ---\n{yaml}"
-                    ))
-                })?;
+    let outcome = runner.run(
+        &strategy,
+        |(container, tls, service, namespace, bridges)| {
+            let tls = files_in(&dir, tls).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            match CarrierConfig::for_container(&container, &tls, &service, &namespace, &bridges) {
+                Ok(config) => {
+                    accepted.set(accepted.get() + 1);
+                    let yaml = config.to_yaml();
+                    carrier2_check(&carrier2, &dir, &yaml).map_err(|said| {
+                        TestCaseError::fail(format!(
+                            "carrier2 refuses:\n{said}\n--- config ---\n{yaml}"
+                        ))
+                    })?;
+                }
+                Err(why) => {
+                    refused.set(refused.get() + 1);
+                    prop_assert!(
+                        why.contains("container `app`"),
+                        "a refusal names the container: {why}"
+                    );
+                }
             }
-            Err(why) => {
-                refused.set(refused.get() + 1);
-                prop_assert!(
-                    why.contains("container `app`"),
-                    "a refusal names the container: {why}"
-                );
-            }
-        }
-        Ok(())
-    });
+            Ok(())
+        },
+    );
     let _ = std::fs::remove_dir_all(&dir);
     if let Err(err) = outcome {
         panic!("{err}");

@@ -9,7 +9,7 @@
 //! namespace (not run as root); a failure under `CI=true` (see
 //! `pontoon_tests::skip`).
 
-use std::{collections::BTreeSet, process::Command, time::Duration};
+use std::{collections::BTreeSet, time::Duration};
 
 use anyhow::Context;
 use k8s_openapi::api::{
@@ -20,48 +20,12 @@ use kube::{
     ResourceExt,
     api::{DeleteParams, PostParams},
 };
-use pontoon_tests::{TestNamespace, testbed_dir, wait_for, wait_for_list};
+use pontoon_tests::{TestNamespace, traffic::TestbedNet, wait_for, wait_for_list};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 /// The test bed's own busybox image (process-images.yaml).
 const BUSYBOX: &str = "testbed.pontoon.dev/busybox:1";
-
-/// The test bed's network namespace, where pods and Services are reachable.
-struct Network {
-    netns: String,
-}
-
-impl Network {
-    /// The namespace, or why the test bed has none.
-    fn of_testbed() -> Result<Self, String> {
-        match std::fs::read_to_string(testbed_dir().join("run/netns")) {
-            Ok(name) => Ok(Self {
-                netns: name.trim().to_string(),
-            }),
-            Err(_) => Err(
-                "the test bed runs no process pods here (up.sh makes its network namespace only as root)"
-                    .into(),
-            ),
-        }
-    }
-
-    /// `GET url` from inside the namespace: the body, or why there is none.
-    fn get(&self, url: &str) -> anyhow::Result<String> {
-        let output = Command::new("nsenter")
-            .arg(format!("--net=/run/netns/{}", self.netns))
-            .args(["--", "curl", "--silent", "--show-error", "--fail"])
-            .args(["--noproxy", "*", "--max-time", "3", url])
-            .output()
-            .context("cannot run curl in the test bed's network namespace")?;
-        anyhow::ensure!(
-            output.status.success(),
-            "GET {url}: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-        Ok(String::from_utf8(output.stdout)?)
-    }
-}
 
 /// busybox's httpd on 8080 serving /www: `pod/name` (downward API: the
 /// pod's name) and `config/greeting` (the ConfigMap `site`).
@@ -109,14 +73,14 @@ fn ready(pod: &Pod) -> bool {
 }
 
 /// Sends `count` requests to `url` and returns the distinct bodies.
-fn answers(net: &Network, url: &str, count: usize) -> anyhow::Result<BTreeSet<String>> {
+fn answers(net: &TestbedNet, url: &str, count: usize) -> anyhow::Result<BTreeSet<String>> {
     (0..count).map(|_| net.get(url)).collect()
 }
 
 #[tokio::test]
 async fn a_process_pod_serves_on_its_ip_its_service_and_its_load_balancer_address()
 -> anyhow::Result<()> {
-    let net = match Network::of_testbed() {
+    let net = match TestbedNet::of_testbed() {
         Ok(net) => net,
         Err(reason) => return pontoon_tests::skip!("{reason}"),
     };
@@ -242,7 +206,7 @@ async fn a_process_pod_serves_on_its_ip_its_service_and_its_load_balancer_addres
 
 #[tokio::test]
 async fn a_failing_readiness_probe_keeps_a_process_pod_not_ready() -> anyhow::Result<()> {
-    let net = match Network::of_testbed() {
+    let net = match TestbedNet::of_testbed() {
         Ok(net) => net,
         Err(reason) => return pontoon_tests::skip!("{reason}"),
     };

@@ -747,11 +747,17 @@ proxy:
   - 10.244.0.7:8443
 ";
 
+/// A real certificate and key for the config's TLS port: the pod's Carrier2
+/// serves, so it loads them when the configuration is handed over.
+const TLS_CERT: &str = include_str!("../../host/src/gateway/resolve/testdata/tls.crt");
+const TLS_KEY: &str = include_str!("../../host/src/gateway/resolve/testdata/tls.key");
+
 /// The script the bridge-mount operator feeds `busybox sh`: write the
 /// configuration, (re)start carrier2 on it, show its log.
 fn carrier2_script(config: &str) -> String {
     format!(
-        "echo cert > /tmp/tls.crt && echo key > /tmp/tls.key\n\
+        "cat <<'EOF' > /tmp/tls.crt\n{TLS_CERT}EOF\n\
+         cat <<'EOF' > /tmp/tls.key\n{TLS_KEY}EOF\n\
          cat <<'EOF' > /tmp/config.yaml\n{config}EOF\n\
          carrier2 -c /tmp/config.yaml -u -d\n\
          cat /tmp/carrier.log\n"

@@ -9,7 +9,10 @@ use kube::{
 };
 
 use super::{crd::GefyraBridgeMount, settings::MountSettings};
-use crate::plugins::{Discovery, Registry};
+use crate::{
+    bridge::Book,
+    plugins::{Discovery, Registry},
+};
 
 pub struct Context {
     pub client: Client,
@@ -19,4 +22,7 @@ pub struct Context {
     pub settings: MountSettings,
     /// Every mount the controller sees (its reflector), for duplicate checks.
     pub mounts: Store<GefyraBridgeMount>,
+    /// What each mount's pods hold of its bridges (shared with the bridge
+    /// controller).
+    pub book: Arc<Book>,
 }

@@ -25,12 +25,13 @@ use pontoon_provider_sdk::Target;
 
 use super::{
     context::Context,
-    crd::GefyraBridgeMount,
+    crd::{GefyraBridge, GefyraBridgeMount},
     reconcile::{Error, Reconcile},
     settings::MountSettings,
     state::State,
 };
 use crate::{
+    bridge::{Book, MOUNT_LABEL},
     chaos,
     controller_support::{
         ApiFailure, ensure_crd, metadata_watch, other_failure, watch_backoff, watch_config,
@@ -87,16 +88,33 @@ pub async fn run(
     });
     let counted = store.clone();
     METRICS.on_scrape(move || count_states(&counted));
+    let (book, changed) = Book::new();
+    let book = Arc::new(book);
     let ctx = Arc::new(Context {
         client: client.clone(),
-        registry,
+        registry: registry.clone(),
         discovery: Arc::new(Discovery::default()),
-        recorder,
+        recorder: recorder.clone(),
         settings,
         mounts: store.clone(),
+        book: book.clone(),
     });
+    let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
+    let bridges = crate::bridge::controller::run(
+        client.clone(),
+        registry,
+        book,
+        changed,
+        recorder,
+        scope.clone(),
+        shutdown.clone(),
+    );
+    let bridge_api: Api<GefyraBridge> = match &scope.watch_namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
     let (pods, deployments, sets) = (store.clone(), store.clone(), store);
-    controller
+    let mounts = controller
         .watches_stream(metadata_watch::<Pod>(&client), move |pod| {
             affected_mounts(&pods, &pod)
         })
@@ -105,6 +123,11 @@ pub async fn run(
         })
         .watches_stream(metadata_watch::<StatefulSet>(&client), move |s| {
             affected_mounts(&sets, &s)
+        })
+        // A bridge that comes, changes or goes is rendered by its mount.
+        .watches(bridge_api, watch_config(), |bridge| {
+            let mount = bridge.labels().get(MOUNT_LABEL)?;
+            Some(ObjectRef::new(mount).within(&bridge.namespace()?))
         })
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
@@ -119,10 +142,10 @@ pub async fn run(
                     tracing::debug!(error = %err, "reconcile did not complete")
                 }
             }
-        })
-        .await;
+        });
+    let ((), bridges) = tokio::join!(mounts, bridges);
     tracing::info!("bridge-mount controller stopped");
-    Ok(())
+    bridges
 }
 
 /// The readiness part this controller reports (`/readyz`).

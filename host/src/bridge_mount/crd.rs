@@ -209,7 +209,8 @@ pub struct BridgeMountStatus {
 }
 
 /// A bridge of a local container into a mount's target (created by Gefyra's
-/// client; Pontoon only removes the ones of a mount that ends).
+/// client; rendered through the mount's provider, see `crate::bridge`, and
+/// removed with the mount).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 pub struct GefyraBridge {
     pub metadata: ObjectMeta,
@@ -248,10 +249,16 @@ pub struct BridgeFields {
         skip_serializing_if = "Option::is_none"
     )]
     pub destination_ip: Option<String>,
-    /// `cluster:local` port pairs, e.g. `80:8080`.
+    /// `local:remote` port pairs, e.g. `8080:80`: requests to the target
+    /// container's port `remote` that match go to the client's port `local`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = []))]
     pub port_mappings: Option<Vec<String>>,
+    /// Sent by Gefyra's client (its legacy "also handle probes" switch):
+    /// kept so that its objects validate strictly; Carrier2 answers the
+    /// target's probe ports itself either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handle_probes: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "preserved_object")]
     pub cluster_endpoint: Option<serde_json::Map<String, serde_json::Value>>,
@@ -456,7 +463,21 @@ pub fn bridge_crd() -> Result<CustomResourceDefinition, serde_json::Error> {
     Ok(definition::<GefyraBridge>(
         &["gbridge", "gbridges"],
         fields_schema::<BridgeFields>()?,
-        Vec::new(),
+        vec![
+            column("State", ".state", "string"),
+            column(
+                "Mount",
+                ".metadata.labels.gefyra\\.dev/bridge-mount",
+                "string",
+            ),
+            column("Client", ".client", "string"),
+            column("Ports", ".portMappings", "string"),
+            CustomResourceColumnDefinition {
+                priority: Some(1),
+                ..column("Message", ".status.message", "string")
+            },
+            column("Age", ".metadata.creationTimestamp", "date"),
+        ],
     ))
 }
 

@@ -29,7 +29,10 @@ use super::{
 };
 use crate::plugins::{
     CallError, ClusterAccess, Discovery, EventSubject, Journal, ProviderModule,
-    bindings::{Condition as ProviderCondition, Mount, Progress, ProviderError},
+    bindings::{
+        BRIDGES_IMPORT, Condition as ProviderCondition, Mount, Progress, ProviderError,
+        provider_bridges::{Bridge, HeaderMatch, MatchType, PortRoute, RequestMatch, Rule},
+    },
 };
 
 const VALIDATE_ACCEPTS: &str = "validate accepts a well-formed mount";
@@ -43,6 +46,11 @@ const INSTALL_COMPLETES: &str = "install completes";
 const INSTALL_TWICE: &str = "install twice is harmless";
 const READY_AFTER_INSTALL: &str = "ready reports every condition true after install";
 const READY_EARNED: &str = "ready is true because install did something (a write or an exec)";
+const BRIDGE_RENDERED: &str =
+    "install with a bridge puts it into every pod's Carrier2 config (its endpoint on its port)";
+const BRIDGE_AFTER_RESTART: &str =
+    "install puts the bridge into the pod that replaced a deleted one";
+const BRIDGE_REMOVED: &str = "install without the bridge takes it out of every pod's config";
 const UNINSTALL_COMPLETES: &str = "uninstall completes";
 const LEFTOVERS: &str = "uninstall leaves nothing the provider created";
 const TARGET_AS_IT_WAS: &str =
@@ -57,7 +65,7 @@ const TARGET_GONE: &str = "target-exists is false after the target is deleted";
 
 /// Every check of a round, in the order it runs: a Deployment's round runs
 /// them all, the others leave out the ones marked `false`.
-const ROUND: [(&str, bool); 20] = [
+const ROUND: [(&str, bool); 23] = [
     (VALIDATE_ACCEPTS, true),
     (TARGET_EXISTS, true),
     (PREPARED_BEFORE, true),
@@ -69,6 +77,9 @@ const ROUND: [(&str, bool); 20] = [
     (INSTALL_TWICE, false),
     (READY_AFTER_INSTALL, true),
     (READY_EARNED, true),
+    (BRIDGE_RENDERED, false),
+    (BRIDGE_AFTER_RESTART, false),
+    (BRIDGE_REMOVED, false),
     (UNINSTALL_COMPLETES, true),
     (LEFTOVERS, true),
     (TARGET_AS_IT_WAS, false),
@@ -113,6 +124,8 @@ pub(super) struct Run {
     /// The kinds asked for with `--kinds`; `None`: every kind the provider serves.
     kinds: Option<Vec<TargetKind>>,
     timeout: Duration,
+    /// The bridges the `bridges` import lists to the provider now.
+    bridges: Arc<[Bridge]>,
     checks: Vec<Check>,
     /// Called with each check as it completes, so progress is visible.
     report: Box<dyn FnMut(&Check) + Send>,
@@ -139,6 +152,7 @@ impl Run {
             kind: TargetKind::Deployment,
             kinds,
             timeout,
+            bridges: Arc::from([]),
             checks: Vec::new(),
             report,
         }
@@ -162,6 +176,7 @@ impl Run {
                 subject,
             )),
             journal: Some(self.journal.clone()),
+            bridges: self.bridges.clone(),
         }
     }
 
@@ -330,7 +345,102 @@ impl Run {
         } else {
             self.skip(&[READY_EARNED], READY_AFTER_INSTALL);
         }
+        if kind == TargetKind::Deployment {
+            self.bridge_steps().await;
+        }
         Ok(())
+    }
+
+    /// What a provider keeps for GefyraBridges: every pod's Carrier2
+    /// config holds each bridge the host lists (also a pod that replaced a
+    /// deleted one), and none it no longer lists.
+    async fn bridge_steps(&mut self) {
+        if !self.provider.renders_bridges() {
+            self.skip_for(
+                &[BRIDGE_RENDERED, BRIDGE_AFTER_RESTART, BRIDGE_REMOVED],
+                &format!(
+                    "the module does not import {BRIDGES_IMPORT}: it renders no GefyraBridges"
+                ),
+            );
+            return;
+        }
+        self.bridges = Arc::from([sample_bridge()]);
+        let rendered = match self.drive("install").await {
+            Ok(()) => self.wait_bridge_in_pods(true).await,
+            Err(err) => Err(err),
+        };
+        if !self.record(BRIDGE_RENDERED, rendered) {
+            self.skip(&[BRIDGE_AFTER_RESTART, BRIDGE_REMOVED], BRIDGE_RENDERED);
+            self.bridges = Arc::from([]);
+            return;
+        }
+        let restarted = self.replace_a_pod().await;
+        let restarted = match restarted {
+            Ok(()) => match self.drive("install").await {
+                Ok(()) => self.wait_bridge_in_pods(true).await,
+                Err(err) => Err(err),
+            },
+            Err(err) => Err(err),
+        };
+        self.record(BRIDGE_AFTER_RESTART, restarted);
+        self.bridges = Arc::from([]);
+        let removed = match self.drive("install").await {
+            Ok(()) => self.wait_bridge_in_pods(false).await,
+            Err(err) => Err(err),
+        };
+        self.record(BRIDGE_REMOVED, removed);
+    }
+
+    /// Deletes one pod of the target and waits for all its replicas to be
+    /// back and ready.
+    async fn replace_a_pod(&self) -> Result<(), String> {
+        let ns = self.mount.target_namespace.clone();
+        let pods = self.kind.pods(&self.client, &ns).await?;
+        let victim = pods.first().ok_or("the target has no pods")?.name_any();
+        Api::<Pod>::namespaced(self.client.clone(), &ns)
+            .delete(&victim, &Default::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let victim = &victim;
+        self.until(|run| async move {
+            let ns = run.mount.target_namespace.clone();
+            let pods = run.kind.pods(&run.client, &ns).await?;
+            let live: Vec<&Pod> = pods
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .collect();
+            Ok(
+                (live.iter().any(|p| p.name_any() == *victim) || live.len() < 2)
+                    .then(|| format!("pod {victim} was not replaced")),
+            )
+        })
+        .await
+    }
+
+    /// Polls every live pod's `/tmp/config.yaml` until the sample bridge is
+    /// (`present`) or is not in each.
+    async fn wait_bridge_in_pods(&self, present: bool) -> Result<(), String> {
+        self.until(|run| async move {
+            let ns = run.mount.target_namespace.clone();
+            let pods = run.kind.pods(&run.client, &ns).await?;
+            for pod in pods
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+            {
+                let config = carrier_config(
+                    &run.client,
+                    &ns,
+                    &pod.name_any(),
+                    &run.mount.target_container,
+                )
+                .await;
+                if let Some(problem) = bridge_problem(&pod.name_any(), config, present) {
+                    return Ok(Some(problem));
+                }
+            }
+            Ok(None)
+        })
+        .await
     }
 
     /// Uninstall and what it must leave, then (for a Deployment) uninstall
@@ -767,6 +877,93 @@ impl Run {
 }
 
 /// Whether `ready`'s answer says ready: conditions, every one true.
+/// The bridge the bridge checks list: a header rule, on the sample's port.
+fn sample_bridge() -> Bridge {
+    Bridge {
+        name: SAMPLE_BRIDGE.into(),
+        rules: vec![Rule {
+            matches: vec![RequestMatch::Header(HeaderMatch {
+                name: "x-gefyra".into(),
+                value: "conformance".into(),
+                match_type: MatchType::Exact,
+            })],
+        }],
+        ports: vec![PortRoute {
+            port: SAMPLE_PORT,
+            endpoint: SAMPLE_ENDPOINT.into(),
+        }],
+    }
+}
+
+const SAMPLE_BRIDGE: &str = "conformance-bridge";
+/// The sample target's container port.
+const SAMPLE_PORT: u16 = 80;
+/// A documentation address (RFC 5737): nothing is ever sent there.
+const SAMPLE_ENDPOINT: &str = "192.0.2.10:8080";
+
+/// A pod's Carrier2 config as YAML read back over exec, or why not.
+async fn carrier_config(
+    client: &Client,
+    ns: &str,
+    pod: &str,
+    container: &str,
+) -> Result<serde_json::Value, String> {
+    use tokio::io::AsyncReadExt;
+    let params = kube::api::AttachParams::default()
+        .container(container)
+        .stderr(false);
+    let mut attached = Api::<Pod>::namespaced(client.clone(), ns)
+        .exec(pod, ["cat", "/tmp/config.yaml"], &params)
+        .await
+        .map_err(|e| format!("exec into pod {pod}: {e}"))?;
+    let mut text = String::new();
+    if let Some(mut stdout) = attached.stdout() {
+        stdout
+            .read_to_string(&mut text)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    let _ = attached.join().await;
+    yaml_serde::from_str(&text).map_err(|e| format!("pod {pod}: /tmp/config.yaml is not YAML: {e}"))
+}
+
+/// What is wrong with a pod's config for the sample bridge, if anything.
+fn bridge_problem(
+    pod: &str,
+    config: Result<serde_json::Value, String>,
+    present: bool,
+) -> Option<String> {
+    let config = match config {
+        Ok(config) => config,
+        Err(why) => return Some(why),
+    };
+    let proxy = config["proxy"]
+        .as_array()
+        .and_then(|list| list.iter().find(|p| p["port"] == json!(SAMPLE_PORT)));
+    let Some(proxy) = proxy else {
+        return Some(format!(
+            "pod {pod}: its config has no proxy for port {SAMPLE_PORT}"
+        ));
+    };
+    let entry = &proxy["bridges"][SAMPLE_BRIDGE];
+    match (present, entry.is_null()) {
+        (true, true) => Some(format!(
+            "pod {pod}: bridge `{SAMPLE_BRIDGE}` is not in bridges of port {SAMPLE_PORT}"
+        )),
+        (true, false) if entry["endpoint"] != json!(SAMPLE_ENDPOINT) => Some(format!(
+            "pod {pod}: bridge `{SAMPLE_BRIDGE}` goes to {}, not {SAMPLE_ENDPOINT}",
+            entry["endpoint"]
+        )),
+        (true, false) if entry["rules"].as_array().is_none_or(Vec::is_empty) => {
+            Some(format!("pod {pod}: bridge `{SAMPLE_BRIDGE}` has no rules"))
+        }
+        (false, false) => Some(format!(
+            "pod {pod}: bridge `{SAMPLE_BRIDGE}` is still in its config"
+        )),
+        _ => None,
+    }
+}
+
 fn every_condition_true(conditions: &[ProviderCondition]) -> bool {
     !conditions.is_empty() && conditions.iter().all(|c| c.ready)
 }

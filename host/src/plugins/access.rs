@@ -12,7 +12,7 @@ use kube::{
 use tokio::sync::Mutex;
 
 use super::{
-    bindings::{ClusterError, ObjectRef},
+    bindings::{ClusterError, ObjectRef, provider_bridges::Bridge},
     journal::Journal,
     scope::Scope,
 };
@@ -82,6 +82,9 @@ pub struct ClusterAccess {
     /// Where the call's writes are recorded (`pontoon conformance`); `None`
     /// in the operator, which keeps no such record.
     pub journal: Option<Arc<Journal>>,
+    /// The mount's valid GefyraBridges, what the call's `bridges` import
+    /// lists; empty when the mount has none (and for every filter call).
+    pub bridges: Arc<[Bridge]>,
 }
 
 impl ClusterAccess {

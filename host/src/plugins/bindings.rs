@@ -12,6 +12,9 @@ pub mod provider {
         path: "../wit",
         imports: { default: async },
         exports: { default: async },
+        // Bridges are compared and hashed to know whether the pods hold
+        // the current ones.
+        additional_derives: [PartialEq, Eq, Hash],
     });
 }
 
@@ -34,6 +37,9 @@ pub use filter::exports::pontoon::provider::config_filter::{
 pub use provider::exports::pontoon::provider::bridge_mount::{
     Condition, Mount, Progress, Settings,
 };
+/// The records of the `bridges` import: a mount's GefyraBridges as a
+/// provider renders them.
+pub use provider::pontoon::provider::bridges as provider_bridges;
 pub use provider::pontoon::provider::cluster::{
     ClusterError, EventType, ExecOutput, ObjectRef, PatchType,
 };
@@ -44,5 +50,7 @@ pub use provider::pontoon::provider::types::{
 
 /// WIT name of the interface a bridge-mount provider exports.
 pub const BRIDGE_MOUNT_EXPORT: &str = "pontoon:provider/bridge-mount@0.1.0";
+/// WIT name of the interface a provider imports to render GefyraBridges.
+pub const BRIDGES_IMPORT: &str = "pontoon:provider/bridges@0.1.0";
 /// WIT name of the interface a config filter exports.
 pub const CONFIG_FILTER_EXPORT: &str = "pontoon:provider/config-filter@0.1.0";

@@ -23,6 +23,9 @@ pub struct ProviderModule {
     name: Arc<str>,
     pub metadata: Metadata,
     pub path: PathBuf,
+    /// Whether the module imports `bridges` (renders GefyraBridges); a
+    /// module that does not ignores them.
+    renders_bridges: bool,
     /// Per step, its calls stopped in a row (deadline, memory limit,
     /// trap); a call of the step that returns resets it. Per step, as a
     /// module's `validate` may return while its `prepare` loops.
@@ -85,6 +88,7 @@ impl ProviderModule {
         sandbox: Sandbox,
         path: PathBuf,
         pre: BridgeMountProviderPre<CallState>,
+        renders_bridges: bool,
     ) -> Result<Self, LoadError> {
         let metadata = sandbox.load_metadata(&path, &pre).await?;
         Ok(Self {
@@ -93,9 +97,15 @@ impl ProviderModule {
             name: metadata.name.clone().into(),
             metadata,
             path,
+            renders_bridges,
             stopped: Mutex::default(),
             probation: tokio::sync::Semaphore::new(1),
         })
+    }
+
+    /// Whether the module renders GefyraBridges (imports `bridges`).
+    pub fn renders_bridges(&self) -> bool {
+        self.renders_bridges
     }
 
     /// The most calls in a row of any one step the sandbox stopped.

@@ -16,7 +16,7 @@ use wasmtime::{
 };
 
 use super::{
-    bindings::{BRIDGE_MOUNT_EXPORT, CONFIG_FILTER_EXPORT, filter, provider},
+    bindings::{BRIDGE_MOUNT_EXPORT, BRIDGES_IMPORT, CONFIG_FILTER_EXPORT, filter, provider},
     call::Sandbox,
     engine::{new_engine, start_epoch_clock},
     error::LoadError,
@@ -238,7 +238,13 @@ impl PluginRuntime {
                 .instantiate_pre(&component)
                 .map_err(link_error)?;
             let pre = provider::BridgeMountProviderPre::new(pre).map_err(link_error)?;
-            let module = ProviderModule::load(self.sandbox.clone(), path.into(), pre).await?;
+            let renders_bridges = component
+                .component_type()
+                .imports(self.engine())
+                .any(|(name, _)| name == BRIDGES_IMPORT);
+            let module =
+                ProviderModule::load(self.sandbox.clone(), path.into(), pre, renders_bridges)
+                    .await?;
             Ok(LoadedModule::Provider(module))
         } else if exports.iter().any(|e| e == CONFIG_FILTER_EXPORT) {
             let pre = self

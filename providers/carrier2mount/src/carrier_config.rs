@@ -6,9 +6,12 @@
 //! every string double-quoted with JSON escapes, which YAML reads as the
 //! same string.
 
-use pontoon_provider_sdk::k8s_openapi::{
-    api::core::v1::{Container, Probe},
-    apimachinery::pkg::util::intstr::IntOrString,
+use pontoon_provider_sdk::{
+    bridge_mount::bridges::{Bridge, MatchType, RequestMatch, Rule},
+    k8s_openapi::{
+        api::core::v1::{Container, Probe},
+        apimachinery::pkg::util::intstr::IntOrString,
+    },
 };
 
 use std::collections::BTreeMap;
@@ -45,6 +48,83 @@ pub struct Proxy {
     pub port: i32,
     pub tls: Option<Tls>,
     pub cluster_upstream: Vec<String>,
+    /// Bridge name → where its matching requests on this port go.
+    pub bridges: BTreeMap<String, BridgeEntry>,
+}
+
+/// One bridge on one port, as Carrier2's `bridges` map holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BridgeEntry {
+    pub endpoint: String,
+    pub rules: Vec<Rule>,
+}
+
+/// The bridges that take requests on `port`: each bridge with a route for
+/// it, under its name (the host lists every name once).
+fn bridges_on(bridges: &[Bridge], port: i32) -> BTreeMap<String, BridgeEntry> {
+    bridges
+        .iter()
+        .filter_map(|bridge| {
+            let route = bridge.ports.iter().find(|r| i32::from(r.port) == port)?;
+            let entry = BridgeEntry {
+                endpoint: route.endpoint.clone(),
+                rules: bridge.rules.clone(),
+            };
+            Some((bridge.name.clone(), entry))
+        })
+        .collect()
+}
+
+fn match_type(kind: MatchType) -> &'static str {
+    match kind {
+        MatchType::Exact => "exact",
+        MatchType::Prefix => "prefix",
+        MatchType::Regex => "regex",
+    }
+}
+
+/// Carrier2's `bridges:` block of one proxy, at `indent`.
+fn bridges_yaml(out: &mut String, indent: &str, bridges: &BTreeMap<String, BridgeEntry>) {
+    if bridges.is_empty() {
+        out.push_str(&format!("{indent}bridges: {{}}\n"));
+        return;
+    }
+    out.push_str(&format!("{indent}bridges:\n"));
+    for (name, entry) in bridges {
+        out.push_str(&format!("{indent}  {}:\n", quoted(name)));
+        out.push_str(&format!(
+            "{indent}    endpoint: {}\n",
+            quoted(&entry.endpoint)
+        ));
+        if entry.rules.is_empty() {
+            out.push_str(&format!("{indent}    rules: []\n"));
+            continue;
+        }
+        out.push_str(&format!("{indent}    rules:\n"));
+        for rule in &entry.rules {
+            if rule.matches.is_empty() {
+                out.push_str(&format!("{indent}      - match: []\n"));
+                continue;
+            }
+            out.push_str(&format!("{indent}      - match:\n"));
+            for m in &rule.matches {
+                let at = format!("{indent}              ");
+                match m {
+                    RequestMatch::Header(h) => {
+                        out.push_str(&format!("{indent}          - matchHeader:\n"));
+                        out.push_str(&format!("{at}name: {}\n", quoted(&h.name)));
+                        out.push_str(&format!("{at}value: {}\n", quoted(&h.value)));
+                        out.push_str(&format!("{at}type: {}\n", match_type(h.match_type)));
+                    }
+                    RequestMatch::Path(p) => {
+                        out.push_str(&format!("{indent}          - matchPath:\n"));
+                        out.push_str(&format!("{at}path: {}\n", quoted(&p.path)));
+                        out.push_str(&format!("{at}type: {}\n", match_type(p.match_type)));
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// A whole Carrier2 config; the fixed settings are Gefyra's.
@@ -94,13 +174,15 @@ fn int_list(out: &mut String, indent: &str, key: &str, values: &[i32]) {
 impl CarrierConfig {
     /// The config for the patched `container`: each of its ports proxied to
     /// the shadow Service `service` in `namespace` (with the TLS the mount
-    /// asks for that port), and the probe ports it answers itself; an error
-    /// says which probe Carrier2 cannot answer.
+    /// asks for that port) unless a request matches one of the mount's
+    /// `bridges` on that port, and the probe ports it answers itself; an
+    /// error says which probe Carrier2 cannot answer.
     pub fn for_container(
         container: &Container,
         tls: &BTreeMap<i32, Tls>,
         service: &str,
         namespace: &str,
+        bridges: &[Bridge],
     ) -> Result<Self, String> {
         let ports = container_ports(container);
         Ok(Self {
@@ -111,6 +193,7 @@ impl CarrierConfig {
                     port,
                     tls: tls.get(&port).cloned(),
                     cluster_upstream: vec![names::cluster_upstream(service, namespace, port)],
+                    bridges: bridges_on(bridges, port),
                 })
                 .collect(),
         })
@@ -155,7 +238,7 @@ impl CarrierConfig {
                     out.push_str(&format!("      - {}\n", quoted(upstream)));
                 }
             }
-            out.push_str("    bridges: {}\n");
+            bridges_yaml(&mut out, "    ", &proxy.bridges);
         }
         out
     }
@@ -440,6 +523,7 @@ mod tests {
     };
 
     use super::*;
+    use pontoon_provider_sdk::bridge_mount::bridges::{HeaderMatch, PathMatch, PortRoute};
 
     fn http_probe(port: IntOrString, scheme: Option<&str>) -> Probe {
         Probe {
@@ -491,6 +575,7 @@ mod tests {
                     port: 80,
                     tls: None,
                     cluster_upstream: vec!["web-app-gefyra-svc.shop.svc.cluster.local:80".into()],
+                    bridges: BTreeMap::new(),
                 },
                 Proxy {
                     port: 8443,
@@ -500,6 +585,7 @@ mod tests {
                         sni: Some("shop.example.com".into()),
                     }),
                     cluster_upstream: vec!["web-app-gefyra-svc.shop.svc.cluster.local:8443".into()],
+                    bridges: BTreeMap::new(),
                 },
             ],
         }
@@ -534,6 +620,72 @@ proxy:
     bridges: {}
 "#
         );
+    }
+
+    fn bridge(name: &str, rules: Vec<Rule>, ports: &[(u16, &str)]) -> Bridge {
+        Bridge {
+            name: name.into(),
+            rules,
+            ports: ports
+                .iter()
+                .map(|&(port, endpoint)| PortRoute {
+                    port,
+                    endpoint: endpoint.into(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn bridges_go_to_the_proxy_of_their_remote_port_and_parse_back_in_gefyras_shape() {
+        let header = RequestMatch::Header(HeaderMatch {
+            name: "x-gefyra".into(),
+            value: "peer: \"1\"".into(),
+            match_type: MatchType::Exact,
+        });
+        let path = RequestMatch::Path(PathMatch {
+            path: "^/b(/|$)".into(),
+            match_type: MatchType::Regex,
+        });
+        let bridges = vec![
+            bridge(
+                "bridge-a",
+                vec![Rule {
+                    matches: vec![header.clone(), path.clone()],
+                }],
+                &[(80, "192.168.101.1:8080")],
+            ),
+            bridge(
+                "bridge-b",
+                vec![
+                    Rule {
+                        matches: vec![path],
+                    },
+                    Rule { matches: vec![] },
+                ],
+                &[(8443, "10.1.2.3:9000")],
+            ),
+        ];
+        let mut config = sample_config();
+        config.proxy[0].bridges = bridges_on(&bridges, 80);
+        config.proxy[1].bridges = bridges_on(&bridges, 8443);
+        let parsed: serde_json::Value = yaml_serde::from_str(&config.to_yaml()).unwrap();
+        assert_eq!(
+            parsed["proxy"][0]["bridges"],
+            serde_json::json!({"bridge-a": {"endpoint": "192.168.101.1:8080", "rules": [{"match": [
+                {"matchHeader": {"name": "x-gefyra", "value": "peer: \"1\"", "type": "exact"}},
+                {"matchPath": {"path": "^/b(/|$)", "type": "regex"}}
+            ]}]}})
+        );
+        assert_eq!(
+            parsed["proxy"][1]["bridges"],
+            serde_json::json!({"bridge-b": {"endpoint": "10.1.2.3:9000", "rules": [
+                {"match": [{"matchPath": {"path": "^/b(/|$)", "type": "regex"}}]},
+                {"match": []}
+            ]}})
+        );
+        // A port no bridge maps keeps an empty map.
+        assert!(bridges_on(&bridges, 9999).is_empty());
     }
 
     #[test]

@@ -9,7 +9,10 @@ use std::{
 
 use pontoon_provider_sdk::{
     TargetKind,
-    bridge_mount::{Error, Progress, TRANSIENT_RETRY_SECONDS},
+    bridge_mount::{
+        Error, Progress, TRANSIENT_RETRY_SECONDS,
+        bridges::{self, Bridge},
+    },
     cluster::{self, ClusterError, EventType, PatchType},
     info,
     k8s_openapi::api::core::v1::{Container, Pod, Secret, Service},
@@ -50,6 +53,8 @@ struct Plan<'a> {
     store: Store,
     service: String,
     total: usize,
+    /// The mount's bridges, rendered into every pod's config.
+    bridges: Vec<Bridge>,
 }
 
 pub fn install(ctx: &Ctx) -> Result<Progress, Error> {
@@ -91,6 +96,7 @@ pub fn install(ctx: &Ctx) -> Result<Progress, Error> {
         store: Store::of(ctx.mount),
         service,
         total: pods.len(),
+        bridges: bridges::list(),
     };
     let mut data = plan.store.data()?;
     let mut waiting = false;
@@ -314,9 +320,10 @@ impl Plan<'_> {
         let ports = carrier_config::container_ports(container);
         let (tls, tls_files) = self.tls.resolve(&ports, |secret| read_secret(ns, secret))?;
         let config =
-            CarrierConfig::for_container(container, &tls, &self.service, ns).map_err(|why| {
-                Error::invalid_input(format!("{why} (pod `{name}` in namespace `{ns}`)"))
-            })?;
+            CarrierConfig::for_container(container, &tls, &self.service, ns, &self.bridges)
+                .map_err(|why| {
+                    Error::invalid_input(format!("{why} (pod `{name}` in namespace `{ns}`)"))
+                })?;
         let files = carrier_config::desired_files(&config, &tls_files);
 
         let current = match ctx.run_script(name, &carrier_config::read_back_script(&files)) {

@@ -15,6 +15,8 @@ pub mod bindings {
         // `bindings::export!` is expanded in provider crates, through the
         // crate-level `export_bridge_mount!` wrapper.
         pub_export_macro: true,
+        // Providers compare what they render with what a pod holds.
+        additional_derives: [PartialEq, Eq, Hash],
     });
 }
 
@@ -26,6 +28,13 @@ pub use bindings::pontoon::provider::types::{
 };
 
 use crate::cluster::ClusterError;
+
+/// The mount's GefyraBridges (the `bridges` import): what `install` renders.
+pub mod bridges {
+    pub use super::bindings::pontoon::provider::bridges::{
+        Bridge, HeaderMatch, MatchType, PathMatch, PortRoute, RequestMatch, Rule, list,
+    };
+}
 
 /// Seconds after which the host retries a step that lost a write race.
 pub const CONFLICT_RETRY_SECONDS: u32 = 2;

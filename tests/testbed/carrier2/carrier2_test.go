@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -189,22 +192,22 @@ func writeConfig(t *testing.T, dir, body string) string {
 	return path
 }
 
+// A server (-c without -u; -d is debug logging now and no longer forks and
+// exits) writes its pid file; an upgrade hands over to it and names its pid.
 func TestRunBootstrapsWritesPidAndLog(t *testing.T) {
 	dir := t.TempDir()
-	conf := writeConfig(t, dir, "version: 1\nerror_log: DIR/carrier.log\npid_file: DIR/carrier2.pid\nproxy: [{port: 8080, clusterUpstream: [\"web:80\"]}]\n")
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"-c", conf, "-d"}, &stdout, &stderr); code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr.String())
-	}
-	if !strings.Contains(stdout.String(), "Bootstrap starting") {
-		t.Errorf("stdout: %s", stdout.String())
+	conf := writeConfig(t, dir, fmt.Sprintf("version: 1\nerror_log: DIR/carrier.log\npid_file: DIR/carrier2.pid\n"+
+		"upgrade_sock: DIR/carrier2.sock\nproxy: [{port: %d, clusterUpstream: [\"web:80\"]}]\n", freePort(t)))
+	srv := startServer(t, filepath.Join(dir, "carrier2.sock"), "-c", conf)
+	if !strings.Contains(srv.stdout.String(), "Bootstrap starting") {
+		t.Errorf("stdout: %s", srv.stdout.String())
 	}
 	pid, err := os.ReadFile(filepath.Join(dir, "carrier2.pid"))
-	if err != nil || strings.TrimSpace(string(pid)) == "" {
+	if err != nil || strings.TrimSpace(string(pid)) != strconv.Itoa(os.Getpid()) {
 		t.Fatalf("pid file: %q, %v", pid, err)
 	}
 	// An upgrade names the pid it takes over from.
-	stdout.Reset()
+	var stdout, stderr bytes.Buffer
 	if code := run([]string{"-c", conf, "-u", "-d"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("upgrade: exit %d: %s", code, stderr.String())
 	}
@@ -212,6 +215,50 @@ func TestRunBootstrapsWritesPidAndLog(t *testing.T) {
 	if !strings.Contains(string(log), "upgrading from pid "+strings.TrimSpace(string(pid))) ||
 		strings.Count(string(log), "Bootstrap starting") != 2 {
 		t.Errorf("log:\n%s", log)
+	}
+	if code := srv.stop(); code != 0 {
+		t.Errorf("server exit %d", code)
+	}
+	for _, f := range []string{"carrier2.pid", "carrier2.sock"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			t.Errorf("%s left behind after shutdown", f)
+		}
+	}
+}
+
+// A daemon start (-d without -u) is what an operator execs where no
+// Carrier2 runs yet: in the test bed, a fake pod whose commands run on the
+// host. It answers as a fresh start and serves nothing (no port taken);
+// where a Carrier2 serves, it refuses, pointing at -u.
+func TestDaemonStartServesNothingAndRefusesBesideAServer(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t)
+	conf := writeConfig(t, dir, fmt.Sprintf("version: 1\nerror_log: DIR/carrier.log\npid_file: DIR/carrier2.pid\n"+
+		"upgrade_sock: DIR/carrier2.sock\nproxy: [{port: %d, clusterUpstream: [\"web:80\"]}]\n", port))
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"-c", conf, "-d"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	for _, want := range []string{"Bootstrap starting", "Bootstrap done", "daemonized as pid"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err != nil {
+		t.Errorf("port %d was taken by a daemon start: %v", port, err)
+	} else {
+		l.Close()
+	}
+
+	srv := startServer(t, filepath.Join(dir, "carrier2.sock"), "-c", conf)
+	stdout.Reset()
+	stderr.Reset()
+	if code := run([]string{"-c", conf, "-d"}, &stdout, &stderr); code != 1 ||
+		!strings.Contains(stderr.String(), "panicked") || !strings.Contains(stderr.String(), "upgrade it with -u") {
+		t.Errorf("beside a server: exit %d, stderr %s", code, stderr.String())
+	}
+	if code := srv.stop(); code != 0 {
+		t.Errorf("server exit %d", code)
 	}
 }
 

@@ -37,7 +37,10 @@ type Mount struct {
 // launch builds the container's view of the file system and execs its
 // program: the host's root as a copy-on-write overlay (so mount points can
 // be made without touching the host), the host's other mounts bound into
-// it, the pod's volumes at their mountPaths, a /tmp of its own.
+// it, the pod's volumes at their mountPaths, a /tmp of its own
+// (the pod's exec sandbox when pod-runner has --exec-root, so that what
+// `kubectl exec` writes there the process sees), an /etc/resolv.conf naming
+// the cluster DNS (with --dns).
 func launch(specFile string) error {
 	data, err := os.ReadFile(specFile)
 	if err != nil {

@@ -10,11 +10,14 @@
 //     kube-proxy programs Services, and where traffic tests run);
 //   - in a mount namespace of its own: the host's files as a copy-on-write
 //     overlay, the pod's volumes (ConfigMap, Secret, emptyDir, projected,
-//     downward API) at their mountPaths, a /tmp of its own;
+//     downward API) at their mountPaths, a /tmp shared with the pod's
+//     `kubectl exec` commands (as a container's file system is), an
+//     /etc/resolv.conf naming the test bed's cluster DNS;
 //   - with the container's command, args and env (downward API included).
 //
 // It reports a container ready once its readiness probe passes (or its port
-// answers), restarts a process that exits, and stops the processes and
+// answers), restarts a process that exits or whose image the pod's spec
+// changes (starting the new image's program, as a kubelet), and stops the processes and
 // removes the namespace when the pod goes away. Each process logs to
 // <logs>/<namespace>_<pod>_<container>.log.
 //
@@ -56,8 +59,12 @@ type agent struct {
 	state   string
 	logs    string
 	netns   string // the test bed's network namespace (a name under /run/netns)
-	client  kubernetes.Interface
-	lister  cache.Indexer
+	// pod-exec-sync's root: <execRoot>/<namespace>/<pod>/tmp is the pod's /tmp.
+	execRoot string
+	// The cluster DNS server the pods' resolv.conf names; none when empty.
+	dns    string
+	client kubernetes.Interface
+	lister cache.Indexer
 
 	mu   sync.Mutex
 	pods map[string]*podRun // by namespace/name
@@ -81,18 +88,20 @@ func main() {
 	logs := flag.String("logs", "", "directory for the processes' logs")
 	netns := flag.String("netns", "", "the test bed's network namespace (ip netns name)")
 	relay := flag.String("api-relay", "", "HOST:PORT of the API server to relay into the network namespace")
+	execRoot := flag.String("exec-root", "", "pod-exec-sync's --root: each pod's exec sandbox, whose tmp/ becomes the containers' /tmp")
+	dns := flag.String("dns", "", "IP of the cluster DNS server for the pods' /etc/resolv.conf")
 	flag.Parse()
 	if *kubeconfig == "" || *imagesFile == "" || *state == "" || *logs == "" || *netns == "" {
-		fmt.Fprintln(os.Stderr, "usage: pod-runner --kubeconfig FILE --images FILE --bin-dirs DIRS --state DIR --logs DIR --netns NAME [--api-relay HOST:PORT]")
+		fmt.Fprintln(os.Stderr, "usage: pod-runner --kubeconfig FILE --images FILE --bin-dirs DIRS --state DIR --logs DIR --netns NAME [--api-relay HOST:PORT] [--exec-root DIR] [--dns IP]")
 		os.Exit(2)
 	}
-	if err := run(*kubeconfig, *imagesFile, *binDirs, *state, *logs, *netns, *relay); err != nil {
+	if err := run(*kubeconfig, *imagesFile, *binDirs, *state, *logs, *netns, *relay, *execRoot, *dns); err != nil {
 		klog.ErrorS(err, "pod-runner stopped")
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, imagesFile, binDirs, state, logs, netns, relay string) error {
+func run(kubeconfig, imagesFile, binDirs, state, logs, netns, relay, execRoot, dns string) error {
 	mapping, err := images.Load(imagesFile)
 	if err != nil {
 		return err
@@ -127,14 +136,16 @@ func run(kubeconfig, imagesFile, binDirs, state, logs, netns, relay string) erro
 		return err
 	}
 	a := &agent{
-		images:  mapping,
-		binDirs: filepath.SplitList(binDirs),
-		state:   state,
-		logs:    logs,
-		netns:   netns,
-		client:  client,
-		lister:  pq.Lister,
-		pods:    map[string]*podRun{},
+		images:   mapping,
+		binDirs:  filepath.SplitList(binDirs),
+		state:    state,
+		logs:     logs,
+		netns:    netns,
+		execRoot: execRoot,
+		dns:      dns,
+		client:   client,
+		lister:   pq.Lister,
+		pods:     map[string]*podRun{},
 	}
 	ready := func() { klog.InfoS("pod-runner ready", "images", len(mapping.Images), "netns", netns) }
 	if err := pq.Run(ctx, 4, ready, a.sync); err != nil {
@@ -170,6 +181,10 @@ func (a *agent) sync(ctx context.Context, key string) error {
 			klog.InfoS("pod stopped", "pod", key)
 		}(current)
 		current = nil
+	}
+	if current != nil && !gone {
+		current.changed(ctx, pod)
+		return nil
 	}
 	if pod == nil || pod.DeletionTimestamp != nil || current != nil {
 		return nil

@@ -36,6 +36,7 @@ type podRun struct {
 	netns      string
 	veth       string
 	dir        string
+	ctx        context.Context // lives as long as the pod runs
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
 	containers []*containerRun
@@ -54,6 +55,11 @@ type containerRun struct {
 	restarts int32
 	started  metav1.Time
 	exited   *corev1.ContainerStateTerminated
+	// The pod's exec sandbox bound at /tmp, if any (see launchOf).
+	tmp string
+	// Stops this process's supervisor and probe; done closes when both ended.
+	stop context.CancelFunc
+	done chan struct{}
 }
 
 func (a *agent) start(ctx context.Context, pod *corev1.Pod) (*podRun, error) {
@@ -67,36 +73,21 @@ func (a *agent) start(ctx context.Context, pod *corev1.Pod) (*podRun, error) {
 		netns:     a.netns + "-" + short,
 		dir:       filepath.Join(a.state, string(pod.UID)),
 	}
-	volumes := filepath.Join(r.dir, "volumes")
-	if err := materialise(ctx, a.client, pod, volumes); err != nil {
+	if err := materialise(ctx, a.client, pod, r.volumes()); err != nil {
 		return nil, err
 	}
-	type prepared struct {
-		binary string
-		argv   []string
-		env    []string
+	if err := r.writeResolvConf(); err != nil {
+		return nil, err
 	}
-	ready := map[string]prepared{}
+	launches := map[string]*Launch{}
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
-		image := a.images.For(c.Image)
-		r.containers = append(r.containers, &containerRun{spec: *c, mapped: image != nil})
-		if image == nil {
-			continue
-		}
-		binary, err := image.Resolve(a.binDirs)
+		r.containers = append(r.containers, &containerRun{spec: *c, mapped: a.images.For(c.Image) != nil})
+		spec, err := r.launchOf(ctx, pod, c)
 		if err != nil {
 			return nil, err
 		}
-		argv, err := image.Argv(c, binary)
-		if err != nil {
-			return nil, err
-		}
-		env, err := environment(ctx, a.client, pod, c)
-		if err != nil {
-			return nil, err
-		}
-		ready[c.Name] = prepared{binary, argv, env}
+		launches[c.Name] = spec
 	}
 	r.veth = "pt" + short[:11]
 	if err := wirePod(a.netns, r.netns, r.veth, r.ip); err != nil {
@@ -104,42 +95,217 @@ func (a *agent) start(ctx context.Context, pod *corev1.Pod) (*podRun, error) {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
-	for i, c := range r.containers {
-		if !c.mapped {
-			c.ready = true
-			continue
-		}
-		p := ready[c.spec.Name]
-		spec := Launch{
-			Dir:        filepath.Join(r.dir, "containers", c.spec.Name),
-			Binary:     p.binary,
-			Argv:       p.argv,
-			Env:        p.env,
-			WorkingDir: c.spec.WorkingDir,
-		}
-		spec.UID, spec.GID = identity(pod, &c.spec)
-		for _, m := range c.spec.VolumeMounts {
-			source := filepath.Join(volumes, m.Name)
-			if m.SubPath != "" {
-				source = filepath.Join(source, filepath.Clean("/"+m.SubPath))
-			}
-			spec.Mounts = append(spec.Mounts, Mount{Source: source, Target: m.MountPath, ReadOnly: m.ReadOnly})
-		}
-		specFile := filepath.Join(r.dir, c.spec.Name+".json")
-		data, _ := json.Marshal(spec)
-		if err := os.WriteFile(specFile, data, 0o600); err != nil {
+	r.ctx, r.cancel = runCtx, cancel
+	for _, c := range r.containers {
+		if err := r.run(c, launches[c.spec.Name]); err != nil {
 			cancel()
 			unwirePod(a.netns, r.netns, r.veth)
 			return nil, err
 		}
-		log := filepath.Join(a.logs, fmt.Sprintf("%s_%s_%s.log", pod.Namespace, pod.Name, c.spec.Name))
-		r.wg.Add(2)
-		go func() { defer r.wg.Done(); r.supervise(runCtx, c, specFile, log) }()
-		go func() { defer r.wg.Done(); r.probe(runCtx, c, a.images.For(pod.Spec.Containers[i].Image)) }()
 	}
 	r.writeStatus(ctx)
 	return r, nil
+}
+
+func (r *podRun) volumes() string { return filepath.Join(r.dir, "volumes") }
+
+// launchOf is how to run container c of the pod, or nil when its image is
+// not mapped (kwok fakes it).
+func (r *podRun) launchOf(ctx context.Context, pod *corev1.Pod, c *corev1.Container) (*Launch, error) {
+	a := r.agent
+	image := a.images.For(c.Image)
+	if image == nil {
+		return nil, nil
+	}
+	binary, err := image.Resolve(a.binDirs)
+	if err != nil {
+		return nil, err
+	}
+	argv, err := image.Argv(c, binary)
+	if err != nil {
+		return nil, err
+	}
+	env, err := environment(ctx, a.client, pod, c)
+	if err != nil {
+		return nil, err
+	}
+	spec := &Launch{
+		Dir:        filepath.Join(r.dir, "containers", c.Name),
+		Binary:     binary,
+		Argv:       argv,
+		Env:        env,
+		WorkingDir: c.WorkingDir,
+	}
+	spec.UID, spec.GID = identity(pod, c)
+	// As in a cluster: `kubectl exec` runs in the container's file system,
+	// so what an exec'd command writes to /tmp (a Carrier2 config, its
+	// upgrade socket) is what the container's process sees. The test bed's
+	// exec sandbox of the pod is that /tmp (see podexec and exec-shim.sh).
+	if a.execRoot != "" {
+		tmp := filepath.Join(a.execRoot, pod.Namespace, pod.Name, "tmp")
+		if err := os.MkdirAll(tmp, 0o1777); err != nil {
+			return nil, err
+		}
+		if err := os.Chmod(tmp, 0o1777); err != nil {
+			return nil, err
+		}
+		spec.Mounts = append(spec.Mounts, Mount{Source: tmp, Target: "/tmp"})
+	}
+	if a.dns != "" {
+		spec.Mounts = append(spec.Mounts, Mount{Source: r.resolvConf(), Target: "/etc/resolv.conf", ReadOnly: true})
+	}
+	for _, m := range c.VolumeMounts {
+		source := filepath.Join(r.volumes(), m.Name)
+		if m.SubPath != "" {
+			source = filepath.Join(source, filepath.Clean("/"+m.SubPath))
+		}
+		spec.Mounts = append(spec.Mounts, Mount{Source: source, Target: m.MountPath, ReadOnly: m.ReadOnly})
+	}
+	return spec, nil
+}
+
+func (r *podRun) resolvConf() string { return filepath.Join(r.dir, "resolv.conf") }
+
+// writeResolvConf points the pod's resolver at the test bed's cluster DNS,
+// with the search path and ndots a kubelet gives a pod of ClusterFirst DNS
+// policy, so that `web`, `web.shop` and `web.shop.svc.cluster.local` resolve.
+func (r *podRun) writeResolvConf() error {
+	if r.agent.dns == "" {
+		return nil
+	}
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return err
+	}
+	content := fmt.Sprintf("nameserver %s\nsearch %s.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n",
+		r.agent.dns, r.namespace)
+	return os.WriteFile(r.resolvConf(), []byte(content), 0o644)
+}
+
+// run starts the container's process and its readiness probe (a container
+// of an unmapped image is only faked: ready at once).
+func (r *podRun) run(c *containerRun, spec *Launch) error {
+	if spec == nil {
+		c.mu.Lock()
+		c.mapped, c.ready, c.started = false, true, metav1.Now()
+		c.mu.Unlock()
+		return nil
+	}
+	specFile := filepath.Join(r.dir, c.spec.Name+".json")
+	data, _ := json.Marshal(spec)
+	if err := os.WriteFile(specFile, data, 0o600); err != nil {
+		return err
+	}
+	log := filepath.Join(r.agent.logs, fmt.Sprintf("%s_%s_%s.log", r.namespace, r.name, c.spec.Name))
+	ctx, cancel := context.WithCancel(r.ctx)
+	image := r.agent.images.For(c.spec.Image)
+	c.mu.Lock()
+	c.tmp = ""
+	for _, m := range spec.Mounts {
+		if m.Target == "/tmp" {
+			c.tmp = m.Source
+		}
+	}
+	c.mapped, c.ready, c.stop = true, false, cancel
+	c.done = make(chan struct{})
+	done := c.done
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	r.wg.Add(2)
+	go func() { defer r.wg.Done(); defer wg.Done(); r.supervise(ctx, c, specFile, log) }()
+	go func() { defer r.wg.Done(); defer wg.Done(); r.probe(ctx, c, image) }()
+	go func() { wg.Wait(); close(done) }()
+	return nil
+}
+
+// changed restarts, as a kubelet does, every container whose image the pod's
+// spec now names differently (the only container field a running pod may
+// change): the old process is stopped, the new image's program started, the
+// restart counted. An image the test bed does not run is faked from then on.
+func (r *podRun) changed(ctx context.Context, pod *corev1.Pod) {
+	restarted := false
+	for i := range pod.Spec.Containers {
+		want := &pod.Spec.Containers[i]
+		for _, c := range r.containers {
+			if c.spec.Name != want.Name || c.spec.Image == want.Image {
+				continue
+			}
+			klog.InfoS("image changed; restarting the container", "pod", r.namespace+"/"+r.name,
+				"container", c.spec.Name, "from", c.spec.Image, "to", want.Image)
+			r.halt(c)
+			c.mu.Lock()
+			from := c.spec.Image
+			finished := metav1.Now()
+			c.exited = &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed",
+				Message: "image changed from " + from, StartedAt: c.started, FinishedAt: finished}
+			c.restarts++
+			c.spec = *want
+			c.ready, c.running = false, false
+			c.mu.Unlock()
+			c.freshTmp()
+			spec, err := r.launchOf(ctx, pod, want)
+			if err == nil {
+				err = r.run(c, spec)
+			}
+			if err != nil {
+				// What a runtime reports for a command the image lacks.
+				klog.ErrorS(err, "cannot start the new image", "pod", r.namespace+"/"+r.name, "container", c.spec.Name)
+				c.mu.Lock()
+				c.mapped = true
+				c.exited = &corev1.ContainerStateTerminated{ExitCode: 128, Reason: "StartError",
+					Message: err.Error(), StartedAt: finished, FinishedAt: metav1.Now()}
+				c.mu.Unlock()
+			}
+			restarted = true
+		}
+	}
+	if restarted {
+		r.writeStatus(ctx)
+	}
+}
+
+// freshTmp empties the container's /tmp before it starts again: a
+// restarted container gets a fresh writable layer, so nothing an earlier
+// process (or exec) left there survives, e.g. a Carrier2 config that the
+// new, idle Carrier2 never loaded. (The test bed's pods share one /tmp
+// among their containers; this empties it for all of them.)
+func (c *containerRun) freshTmp() {
+	c.mu.Lock()
+	tmp := c.tmp
+	c.mu.Unlock()
+	if tmp == "" {
+		return
+	}
+	entries, _ := os.ReadDir(tmp)
+	for _, e := range entries {
+		_ = os.RemoveAll(filepath.Join(tmp, e.Name()))
+	}
+}
+
+// halt stops a container's process (TERM, then KILL after two seconds) and
+// its probe, and waits for both.
+func (r *podRun) halt(c *containerRun) {
+	c.mu.Lock()
+	stop, done, cmd := c.stop, c.done, c.cmd
+	c.mu.Unlock()
+	if stop == nil {
+		return
+	}
+	stop()
+	if cmd != nil && cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	}
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		if cmd != nil && cmd.Process != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+		<-done
+	}
+	c.mu.Lock()
+	c.cmd, c.stop, c.done = nil, nil, nil
+	c.mu.Unlock()
 }
 
 // supervise runs the container's process, again after it exits (with a
@@ -163,11 +329,19 @@ func (r *podRun) supervise(ctx context.Context, c *containerRun, specFile, log s
 		c.cmd = cmd
 		c.running = err == nil
 		c.started = metav1.Now()
+		restarted := c.exited != nil
 		c.mu.Unlock()
 		if err != nil {
 			_ = out.Close()
 			klog.ErrorS(err, "cannot start", "pod", r.name, "container", c.spec.Name)
 		} else {
+			// A kubelet reports a restarted container running as soon as it
+			// is, ready or not: whoever waits for the new process (a
+			// Carrier2 that only becomes ready once configured) sees it.
+			// (A pod's first start is reported by start.)
+			if restarted {
+				r.writeStatus(ctx)
+			}
 			err = cmd.Wait()
 			_ = out.Close()
 		}
@@ -193,6 +367,7 @@ func (r *podRun) supervise(ctx context.Context, c *containerRun, specFile, log s
 			return
 		case <-time.After(backoff):
 		}
+		c.freshTmp()
 		if backoff < 10*time.Second {
 			backoff *= 2
 		}
@@ -366,6 +541,7 @@ func (r *podRun) writeStatus(ctx context.Context) {
 			}
 			if previous != nil {
 				status = *previous
+				status.Image, status.ImageID = c.spec.Image, "testbed://"+c.spec.Image
 			}
 			c.mu.Lock()
 			status.Ready = c.ready
@@ -381,6 +557,11 @@ func (r *podRun) writeStatus(ctx context.Context) {
 				if c.exited != nil {
 					status.LastTerminationState = corev1.ContainerState{Terminated: c.exited}
 				}
+			} else if c.restarts > 0 {
+				// Restarted onto an image the test bed fakes.
+				status.RestartCount = c.restarts
+				status.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: c.started}}
+				status.LastTerminationState = corev1.ContainerState{Terminated: c.exited}
 			}
 			all = all && c.ready
 			c.mu.Unlock()

@@ -19,7 +19,7 @@ use crate::{
     },
     plugins::{
         CallError, ProviderModule,
-        bindings::{Condition as ProviderCondition, Mount},
+        bindings::{Condition as ProviderCondition, Mount, Progress, ProviderError},
     },
 };
 
@@ -62,8 +62,41 @@ impl Reconcile<'_> {
         if let Some(next) = progress(from, Step::Install, &installed, self.interval) {
             return self.execute(from, next).await;
         }
+        self.rendered_bridges();
         let ready = self.readiness(provider, request).await;
         self.execute(from, installing_readiness(&ready)).await
+    }
+
+    /// ACTIVE, when the mount's bridges are not the ones its pods hold: the
+    /// provider installs again with the current list (its pods already
+    /// intercept, so only their configs change). `Some` is the requeue while
+    /// that is not done; the mount stays ACTIVE, its traffic going to the
+    /// shadow meanwhile as before.
+    async fn render_bridges(
+        &mut self,
+        provider: &ProviderModule,
+        request: &Mount,
+    ) -> Option<Action> {
+        let uid = self.cr.metadata.uid.clone().unwrap_or_default();
+        if self.ctx.book.holds(&uid, &self.bridges) {
+            return None;
+        }
+        let installed = provider
+            .install(self.access(provider, request), request)
+            .await;
+        match bridges_rendered(&installed) {
+            Ok(()) => {
+                self.rendered_bridges();
+                None
+            }
+            Err(retry) => {
+                if let Err(err) = &installed {
+                    tracing::warn!(mount = %self.cr.qualified_name(), error = %err,
+                        "cannot render the mount's bridges; trying again in {} s", retry.as_secs());
+                }
+                Some(Action::requeue(retry))
+            }
+        }
     }
 
     /// The provider's readiness, its conditions recorded for the mount's
@@ -102,9 +135,33 @@ impl Reconcile<'_> {
         if let Some(next) = active_shadow(&usable) {
             return self.execute(from, next).await;
         }
+        if let Some(again) = self.render_bridges(provider, request).await {
+            return Ok(again);
+        }
         let ready = self.readiness(provider, request).await;
         self.execute(from, active_readiness(&ready, self.interval))
             .await
+    }
+}
+
+/// How long to wait before rendering bridges again after an `install` in
+/// ACTIVE that did not finish.
+const BRIDGE_RETRY: Duration = Duration::from_secs(1);
+/// ... and after one that failed for good (the mount's Events say why).
+const BRIDGE_FAILURE_RETRY: Duration = Duration::from_secs(30);
+
+/// Whether an `install` in ACTIVE left the pods with the current bridges;
+/// else when to try again.
+pub fn bridges_rendered(installed: &Result<Progress, CallError>) -> Result<(), Duration> {
+    match installed {
+        Ok(Progress::Done) => Ok(()),
+        Ok(Progress::RetryAfter(seconds)) => Err(Duration::from_secs(u64::from(*seconds).max(1))),
+        Ok(Progress::WhenPodsChange) => Err(BRIDGE_RETRY),
+        Err(CallError::Provider {
+            error: ProviderError::Temporary(t),
+            ..
+        }) => Err(Duration::from_secs(u64::from(t.retry_after_seconds).max(1))),
+        Err(_) => Err(BRIDGE_FAILURE_RETRY),
     }
 }
 

@@ -28,7 +28,13 @@ use kube::runtime::controller::Action;
 
 use self::{outcome::Next, transition::Transition, writer::Writer};
 use super::{context::Context, crd::GefyraBridgeMount, state::State};
-use crate::plugins::{ClusterAccess, EventSubject, ProviderModule, bindings::Mount};
+use crate::{
+    bridge,
+    plugins::{
+        ClusterAccess, EventSubject, ProviderModule,
+        bindings::{Mount, provider_bridges::Bridge},
+    },
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -47,6 +53,9 @@ pub(super) struct Reconcile<'a> {
     writer: Writer,
     /// How long the mount may go unlooked-at (see [`gate::interval`]).
     interval: Duration,
+    /// The mount's valid bridges, which `install` renders (read in the
+    /// states that install).
+    bridges: Arc<[Bridge]>,
 }
 
 impl<'a> Reconcile<'a> {
@@ -58,6 +67,7 @@ impl<'a> Reconcile<'a> {
             cr,
             writer,
             interval,
+            bridges: Arc::from([]),
         }
     }
 
@@ -86,6 +96,13 @@ impl<'a> Reconcile<'a> {
             return self.execute(state, next).await;
         };
         let request = self.cr.provider_request(&self.ctx.settings);
+        if matches!(state, State::Installing | State::Active) {
+            // Read before installing, never guessed: installing with a list
+            // that lacks a bridge takes it out of the pods.
+            self.bridges = bridge::lookup::valid_bridges(&self.ctx.client, &self.cr)
+                .await?
+                .into();
+        }
         match state {
             State::Requested => self.admit(state, &provider, &request).await,
             State::Preparing => self.prepare(&provider, &request).await,
@@ -111,6 +128,7 @@ impl<'a> Reconcile<'a> {
                 .await?;
         }
         self.uninstall_all().await?;
+        self.ctx.book.forget(&self.uid());
         // What is left is the finalizer's removal.
         crate::chaos::point("uninstalled");
         Ok(Action::await_change())
@@ -129,6 +147,17 @@ impl<'a> Reconcile<'a> {
         Ok(Action::requeue(after))
     }
 
+    fn uid(&self) -> String {
+        self.cr.metadata.uid.clone().unwrap_or_default()
+    }
+
+    /// The pods now hold the mount's current bridges: the book says so, and
+    /// the bridge controller looks at the bridges that came or went.
+    fn rendered_bridges(&self) {
+        let ns = self.cr.metadata.namespace.as_deref().unwrap_or_default();
+        self.ctx.book.record(&self.uid(), ns, &self.bridges);
+    }
+
     fn provider(&self) -> Option<Arc<ProviderModule>> {
         self.ctx.registry.provider(self.cr.provider_name())
     }
@@ -145,6 +174,7 @@ impl<'a> Reconcile<'a> {
                 object: self.writer.reference().clone(),
             }),
             journal: None,
+            bridges: self.bridges.clone(),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The host interfaces a module imports, one per file, each a `Host` impl
 //! on the per-call store data ([`CallState`]).
 
+mod bridges;
 mod cluster;
 mod log;
 

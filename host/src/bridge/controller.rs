@@ -1,0 +1,325 @@
+//! The GefyraBridge controller: reports each bridge's state. It judges the
+//! bridge (fields, its mount, its ports), and a valid bridge of an ACTIVE
+//! mount is ACTIVE once the mount controller has rendered it into every pod
+//! of the mount (the [`Book`]), INSTALLING until then; a bridge whose mount
+//! is not ACTIVE waits in REQUESTED and comes back with it. It is the only
+//! writer of a bridge's `state`; rendering is the mount controller's.
+
+use std::{sync::Arc, time::Duration};
+
+use futures::{StreamExt, channel::mpsc::UnboundedReceiver};
+use k8s_openapi::{api::core::v1::ObjectReference, jiff::Timestamp};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    api::{Patch, PatchParams},
+    runtime::{
+        Controller,
+        controller::Action,
+        events::{Event, EventType, Recorder},
+        reflector::{ObjectRef, Store},
+    },
+};
+use serde_json::json;
+
+use super::{
+    book::{Book, fingerprint},
+    lookup::{self, MOUNT_LABEL},
+};
+use crate::{
+    bridge_mount::{
+        controller::WatchScope,
+        crd::{GefyraBridge, GefyraBridgeMount},
+        state::State as MountState,
+        status::gefyra_timestamp,
+    },
+    controller_support::{ApiFailure, event_note, not_found, watch_backoff, watch_config},
+    metrics::{METRICS, ReconcileResult},
+    plugins::Registry,
+};
+
+/// A bridge's states as Gefyra names them (those Pontoon reports).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BridgeState {
+    Requested,
+    Installing,
+    Active,
+    Error,
+}
+
+impl BridgeState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BridgeState::Requested => "REQUESTED",
+            BridgeState::Installing => "INSTALLING",
+            BridgeState::Active => "ACTIVE",
+            BridgeState::Error => "ERROR",
+        }
+    }
+}
+
+/// Where a bridge stands, with the message its `status` shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub state: BridgeState,
+    pub message: String,
+}
+
+impl Verdict {
+    fn new(state: BridgeState, message: impl Into<String>) -> Self {
+        Self {
+            state,
+            message: message.into(),
+        }
+    }
+}
+
+/// How often a refused bridge is judged again without any change: the
+/// target's ports may change without touching the bridge.
+const ERROR_RECHECK: Duration = Duration::from_secs(60);
+
+struct Context {
+    client: Client,
+    book: Arc<Book>,
+    registry: Arc<Registry>,
+    recorder: Recorder,
+    bridges: Store<GefyraBridge>,
+}
+
+/// Runs the controller until `shutdown` completes; a cluster without the
+/// GefyraBridge CRD has no bridges to report, and the controller says so
+/// and stops.
+pub async fn run(
+    client: Client,
+    registry: Arc<Registry>,
+    book: Arc<Book>,
+    changed: UnboundedReceiver<ObjectRef<GefyraBridge>>,
+    recorder: Recorder,
+    scope: WatchScope,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> anyhow::Result<()> {
+    let (bridges, mounts): (Api<GefyraBridge>, Api<GefyraBridgeMount>) =
+        match &scope.watch_namespace {
+            Some(ns) => (
+                Api::namespaced(client.clone(), ns),
+                Api::namespaced(client.clone(), ns),
+            ),
+            None => (Api::all(client.clone()), Api::all(client.clone())),
+        };
+    if let Err(err) = bridges.list_metadata(&Default::default()).await
+        && not_found(&err)
+    {
+        tracing::warn!(
+            "the cluster has no CRD gefyrabridges.gefyra.dev: no bridge is rendered; \
+             install it with `pontoon crds | kubectl apply -f -` (or the Helm chart)"
+        );
+        return Ok(());
+    }
+    let controller = Controller::new(bridges, watch_config()).trigger_backoff(watch_backoff());
+    let store = controller.store();
+    let ctx = Arc::new(Context {
+        client,
+        book,
+        registry,
+        recorder,
+        bridges: store.clone(),
+    });
+    controller
+        .watches(mounts, watch_config(), move |mount| {
+            bridges_of(&store, &mount)
+        })
+        .reconcile_on(changed)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|outcome| async move {
+            match outcome {
+                Ok(_) => METRICS.reconciled("bridge", ReconcileResult::Ok),
+                Err(err) => {
+                    METRICS.reconciled("bridge", ReconcileResult::of(Some(&err)));
+                    tracing::debug!(error = %err, "bridge reconcile did not complete")
+                }
+            }
+        })
+        .await;
+    tracing::info!("bridge controller stopped");
+    Ok(())
+}
+
+fn bridges_of(
+    store: &Store<GefyraBridge>,
+    mount: &GefyraBridgeMount,
+) -> Vec<ObjectRef<GefyraBridge>> {
+    let (ns, name) = (mount.namespace(), mount.name_any());
+    store
+        .state()
+        .iter()
+        .filter(|b| b.namespace() == ns && b.labels().get(MOUNT_LABEL) == Some(&name))
+        .map(|b| ObjectRef::from_obj(&**b))
+        .collect()
+}
+
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+async fn reconcile(bridge: Arc<GefyraBridge>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if bridge.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let verdict = verdict(&bridge, &ctx).await?;
+    write(&bridge, &verdict, &ctx).await?;
+    Ok(match verdict.state {
+        BridgeState::Error => Action::requeue(ERROR_RECHECK),
+        _ => Action::await_change(),
+    })
+}
+
+async fn verdict(bridge: &GefyraBridge, ctx: &Context) -> Result<Verdict, Error> {
+    let ns = bridge.namespace().unwrap_or_default();
+    let Some(mount_name) = bridge.labels().get(MOUNT_LABEL).filter(|m| !m.is_empty()) else {
+        return Ok(Verdict::new(
+            BridgeState::Error,
+            format!(
+                "label {MOUNT_LABEL} is missing: set it to the name of the GefyraBridgeMount (in namespace `{ns}`) to bridge"
+            ),
+        ));
+    };
+    let mounts: Api<GefyraBridgeMount> = Api::namespaced(ctx.client.clone(), &ns);
+    let Some(mount) = mounts.get_opt(mount_name).await? else {
+        return Ok(Verdict::new(
+            BridgeState::Error,
+            format!(
+                "GefyraBridgeMount `{mount_name}` (label {MOUNT_LABEL}) does not exist in namespace `{ns}`"
+            ),
+        ));
+    };
+    let provider = mount.provider_name();
+    if let Some(module) = ctx.registry.provider(provider)
+        && !module.renders_bridges()
+    {
+        return Ok(Verdict::new(
+            BridgeState::Error,
+            format!(
+                "GefyraBridgeMount `{mount_name}` is served by provider `{provider}`, which renders \
+                 no bridges (it does not import pontoon:provider/bridges); use a mount of carrier2mount"
+            ),
+        ));
+    }
+    let siblings: Vec<GefyraBridge> = bridges_of(&ctx.bridges, &mount)
+        .iter()
+        .filter_map(|r| ctx.bridges.get(r))
+        .map(|b| (*b).clone())
+        .collect();
+    let siblings = if siblings.iter().any(|b| b.name_any() == bridge.name_any()) {
+        siblings
+    } else {
+        // The store has not seen it yet.
+        siblings.into_iter().chain([bridge.clone()]).collect()
+    };
+    let ports = lookup::container_ports(&ctx.client, &mount).await;
+    let judged = lookup::judge_all(&mount, &siblings, ports.as_deref());
+    let Some((_, judgement)) = judged.into_iter().find(|(n, _)| *n == bridge.name_any()) else {
+        return Ok(Verdict::new(BridgeState::Requested, "being judged"));
+    };
+    let record = match judgement {
+        Ok(record) => record,
+        Err(why) => return Ok(Verdict::new(BridgeState::Error, why)),
+    };
+    let mount_state = mount.state().ok();
+    if mount_state != Some(MountState::Active) {
+        let is = mount
+            .fields
+            .state
+            .as_deref()
+            .unwrap_or(MountState::Requested.as_str());
+        return Ok(Verdict::new(
+            BridgeState::Requested,
+            format!(
+                "waiting for GefyraBridgeMount `{mount_name}` to be ACTIVE (it is {is}); the bridge comes back with it"
+            ),
+        ));
+    }
+    let current = bridge.bridge.state.as_deref();
+    let uid = mount.uid().unwrap_or_default();
+    let rendered = ctx.book.rendered(&uid);
+    let active = Verdict::new(
+        BridgeState::Active,
+        format!("in the Carrier2 config of every pod of GefyraBridgeMount `{mount_name}`"),
+    );
+    Ok(match rendered {
+        Some(rendered) if rendered.get(&record.name) == Some(&fingerprint(&record)) => active,
+        // Nothing known since the operator started: a bridge already
+        // ACTIVE stays so until the mount has rendered once more.
+        None if current == Some(BridgeState::Active.as_str()) => active,
+        _ => Verdict::new(
+            BridgeState::Installing,
+            format!("being rendered into the pods of GefyraBridgeMount `{mount_name}`"),
+        ),
+    })
+}
+
+/// Writes the verdict when it differs from what the bridge shows: `state`,
+/// the time it was entered in `stateTransitions`, and `status.message`;
+/// bound to the version read, so a concurrent edit makes it look again.
+async fn write(bridge: &GefyraBridge, verdict: &Verdict, ctx: &Context) -> Result<(), Error> {
+    let fields = &bridge.bridge;
+    let shown_message = fields
+        .status
+        .as_ref()
+        .and_then(|s| s.get("message"))
+        .and_then(|m| m.as_str());
+    let state = verdict.state.as_str();
+    if fields.state.as_deref() == Some(state) && shown_message == Some(verdict.message.as_str()) {
+        return Ok(());
+    }
+    let entered = fields.state.as_deref() != Some(state);
+    let mut patch = json!({
+        "metadata": {"resourceVersion": bridge.resource_version()},
+        "state": state,
+        "status": {"message": verdict.message},
+    });
+    if entered {
+        patch["stateTransitions"] = json!({ state: gefyra_timestamp(Timestamp::now()) });
+    }
+    let api: Api<GefyraBridge> =
+        Api::namespaced(ctx.client.clone(), &bridge.namespace().unwrap_or_default());
+    api.patch(
+        &bridge.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    tracing::info!(bridge = %format!("{}/{}", bridge.namespace().unwrap_or_default(), bridge.name_any()),
+        state, message = %verdict.message, "bridge state");
+    if entered {
+        let (type_, reason) = match verdict.state {
+            BridgeState::Error => (EventType::Warning, "BridgeInvalid"),
+            BridgeState::Active => (EventType::Normal, "BridgeActive"),
+            BridgeState::Installing => (EventType::Normal, "BridgeInstalling"),
+            BridgeState::Requested => (EventType::Normal, "BridgeWaiting"),
+        };
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(event_note(verdict.message.clone())),
+            action: "Bridge".into(),
+            secondary: None,
+        };
+        let reference: ObjectReference = bridge.object_ref(&());
+        if let Err(err) = ctx.recorder.publish(&event, &reference).await {
+            tracing::debug!(error = %err, "cannot publish a bridge Event");
+        }
+    }
+    Ok(())
+}
+
+fn error_policy(bridge: Arc<GefyraBridge>, err: &Error, _ctx: Arc<Context>) -> Action {
+    let name = format!(
+        "{}/{}",
+        bridge.namespace().unwrap_or_default(),
+        bridge.name_any()
+    );
+    let Error::Kube(e) = err;
+    ApiFailure::of(e).action(&name, err)
+}

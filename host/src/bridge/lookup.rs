@@ -1,0 +1,132 @@
+//! The cluster reads behind a judgement: a mount's bridges and the ports of
+//! its target container.
+
+use k8s_openapi::api::{
+    apps::v1::{Deployment, StatefulSet},
+    core::v1::{Container, Pod, PodSpec},
+};
+use kube::{Api, Client, ResourceExt, api::ListParams};
+use pontoon_provider_sdk::{Target, TargetKind};
+
+use super::judge::{self, MountView};
+use crate::{
+    bridge_mount::crd::{GefyraBridge, GefyraBridgeMount},
+    plugins::bindings::provider_bridges::Bridge,
+};
+
+/// The label naming a bridge's mount (in the bridge's namespace).
+pub const MOUNT_LABEL: &str = "gefyra.dev/bridge-mount";
+
+/// The bridges labelled with `mount`, in its namespace; none when the
+/// cluster has no GefyraBridge CRD.
+pub async fn bridges_of(
+    client: &Client,
+    mount: &GefyraBridgeMount,
+) -> Result<Vec<GefyraBridge>, kube::Error> {
+    let api: Api<GefyraBridge> =
+        Api::namespaced(client.clone(), &mount.namespace().unwrap_or_default());
+    let selector = format!("{MOUNT_LABEL}={}", mount.name_any());
+    match api.list(&ListParams::default().labels(&selector)).await {
+        Ok(list) => Ok(list.items),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Vec::new()),
+        Err(err) => Err(err),
+    }
+}
+
+/// The ports the mount's target container declares; `None` when the target
+/// (or the container) cannot be read now.
+pub async fn container_ports(client: &Client, mount: &GefyraBridgeMount) -> Option<Vec<u16>> {
+    let target = Target::parse(mount.fields.target.as_deref()?).ok()?;
+    let ns = mount.target_namespace();
+    let spec: PodSpec = match target.kind {
+        TargetKind::Deployment => {
+            Api::<Deployment>::namespaced(client.clone(), &ns)
+                .get_opt(&target.name)
+                .await
+                .ok()??
+                .spec?
+                .template
+                .spec?
+        }
+        TargetKind::StatefulSet => {
+            Api::<StatefulSet>::namespaced(client.clone(), &ns)
+                .get_opt(&target.name)
+                .await
+                .ok()??
+                .spec?
+                .template
+                .spec?
+        }
+        TargetKind::Pod => {
+            Api::<Pod>::namespaced(client.clone(), &ns)
+                .get_opt(&target.name)
+                .await
+                .ok()??
+                .spec?
+        }
+    };
+    let wanted = mount.fields.target_container.as_deref()?;
+    let container: &Container = spec.containers.iter().find(|c| c.name == wanted)?;
+    Some(
+        container
+            .ports
+            .iter()
+            .flatten()
+            .filter_map(|p| u16::try_from(p.container_port).ok())
+            .collect(),
+    )
+}
+
+/// Every bridge of the mount with its judgement (duplicates refused), in
+/// name order.
+pub fn judge_all(
+    mount: &GefyraBridgeMount,
+    bridges: &[GefyraBridge],
+    container_ports: Option<&[u16]>,
+) -> Vec<(String, Result<Bridge, String>)> {
+    let name = mount.name_any();
+    let view = MountView {
+        name: &name,
+        target_container: mount.fields.target_container.as_deref().unwrap_or_default(),
+        container_ports,
+    };
+    let mut judged: Vec<(String, Result<Bridge, String>)> = bridges
+        .iter()
+        .filter(|b| b.metadata.deletion_timestamp.is_none())
+        .map(|b| (b.name_any(), judge::judge(b, &view)))
+        .collect();
+    let valid: Vec<(&GefyraBridge, &Bridge)> = bridges
+        .iter()
+        .filter_map(|cr| {
+            let (_, verdict) = judged.iter().find(|(n, _)| *n == cr.name_any())?;
+            verdict.as_ref().ok().map(|b| (cr, b))
+        })
+        .collect();
+    let refused: Vec<(String, String)> = judge::duplicates(&valid)
+        .into_iter()
+        .map(|(n, why)| (n.to_string(), why))
+        .collect();
+    for (name, why) in refused {
+        if let Some((_, verdict)) = judged.iter_mut().find(|(n, _)| *n == name) {
+            *verdict = Err(why);
+        }
+    }
+    judged.sort_by(|a, b| a.0.cmp(&b.0));
+    judged
+}
+
+/// The mount's bridges to render: the valid ones, in name order.
+pub async fn valid_bridges(
+    client: &Client,
+    mount: &GefyraBridgeMount,
+) -> Result<Vec<Bridge>, kube::Error> {
+    let bridges = bridges_of(client, mount).await?;
+    if bridges.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ports = container_ports(client, mount).await;
+    Ok(judge_all(mount, &bridges, ports.as_deref())
+        .into_iter()
+        .filter_map(|(_, verdict)| verdict.ok())
+        .collect())
+}

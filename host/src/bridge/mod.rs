@@ -1,0 +1,17 @@
+//! GefyraBridges (Gefyra's wire format): requests of a mount's workload
+//! that match a bridge's rules go to a developer instead of the shadow.
+//!
+//! A bridge rides on its mount (label `gefyra.dev/bridge-mount`). The host
+//! judges each bridge ([`judge`]); the mount's provider renders the valid
+//! ones into the interception it installs (the WIT `bridges` import; see
+//! `docs/bridges.md`); the bridge controller ([`controller`]) reports each
+//! bridge's state from its judgement, its mount's state and what the mount
+//! controller last rendered ([`book`]).
+
+pub mod book;
+pub mod controller;
+pub mod judge;
+pub mod lookup;
+
+pub use book::Book;
+pub use lookup::MOUNT_LABEL;
