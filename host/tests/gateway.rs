@@ -739,6 +739,35 @@ async fn routes_attach_or_are_refused_with_the_specs_reasons() -> anyhow::Result
     )
     .await?;
 
+    // A namespace that loses the selector's label loses its route's
+    // attachment, and gets it back with the label.
+    let namespaces = Api::<Namespace>::all(bed.ns.client.clone());
+    let label = |value: Option<&str>| {
+        let (namespaces, name) = (namespaces.clone(), labelled.name().to_string());
+        let body = json!({ "metadata": { "labels": { "team": value } } });
+        async move {
+            namespaces
+                .patch(&name, &PatchParams::default(), &Patch::Merge(body))
+                .await
+        }
+    };
+    label(None).await?;
+    bed.wait_route(
+        labelled.name(),
+        "teammate",
+        "NotAllowedByListeners once its namespace lost the label",
+        refused("NotAllowedByListeners"),
+    )
+    .await?;
+    label(Some("web")).await?;
+    bed.wait_route(
+        labelled.name(),
+        "teammate",
+        "Accepted once the label is back",
+        accepted,
+    )
+    .await?;
+
     // attachedRoutes counts what attached.
     let attached = |g: Option<&Gateway>| {
         g.and_then(|g| g.status.as_ref())

@@ -218,14 +218,15 @@ pub async fn run(
         let c = ctx.clone();
         let by_service = move |s: Arc<Service>| routes_using_service(&c, &s);
         let c = ctx.clone();
-        let all_by_namespace = move |_: Arc<PartialObjectMeta<Namespace>>| all_routes(&c);
+        let by_namespace =
+            move |ns: Arc<PartialObjectMeta<Namespace>>| routes_in(&c, &ns.name_any());
         Controller::for_shared_stream(routes.subscribe(), stores.routes.clone())
             .with_config(bounded())
             .watches_shared_stream(gateways.changes(), by_gateway)
             .watches_shared_stream(classes.changes(), all_by_class)
             .watches_shared_stream(grants.changes(), all_by_grant)
             .watches_shared_stream(services.changes(), by_service)
-            .watches_shared_stream(namespaces.changes(), all_by_namespace)
+            .watches_shared_stream(namespaces.changes(), by_namespace)
     };
 
     let config = watch_config();
@@ -426,6 +427,21 @@ fn all_routes(ctx: &GatewayContext) -> Vec<ObjectRef<HttpRoute>> {
         .routes
         .state()
         .iter()
+        .map(|r| ObjectRef::from_obj(&**r))
+        .collect()
+}
+
+/// The routes a namespace's change can re-judge: a listener's
+/// `allowedRoutes` selector reads the labels of the route's own namespace,
+/// and nothing else of a namespace. (Every route on every namespace event
+/// re-ran a thousand reconciles each time any test or tenant made or
+/// deleted a namespace anywhere in the cluster.)
+fn routes_in(ctx: &GatewayContext, namespace: &str) -> Vec<ObjectRef<HttpRoute>> {
+    ctx.stores
+        .routes
+        .state()
+        .iter()
+        .filter(|r| r.namespace().as_deref() == Some(namespace))
         .map(|r| ObjectRef::from_obj(&**r))
         .collect()
 }
