@@ -64,7 +64,7 @@ bench-gateway: testbed-up ## figures for Gateway API: 1000 routes' config via WA
 	cargo run --release --locked -p pontoon --example bench_config
 	cargo run --release --locked -p pontoon --example bench_gateway
 
-gateway-conformance: deps ## the official Gateway API conformance suite (GATEWAY-HTTP) against Pontoon on the test bed; report in .testbed/conformance-report.yaml
+gateway-conformance: deps ## the official Gateway API conformance suite (GATEWAY-HTTP, GATEWAY-GRPC, GATEWAY-TLS) against Pontoon on the test bed; report in .testbed/conformance-report.yaml
 	@scripts/gateway-conformance.sh
 
 # The Gateway API suite's old name, kept for one release: "conformance" alone

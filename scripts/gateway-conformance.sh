@@ -1,14 +1,36 @@
 #!/usr/bin/env bash
-# `make gateway-conformance`: the official Gateway API conformance suite (profile
-# GATEWAY-HTTP, from the Go module tests/conformance pins) against Pontoon on
-# the test bed, whose process pods really run the suite's echo servers and
+# `make gateway-conformance`: the official Gateway API conformance suite
+# (profiles GATEWAY-HTTP, GATEWAY-GRPC and GATEWAY-TLS, from the Go module
+# tests/conformance pins) against Pontoon on the test bed, whose process
+# pods really run the suite's echo servers (HTTP, gRPC, TLS) and
 # Pontoon's praxis data planes. Starts the test bed and the operator (its
 # Gateway controllers only), creates the GatewayClass `pontoon`, passes the
 # features its status reports, prints the suite's summary and leaves the
 # report in .testbed/conformance-report.yaml.
 #
-#   CONFORMANCE_ARGS   more flags for the suite, e.g. --run-test HTTPRouteSimpleSameNamespace
-#                      or --skip-tests A,B
+#   CONFORMANCE_ARGS      more flags for the suite, e.g. --run-test HTTPRouteSimpleSameNamespace
+#                         or --skip-tests A,B
+#   CONFORMANCE_PROFILES  the profiles to run (default GATEWAY-HTTP,GATEWAY-GRPC,GATEWAY-TLS)
+
+# conformance_summary REPORT: `conformance: <PROFILE> core N passed, ...`
+# for each profile of the suite's report, sorted by profile.
+conformance_summary() {
+  awk '
+    /^profiles:/ { inside = 1; next }
+    /^[a-zA-Z]/ { inside = 0 }
+    !inside { next }
+    /^- core:/ { section = "c"; split("", v) }
+    /^  extended:/ { section = "e" }
+    /^      (Passed|Failed|Skipped):/ { key = $1; sub(":", "", key); v[section key] = $2 }
+    /^  name:/ {
+      printf "conformance: %s core %d passed, %d failed, %d skipped; extended %d passed, %d failed, %d skipped\n",
+        $2, v["cPassed"], v["cFailed"], v["cSkipped"], v["ePassed"], v["eFailed"], v["eSkipped"]
+    }' "$1" | sort
+}
+
+# Sourced (to check `conformance_summary` on a sample report): the function only.
+[[ "${BASH_SOURCE[0]}" == "$0" ]] || return 0
+
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source tests/testbed/lib.sh
@@ -50,7 +72,8 @@ status=0
 # In the test bed's network namespace: the Gateways' addresses are reachable
 # there, and the API server is relayed there at its usual address.
 in_netns "$bin/gateway-conformance.test" -test.run '^TestConformance$' -test.v -test.timeout 60m \
-  --gateway-class pontoon --conformance-profiles GATEWAY-HTTP --supported-features "$features" \
+  --gateway-class pontoon --conformance-profiles "${CONFORMANCE_PROFILES:-GATEWAY-HTTP,GATEWAY-GRPC,GATEWAY-TLS}" \
+  --supported-features "$features" \
   --organization pontoon --project pontoon --url https://github.com/pontoon-dev/pontoon \
   --version "$(git describe --always --dirty 2>/dev/null || echo dev)" --contact pontoon-maintainers \
   --report-output "$report" ${CONFORMANCE_ARGS:-} >"$logs/conformance.log" 2>&1 || status=$?
@@ -61,12 +84,9 @@ elapsed=$(( $(date +%s) - start ))
 grep -E '^\s*--- (PASS|FAIL): TestConformance/[^/ ]+ ' "$logs/conformance.log" |
   sed -E 's/^\s*--- //' || true
 [[ ! -f "$report" ]] || sed -n '/^profiles:/,$p' "$report" | grep -v '^    - Mesh'
-# One closing line, from the report: the GATEWAY-HTTP profile's figures.
-[[ ! -f "$report" ]] || awk '
-  /^- core:/ { section = "core" } /^  extended:/ { section = "extended" }
-  /^ +Passed:/ { passed[section] = $2 } /^ +Failed:/ { failed[section] = $2 }
-  /^ +Skipped:/ { skipped[section] = $2 }
-  END { printf "conformance: GATEWAY-HTTP core %d passed, %d failed, %d skipped; extended %d passed, %d failed, %d skipped\n",
-          passed["core"], failed["core"], skipped["core"], passed["extended"], failed["extended"], skipped["extended"] }' "$report"
+# One closing line per profile, from the report. Its profiles come in any
+# order, each item's `name:` after its figures (keys sorted), and a profile
+# without extended tests has no `extended:` section.
+[[ ! -f "$report" ]] || conformance_summary "$report"
 echo "conformance: ${elapsed}s; log $logs/conformance.log, report $report" >&2
 exit "$status"

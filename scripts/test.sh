@@ -55,7 +55,7 @@ conformance=""
 if can_run_processes; then
   conformance_log=$(mktemp)
   scripts/gateway-conformance.sh 2>&1 | tee "$conformance_log" || status=1
-  conformance=$(grep '^conformance: GATEWAY-HTTP' "$conformance_log" || echo "conformance: did not run to the end")
+  conformance=$(grep '^conformance: GATEWAY-' "$conformance_log" || echo "conformance: did not run to the end")
   rm -f "$conformance_log"
 else
   reason="not root (the suite's traffic needs the test bed's network namespace)"

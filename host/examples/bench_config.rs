@@ -29,8 +29,8 @@ use pontoon::{
     gateway::{
         config::{GenerateOptions, generate},
         model::{
-            Backend, GatewayModel, Listener, Match, PathMatch, Protocol, Route, Rule,
-            TranslatedFilter,
+            Backend, BackendProtocol, GatewayModel, Listener, Match, PathMatch, Protocol, Route,
+            RouteKind, Rule, Timeouts, TranslatedFilter,
         },
         translate::{FilterRequest, Translator},
     },
@@ -82,6 +82,7 @@ fn model(translated: Vec<TranslatedFilter>) -> GatewayModel {
     let mut translated = translated.into_iter();
     let routes = (0..ROUTES)
         .map(|i| Route {
+            kind: RouteKind::Http,
             namespace: "bench".into(),
             name: format!("route-{i}"),
             hostnames: vec![format!("h{}.example.com", i % 50)],
@@ -95,8 +96,11 @@ fn model(translated: Vec<TranslatedFilter>) -> GatewayModel {
                     cluster: format!("bench/svc-{i}:80"),
                     weight: 1,
                     endpoints: endpoints.clone(),
+                    protocol: BackendProtocol::Http1,
+                    service_address: None,
                 }],
                 filters: translated.by_ref().take(2).collect(),
+                timeouts: Timeouts::default(),
             }],
         })
         .collect();
@@ -109,6 +113,7 @@ fn model(translated: Vec<TranslatedFilter>) -> GatewayModel {
             protocol: Protocol::Http,
             hostname: None,
             certificates: Vec::new(),
+            client_validation: None,
             routes,
         }],
     }

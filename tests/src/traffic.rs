@@ -55,6 +55,17 @@ impl TestbedNet {
         Ok(String::from_utf8(output.stdout)?)
     }
 
+    /// `curl ARGS...` from inside the namespace (no proxy); its output,
+    /// whether it succeeded or not.
+    pub fn curl(&self, args: &[&str]) -> anyhow::Result<std::process::Output> {
+        Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{}", self.netns))
+            .args(["--", "curl", "--noproxy", "*"])
+            .args(args)
+            .output()
+            .context("cannot run curl in the test bed's network namespace")
+    }
+
     /// Sends `requests` to `authority` (`IP:PORT`) in one curl run, in
     /// order, each within `timeout`; who answered each.
     pub fn send(

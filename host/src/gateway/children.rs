@@ -7,6 +7,7 @@ use std::{collections::BTreeMap, sync::Arc};
 
 use gateway_api::gateways::{Gateway, GatewayInfrastructure};
 use k8s_openapi::{
+    ByteString,
     api::{
         apps::v1::{Deployment, DeploymentSpec},
         core::v1::{
@@ -158,16 +159,21 @@ pub fn certificates_name(gateway: &Gateway) -> String {
 /// The Gateway's own Secret holding every certificate and key its listeners
 /// use (`CertificateSecret::keys`), copied from the Secrets they name: a pod
 /// can mount Secrets of its own namespace only, and a listener may use one of
-/// another namespace that a ReferenceGrant allows. None without certificates.
+/// another namespace that a ReferenceGrant allows; and `ca_files` (file name
+/// -> PEM), the CA certificates read from ConfigMaps. None without either.
 pub fn certificates(
     gateway: &Gateway,
     certificates: &[CertificateSecret],
     secrets: &BTreeMap<(String, String), Arc<Secret>>,
+    ca_files: &BTreeMap<String, String>,
 ) -> Option<Secret> {
-    if certificates.is_empty() {
+    if certificates.is_empty() && ca_files.is_empty() {
         return None;
     }
-    let mut data = BTreeMap::new();
+    let mut data: BTreeMap<String, ByteString> = ca_files
+        .iter()
+        .map(|(k, v)| (k.clone(), ByteString(v.clone().into_bytes())))
+        .collect();
     for cert in certificates {
         let source = secrets
             .get(&(cert.namespace.clone(), cert.name.clone()))
@@ -222,7 +228,7 @@ pub fn deployment(
     image: &str,
     config_hash: &str,
     listeners: &[ListenerState],
-    certificates: &[CertificateSecret],
+    tls_files: bool,
 ) -> Deployment {
     let mut pod_annotations = annotations(gateway);
     pod_annotations.insert(CONFIG_HASH_ANNOTATION.to_string(), config_hash.to_string());
@@ -240,7 +246,7 @@ pub fn deployment(
         read_only: Some(true),
         ..Default::default()
     }];
-    if !certificates.is_empty() {
+    if tls_files {
         volumes.push(Volume {
             name: "certificates".into(),
             secret: Some(SecretVolumeSource {
@@ -415,7 +421,7 @@ mod tests {
             ..Default::default()
         });
         let states = listeners::evaluate(&gw, &ListView::default());
-        let d = deployment(&gw, "praxis:0.7.5", "abc", &states, &[]);
+        let d = deployment(&gw, "praxis:0.7.5", "abc", &states, false);
         let svc = service(&gw, &states);
         let cm = config_map(&gw, "");
         let spec = d.spec.clone().unwrap();
@@ -489,17 +495,7 @@ mod tests {
     fn the_deployment_is_hardened_and_carries_the_config_hash() {
         let gw = gateway();
         let states = listeners::evaluate(&gw, &ListView::default());
-        let cert = CertificateSecret {
-            namespace: "infra".into(),
-            name: "site".into(),
-        };
-        let d = deployment(
-            &gw,
-            "praxis:0.7.5",
-            "abc",
-            &states,
-            std::slice::from_ref(&cert),
-        );
+        let d = deployment(&gw, "praxis:0.7.5", "abc", &states, true);
         let spec = d.spec.unwrap();
         let template = spec.template;
         assert_eq!(

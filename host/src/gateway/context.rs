@@ -9,8 +9,8 @@ use std::{
 };
 
 use gateway_api::{
-    gatewayclasses::GatewayClass, gateways::Gateway, httproutes::HttpRoute,
-    referencegrants::ReferenceGrant,
+    gatewayclasses::GatewayClass, gateways::Gateway, grpcroutes::GrpcRoute, httproutes::HttpRoute,
+    referencegrants::ReferenceGrant, tlsroutes::TlsRoute,
 };
 use k8s_openapi::api::{
     apps::v1::Deployment,
@@ -30,6 +30,7 @@ use super::{
     apply_plan::Applied,
     config::GenerateOptions,
     resolve::view::{ClusterView, SERVICE_NAME_LABEL},
+    route_kinds::RouteKind,
     translate::Translator,
 };
 
@@ -50,6 +51,8 @@ pub struct Stores {
     pub classes: Store<GatewayClass>,
     pub gateways: Store<Gateway>,
     pub routes: Store<HttpRoute>,
+    pub grpc_routes: Store<GrpcRoute>,
+    pub tls_routes: Store<TlsRoute>,
     pub grants: Store<ReferenceGrant>,
     pub services: Store<Service>,
     pub slices: Store<EndpointSlice>,
@@ -69,8 +72,10 @@ pub struct References {
     pub services: HashSet<(String, String)>,
     /// (namespace, name) of every Secret its listeners refer to.
     pub secrets: HashSet<(String, String)>,
-    /// (namespace, name) of every HTTPRoute that named it.
-    pub routes: HashSet<(String, String)>,
+    /// (namespace, name) of every ConfigMap it reads CA certificates from.
+    pub config_maps: HashSet<(String, String)>,
+    /// (kind, namespace, name) of every route that named it.
+    pub routes: HashSet<(RouteKind, String, String)>,
 }
 
 pub struct GatewayContext {
@@ -148,9 +153,28 @@ impl GatewayContext {
             .collect()
     }
 
-    /// The Gateways the route `namespace/name` was judged for last time.
-    pub fn gateways_serving_route(&self, namespace: &str, name: &str) -> Vec<ObjectRef<Gateway>> {
+    /// The Gateways that read CA certificates from ConfigMap `namespace/name`.
+    pub fn gateways_using_config_map(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Vec<ObjectRef<Gateway>> {
         let key = (namespace.to_string(), name.to_string());
+        self.references()
+            .iter()
+            .filter(|(_, r)| r.config_maps.contains(&key))
+            .map(|(g, _)| g.clone())
+            .collect()
+    }
+
+    /// The Gateways the route `namespace/name` was judged for last time.
+    pub fn gateways_serving_route(
+        &self,
+        kind: RouteKind,
+        namespace: &str,
+        name: &str,
+    ) -> Vec<ObjectRef<Gateway>> {
+        let key = (kind, namespace.to_string(), name.to_string());
         self.references()
             .iter()
             .filter(|(_, r)| r.routes.contains(&key))
@@ -175,19 +199,28 @@ impl GatewayContext {
 /// EndpointSlices by the (namespace, name) of their Service.
 type SlicesByService = HashMap<(String, String), Vec<Arc<EndpointSlice>>>;
 
-/// The cluster as the stores (and the Secrets fetched for one reconcile) show it.
+/// What one reconcile fetched of objects the controllers do not keep in
+/// stores (the operator does not hold every Secret and ConfigMap of the
+/// cluster): the listeners' certificate Secrets and CA ConfigMaps.
+#[derive(Clone, Debug, Default)]
+pub struct Fetched {
+    pub secrets: BTreeMap<(String, String), Arc<Secret>>,
+    pub config_maps: BTreeMap<(String, String), Arc<ConfigMap>>,
+}
+
+/// The cluster as the stores (and what was fetched for one reconcile) show it.
 pub struct StoreView<'a> {
     stores: &'a Stores,
-    secrets: BTreeMap<(String, String), Arc<Secret>>,
+    fetched: Fetched,
     /// EndpointSlices by (namespace, service), built on first use.
     slices: std::sync::OnceLock<SlicesByService>,
 }
 
 impl<'a> StoreView<'a> {
-    pub fn new(stores: &'a Stores, secrets: BTreeMap<(String, String), Arc<Secret>>) -> Self {
+    pub fn new(stores: &'a Stores, fetched: Fetched) -> Self {
         Self {
             stores,
-            secrets,
+            fetched,
             slices: std::sync::OnceLock::new(),
         }
     }
@@ -252,7 +285,15 @@ impl ClusterView for StoreView<'_> {
     }
 
     fn secret(&self, namespace: &str, name: &str) -> Option<Arc<Secret>> {
-        self.secrets
+        self.fetched
+            .secrets
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    fn config_map(&self, namespace: &str, name: &str) -> Option<Arc<ConfigMap>> {
+        self.fetched
+            .config_maps
             .get(&(namespace.to_string(), name.to_string()))
             .cloned()
     }

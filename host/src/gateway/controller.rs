@@ -1,13 +1,14 @@
 //! The Gateway API controllers in one place: shared reflectors (one watch per
 //! kind, whichever controllers read it), then the GatewayClass, Gateway and
-//! HTTPRoute controllers, each woken by exactly the changes that concern it.
+//! route (HTTPRoute, GRPCRoute, TLSRoute) controllers, each woken by exactly
+//! the changes that concern it.
 
 use std::{future::Future, sync::Arc};
 
-use futures::{FutureExt, StreamExt, channel::mpsc};
+use futures::{FutureExt, StreamExt, channel::mpsc, stream::BoxStream};
 use gateway_api::{
-    gatewayclasses::GatewayClass, gateways::Gateway, httproutes::HttpRoute,
-    referencegrants::ReferenceGrant,
+    gatewayclasses::GatewayClass, gateways::Gateway, grpcroutes::GrpcRoute, httproutes::HttpRoute,
+    referencegrants::ReferenceGrant, tlsroutes::TlsRoute,
 };
 use k8s_openapi::api::{
     apps::v1::Deployment,
@@ -33,6 +34,7 @@ use super::{
     context::{GatewayContext, GatewaySettings, Stores},
     gateway_reconcile, judgement,
     resolve::view::SERVICE_NAME_LABEL,
+    route_kinds::{RouteKind, RouteResource},
     route_reconcile,
     translate::Translator,
 };
@@ -124,10 +126,16 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> anyhow::Result<()> {
     ensure_crds(&client).await?;
+    // GRPCRoute and TLSRoute are served where their CRDs are installed (a
+    // cluster with an older Gateway API may lack TLSRoute v1).
+    let serve_grpc = installed::<GrpcRoute>(&client).await?;
+    let serve_tls = installed::<TlsRoute>(&client).await?;
     health.expect(CACHES);
     let mut classes = SharedWatch::<GatewayClass>::new();
     let mut gateways = SharedWatch::<Gateway>::new();
     let mut routes = SharedWatch::<HttpRoute>::new();
+    let mut grpc_routes = SharedWatch::<GrpcRoute>::new();
+    let mut tls_routes = SharedWatch::<TlsRoute>::new();
     let mut grants = SharedWatch::<ReferenceGrant>::new();
     let mut services = SharedWatch::<Service>::new();
     let mut slices = SharedWatch::<EndpointSlice>::new();
@@ -144,6 +152,8 @@ pub async fn run(
         classes: classes.store.clone(),
         gateways: gateways.store.clone(),
         routes: routes.store.clone(),
+        grpc_routes: grpc_routes.store.clone(),
+        tls_routes: tls_routes.store.clone(),
         grants: grants.store.clone(),
         services: services.store.clone(),
         slices: slices.store.clone(),
@@ -169,7 +179,11 @@ pub async fn run(
         let c = ctx.clone();
         let by_class = move |class: Arc<GatewayClass>| gateways_of_class(&c, &class.name_any());
         let c = ctx.clone();
-        let by_route = move |route: Arc<HttpRoute>| gateways_of_route(&c, &route);
+        let by_route = move |route: Arc<HttpRoute>| gateways_of_route(&c, &*route);
+        let c = ctx.clone();
+        let by_grpc_route = move |route: Arc<GrpcRoute>| gateways_of_route(&c, &*route);
+        let c = ctx.clone();
+        let by_tls_route = move |route: Arc<TlsRoute>| gateways_of_route(&c, &*route);
         let c = ctx.clone();
         let all = move |_: Arc<ReferenceGrant>| our_gateways(&c);
         let c = ctx.clone();
@@ -190,6 +204,10 @@ pub async fn run(
         let c = ctx.clone();
         let by_pod = move |pod: Arc<Pod>| gateway_of_pod(&c, &pod);
         let c = ctx.clone();
+        let by_config_map = move |m: PartialObjectMeta<ConfigMap>| {
+            c.gateways_using_config_map(&m.namespace().unwrap_or_default(), &m.name_any())
+        };
+        let c = ctx.clone();
         let by_secret = move |s: PartialObjectMeta<Secret>| {
             c.gateways_using_secret(&s.namespace().unwrap_or_default(), &s.name_any())
         };
@@ -201,38 +219,37 @@ pub async fn run(
             .watches_shared_stream(pods.changes(), by_pod)
             .watches_shared_stream(classes.changes(), by_class)
             .watches_shared_stream(routes.changes(), by_route)
+            .watches_shared_stream(grpc_routes.changes(), by_grpc_route)
+            .watches_shared_stream(tls_routes.changes(), by_tls_route)
             .watches_shared_stream(grants.changes(), all)
             .watches_shared_stream(services.changes(), by_service)
             .watches_shared_stream(slices.changes(), by_slice)
             .watches_shared_stream(namespaces.changes(), by_namespace)
             .watches_stream(metadata_watch::<Secret>(&client), by_secret)
+            .watches_stream(metadata_watch::<ConfigMap>(&client), by_config_map)
     };
 
-    let route_controller = {
-        let c = ctx.clone();
-        let by_gateway = move |g: Arc<Gateway>| routes_naming(&c, &g);
-        let c = ctx.clone();
-        let all_by_class = move |_: Arc<GatewayClass>| all_routes(&c);
-        let c = ctx.clone();
-        let all_by_grant = move |_: Arc<ReferenceGrant>| all_routes(&c);
-        let c = ctx.clone();
-        let by_service = move |s: Arc<Service>| routes_using_service(&c, &s);
-        let c = ctx.clone();
-        let by_namespace =
-            move |ns: Arc<PartialObjectMeta<Namespace>>| routes_in(&c, &ns.name_any());
-        Controller::for_shared_stream(routes.subscribe(), stores.routes.clone())
-            .with_config(bounded())
-            .watches_shared_stream(gateways.changes(), by_gateway)
-            .watches_shared_stream(classes.changes(), all_by_class)
-            .watches_shared_stream(grants.changes(), all_by_grant)
-            .watches_shared_stream(services.changes(), by_service)
-            .watches_shared_stream(namespaces.changes(), by_namespace)
+    let mut triggers = || RouteTriggers {
+        gateways: gateways.changes().boxed(),
+        classes: classes.changes().boxed(),
+        grants: grants.changes().boxed(),
+        services: services.changes().boxed(),
+        namespaces: namespaces.changes().boxed(),
     };
+    let http_route_controller = route_controller(&routes, triggers());
+    let grpc_route_controller = serve_grpc.then(|| route_controller(&grpc_routes, triggers()));
+    let tls_route_controller = serve_tls.then(|| route_controller(&tls_routes, triggers()));
 
     let config = watch_config();
     classes.start(Api::all(client.clone()), config.clone());
     gateways.start(Api::all(client.clone()), config.clone());
     routes.start(Api::all(client.clone()), config.clone());
+    if serve_grpc {
+        grpc_routes.start(Api::all(client.clone()), config.clone());
+    }
+    if serve_tls {
+        tls_routes.start(Api::all(client.clone()), config.clone());
+    }
     grants.start(Api::all(client.clone()), config.clone());
     services.start(Api::all(client.clone()), config.clone());
     slices.start(Api::all(client.clone()), config.clone());
@@ -249,6 +266,8 @@ pub async fn run(
         stores.classes.wait_until_ready(),
         stores.gateways.wait_until_ready(),
         stores.routes.wait_until_ready(),
+        optional(serve_grpc, stores.grpc_routes.wait_until_ready()),
+        optional(serve_tls, stores.tls_routes.wait_until_ready()),
         stores.grants.wait_until_ready(),
         stores.services.wait_until_ready(),
         stores.slices.wait_until_ready(),
@@ -280,13 +299,103 @@ pub async fn run(
             ctx.clone(),
         )
         .for_each(|r| async move { log("gateway", r.err()) });
-    let routes_done = route_controller
-        .graceful_shutdown_on(shutdown)
-        .run(route_reconcile::reconcile, error_policy::<HttpRoute>, ctx)
-        .for_each(|r| async move { log("http-route", r.err()) });
-    tokio::join!(classes_done, gateways_done, routes_done);
+    let routes_done = run_routes(http_route_controller, shutdown.clone(), ctx.clone());
+    let grpc_routes_done = futures::future::OptionFuture::from(
+        grpc_route_controller.map(|c| run_routes(c, shutdown.clone(), ctx.clone())),
+    );
+    let tls_routes_done = futures::future::OptionFuture::from(
+        tls_route_controller.map(|c| run_routes(c, shutdown, ctx)),
+    );
+    tokio::join!(
+        classes_done,
+        gateways_done,
+        routes_done,
+        grpc_routes_done,
+        tls_routes_done
+    );
     tracing::info!("Gateway API controllers stopped");
     Ok(())
+}
+
+/// What wakes a route controller besides its own routes.
+struct RouteTriggers {
+    gateways: BoxStream<'static, Arc<Gateway>>,
+    classes: BoxStream<'static, Arc<GatewayClass>>,
+    grants: BoxStream<'static, Arc<ReferenceGrant>>,
+    services: BoxStream<'static, Arc<Service>>,
+    namespaces: BoxStream<'static, Arc<PartialObjectMeta<Namespace>>>,
+}
+
+/// The controller of routes of one kind: a route's status changes with the
+/// Gateways it names, their classes, ReferenceGrants, its Services and the
+/// labels of its own namespace.
+fn route_controller<K: RouteResource>(
+    routes: &SharedWatch<K>,
+    triggers: RouteTriggers,
+) -> Controller<K> {
+    let store = routes.store.clone();
+    let s = store.clone();
+    let by_gateway = move |g: Arc<Gateway>| routes_naming(&s, &g);
+    let s = store.clone();
+    let all_by_class = move |_: Arc<GatewayClass>| all_routes(&s);
+    let s = store.clone();
+    let all_by_grant = move |_: Arc<ReferenceGrant>| all_routes(&s);
+    let s = store.clone();
+    let by_service = move |service: Arc<Service>| routes_using_service(&s, &service);
+    let s = store.clone();
+    let by_namespace = move |ns: Arc<PartialObjectMeta<Namespace>>| routes_in(&s, &ns.name_any());
+    Controller::for_shared_stream(routes.subscribe(), store)
+        .with_config(bounded())
+        .watches_shared_stream(triggers.gateways, by_gateway)
+        .watches_shared_stream(triggers.classes, all_by_class)
+        .watches_shared_stream(triggers.grants, all_by_grant)
+        .watches_shared_stream(triggers.services, by_service)
+        .watches_shared_stream(triggers.namespaces, by_namespace)
+}
+
+fn run_routes<K: RouteResource>(
+    controller: Controller<K>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    ctx: Arc<GatewayContext>,
+) -> impl Future<Output = ()> {
+    let name = match K::KIND {
+        RouteKind::Http => "http-route",
+        RouteKind::Grpc => "grpc-route",
+        RouteKind::Tls => "tls-route",
+    };
+    controller
+        .graceful_shutdown_on(shutdown)
+        .run(route_reconcile::reconcile::<K>, error_policy::<K>, ctx)
+        .for_each(move |r| async move { log(name, r.err()) })
+}
+
+/// Waits for `ready` only when `wanted`.
+async fn optional<E>(wanted: bool, ready: impl Future<Output = Result<(), E>>) -> Result<(), E> {
+    if wanted { ready.await } else { Ok(()) }
+}
+
+/// Whether the cluster serves `K` (its CRD is installed); a kind it does not
+/// serve is not watched, and says so in the log.
+async fn installed<K>(client: &Client) -> anyhow::Result<bool>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let api = Api::<K>::all(client.clone());
+    match api
+        .list_metadata(&kube::api::ListParams::default().limit(1))
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 => {
+            tracing::warn!(
+                kind = %K::kind(&()),
+                version = %K::version(&()),
+                "the cluster has no CRD for this route kind: its routes are not served"
+            );
+            Ok(false)
+        }
+        Err(err) => Err(anyhow::Error::new(err).context(format!("cannot list {}", K::plural(&())))),
+    }
 }
 
 /// Reconciles of one controller running at once. Unbounded, a burst of
@@ -396,35 +505,31 @@ fn gateways_of_class(ctx: &GatewayContext, class: &str) -> Vec<ObjectRef<Gateway
 
 /// The Gateways a route names, and the ones that served it before (a
 /// parent reference that was removed must reach its old Gateway too).
-fn gateways_of_route(ctx: &GatewayContext, route: &HttpRoute) -> Vec<ObjectRef<Gateway>> {
+fn gateways_of_route<K: RouteResource>(ctx: &GatewayContext, route: &K) -> Vec<ObjectRef<Gateway>> {
     let namespace = route.namespace().unwrap_or_default();
     let mut out: Vec<ObjectRef<Gateway>> = route
-        .spec
-        .parent_refs
+        .parent_names()
         .iter()
-        .flatten()
         .filter(|p| p.kind.as_deref().unwrap_or("Gateway") == "Gateway")
         .map(|p| ObjectRef::new(&p.name).within(p.namespace.as_deref().unwrap_or(&namespace)))
         .collect();
-    out.extend(ctx.gateways_serving_route(&namespace, &route.name_any()));
+    out.extend(ctx.gateways_serving_route(K::KIND, &namespace, &route.name_any()));
     out.sort_by_key(|r| (r.namespace.clone(), r.name.clone()));
     out.dedup();
     out
 }
 
-fn routes_naming(ctx: &GatewayContext, gateway: &Gateway) -> Vec<ObjectRef<HttpRoute>> {
-    ctx.stores
-        .routes
+fn routes_naming<K: RouteResource>(store: &Store<K>, gateway: &Gateway) -> Vec<ObjectRef<K>> {
+    store
         .state()
         .iter()
-        .filter(|r| judgement::names_gateway(r, gateway))
+        .filter(|r| judgement::names_gateway(&***r, gateway))
         .map(|r| ObjectRef::from_obj(&**r))
         .collect()
 }
 
-fn all_routes(ctx: &GatewayContext) -> Vec<ObjectRef<HttpRoute>> {
-    ctx.stores
-        .routes
+fn all_routes<K: RouteResource>(store: &Store<K>) -> Vec<ObjectRef<K>> {
+    store
         .state()
         .iter()
         .map(|r| ObjectRef::from_obj(&**r))
@@ -436,9 +541,8 @@ fn all_routes(ctx: &GatewayContext) -> Vec<ObjectRef<HttpRoute>> {
 /// and nothing else of a namespace. (Every route on every namespace event
 /// re-ran a thousand reconciles each time any test or tenant made or
 /// deleted a namespace anywhere in the cluster.)
-fn routes_in(ctx: &GatewayContext, namespace: &str) -> Vec<ObjectRef<HttpRoute>> {
-    ctx.stores
-        .routes
+fn routes_in<K: RouteResource>(store: &Store<K>, namespace: &str) -> Vec<ObjectRef<K>> {
+    store
         .state()
         .iter()
         .filter(|r| r.namespace().as_deref() == Some(namespace))
@@ -446,21 +550,15 @@ fn routes_in(ctx: &GatewayContext, namespace: &str) -> Vec<ObjectRef<HttpRoute>>
         .collect()
 }
 
-fn routes_using_service(ctx: &GatewayContext, service: &Service) -> Vec<ObjectRef<HttpRoute>> {
-    let (svc_ns, svc_name) = (service.namespace().unwrap_or_default(), service.name_any());
-    ctx.stores
-        .routes
+fn routes_using_service<K: RouteResource>(
+    store: &Store<K>,
+    service: &Service,
+) -> Vec<ObjectRef<K>> {
+    let key = (service.namespace().unwrap_or_default(), service.name_any());
+    store
         .state()
         .iter()
-        .filter(|r| {
-            let ns = r.namespace().unwrap_or_default();
-            r.spec.rules.iter().flatten().any(|rule| {
-                rule.backend_refs
-                    .iter()
-                    .flatten()
-                    .any(|b| b.name == svc_name && b.namespace.as_deref().unwrap_or(&ns) == svc_ns)
-            })
-        })
+        .filter(|r| r.backend_services().contains(&key))
         .map(|r| ObjectRef::from_obj(&**r))
         .collect()
 }

@@ -40,10 +40,13 @@ use super::{
     apply_plan::{self, Applied, Desired, Order, Shown},
     children,
     config::{self, ConfigError},
-    context::{GatewayContext, StoreView},
+    context::{Fetched, GatewayContext, StoreView},
     judgement,
     model::GatewayModel,
-    resolve::listeners::{self, ListenerState},
+    resolve::{
+        ca_bundles,
+        listeners::{self, ListenerState},
+    },
     route_reconcile, routes,
     status::{self, DataPlane, GatewayStatusUpdate},
 };
@@ -160,17 +163,21 @@ async fn cleanup(gateway: &Gateway, ctx: &GatewayContext) -> Result<(), Error> {
     for route in ctx.stores.routes.state() {
         route_reconcile::forget_gateway(&route, gateway, ctx).await?;
     }
+    for route in ctx.stores.grpc_routes.state() {
+        route_reconcile::forget_gateway(&route, gateway, ctx).await?;
+    }
+    for route in ctx.stores.tls_routes.state() {
+        route_reconcile::forget_gateway(&route, gateway, ctx).await?;
+    }
     Ok(())
 }
 
-/// The Secrets the listeners refer to, fetched for this reconcile (only
-/// these are read: the operator does not keep every Secret of the cluster).
-async fn fetch_secrets(
-    gateway: &Gateway,
-    ctx: &GatewayContext,
-) -> Result<BTreeMap<(String, String), Arc<Secret>>, Error> {
+/// The Secrets and CA ConfigMaps the listeners refer to, fetched for this
+/// reconcile (only these are read: the operator does not keep every Secret
+/// and ConfigMap of the cluster).
+async fn fetch(gateway: &Gateway, ctx: &GatewayContext) -> Result<Fetched, Error> {
     let namespace = gateway.namespace().unwrap_or_default();
-    let mut secrets = BTreeMap::new();
+    let mut fetched = Fetched::default();
     for listener in &gateway.spec.listeners {
         let refs = listener
             .tls
@@ -184,24 +191,51 @@ async fn fetch_secrets(
                 continue;
             }
             let ns = r.namespace.clone().unwrap_or_else(|| namespace.clone());
-            let key = (ns.clone(), r.name.clone());
-            if secrets.contains_key(&key) {
-                continue;
-            }
-            let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
-            match api.get_opt(&r.name).await {
-                Ok(Some(secret)) => {
-                    secrets.insert(key, Arc::new(secret));
-                }
-                Ok(None) => {}
-                Err(kube::Error::Api(status)) if status.code == 403 => {
-                    tracing::warn!(secret = %format!("{ns}/{}", r.name), "not allowed to read a certificate Secret");
-                }
-                Err(err) => return Err(err.into()),
-            }
+            get_into(ctx, &mut fetched.secrets, ns, &r.name).await?;
+        }
+        let port = u16::try_from(listener.port).unwrap_or(0);
+        for r in ca_bundles::frontend_validation(gateway, port)
+            .into_iter()
+            .flat_map(|v| v.refs)
+            .filter(|r| r.group.is_empty() && r.kind == "ConfigMap")
+        {
+            let ns = r.namespace.clone().unwrap_or_else(|| namespace.clone());
+            get_into(ctx, &mut fetched.config_maps, ns, &r.name).await?;
         }
     }
-    Ok(secrets)
+    Ok(fetched)
+}
+
+/// Reads `namespace/name` into `into`, once; a missing one, or one the
+/// operator may not read, stays out (the listener says what is wrong).
+async fn get_into<K>(
+    ctx: &GatewayContext,
+    into: &mut BTreeMap<(String, String), Arc<K>>,
+    namespace: String,
+    name: &str,
+) -> Result<(), Error>
+where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let key = (namespace, name.to_string());
+    if into.contains_key(&key) {
+        return Ok(());
+    }
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &key.0);
+    match api.get_opt(name).await {
+        Ok(Some(object)) => {
+            into.insert(key, Arc::new(object));
+        }
+        Ok(None) => {}
+        Err(kube::Error::Api(status)) if status.code == 403 => {
+            tracing::warn!(object = %format!("{}/{name}", key.0), kind = %K::kind(&()), "not allowed to read an object a listener names");
+        }
+        Err(err) => return Err(err.into()),
+    }
+    Ok(())
 }
 
 /// Judges the Gateway, applies its data plane and writes its status; a
@@ -213,8 +247,9 @@ async fn apply(
     claim: Option<tokio::task::JoinHandle<Result<(), Error>>>,
 ) -> Result<Action, Error> {
     let now = Timestamp::now();
-    let secrets = fetch_secrets(gateway, ctx).await?;
-    let view = StoreView::new(&ctx.stores, secrets.clone());
+    let fetched = fetch(gateway, ctx).await?;
+    let secrets = fetched.secrets.clone();
+    let view = StoreView::new(&ctx.stores, fetched);
     let states = listeners::evaluate(gateway, &view);
     let accepted = judgement::acceptance(gateway, &view, &states);
 
@@ -226,7 +261,17 @@ async fn apply(
         recheck: None,
     };
     if accepted.is_ok() {
-        let candidates = judgement::candidate_routes(gateway, ctx.stores.routes.state());
+        let stores = &ctx.stores;
+        let mut candidates = judgement::candidate_routes(gateway, stores.routes.state());
+        candidates.extend(judgement::candidate_routes(
+            gateway,
+            stores.grpc_routes.state(),
+        ));
+        candidates.extend(judgement::candidate_routes(
+            gateway,
+            stores.tls_routes.state(),
+        ));
+        judgement::in_precedence_order(&mut candidates);
         verdicts =
             routes::evaluate_all(&candidates, gateway, &states, &view, &ctx.translator).await;
         let built = judgement::build(gateway, &states, &verdicts);
@@ -378,7 +423,17 @@ impl Children {
             .collect();
         certificates.sort();
         certificates.dedup();
-        let certificate_secret = children::certificates(gateway, &certificates, secrets);
+        let ca_files: BTreeMap<String, String> = states
+            .iter()
+            .filter(|s| s.programmable())
+            .filter_map(|s| {
+                Some((
+                    listeners::client_ca_file(s.port),
+                    s.client_ca.as_ref()?.pem.clone(),
+                ))
+            })
+            .collect();
+        let certificate_secret = children::certificates(gateway, &certificates, secrets, &ca_files);
         let hash = children::data_plane_hash(config, certificate_secret.as_ref());
         Self {
             config_map: children::config_map(gateway, config),
@@ -387,7 +442,7 @@ impl Children {
                 &ctx.settings.praxis_image,
                 &hash,
                 states,
-                &certificates,
+                certificate_secret.is_some(),
             ),
             service: children::service(gateway, states),
             certificates: certificate_secret,

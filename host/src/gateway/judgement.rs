@@ -10,13 +10,18 @@ use std::{
     sync::Arc,
 };
 
-use gateway_api::{gateways::Gateway, httproutes::HttpRoute};
+use gateway_api::gateways::Gateway;
 use kube::ResourceExt;
 
 use super::{
     context::References,
     model::{self, GatewayModel},
-    resolve::{attach, listeners::ListenerState, view::ClusterView},
+    resolve::{
+        attach, ca_bundles,
+        listeners::{self, ListenerState},
+        view::ClusterView,
+    },
+    route_kinds::{AnyRoute, RouteResource},
     routes::RouteVerdict,
 };
 
@@ -50,15 +55,22 @@ pub fn acceptance(
             ),
         ));
     }
-    if gateway
+    // An address without a value asks the implementation to choose one,
+    // which the LoadBalancer Service does; a given address cannot be had.
+    if let Some(a) = gateway
         .spec
         .addresses
-        .as_ref()
-        .is_some_and(|a| !a.is_empty())
+        .iter()
+        .flatten()
+        .find(|a| a.value.as_deref().is_some_and(|v| !v.is_empty()))
     {
         return Err((
             "UnsupportedAddress",
-            "spec.addresses is not supported: the address comes from the data plane's LoadBalancer Service".into(),
+            format!(
+                "spec.addresses {} is not supported: the address comes from the data plane's \
+                 LoadBalancer Service; leave out its value to take that one",
+                a.value.as_deref().unwrap_or_default()
+            ),
         ));
     }
     if !states.iter().any(ListenerState::usable) {
@@ -71,34 +83,38 @@ pub fn acceptance(
 }
 
 /// Whether one of the route's parent references names the Gateway.
-pub fn names_gateway(route: &HttpRoute, gateway: &Gateway) -> bool {
+pub fn names_gateway<K: RouteResource>(route: &K, gateway: &Gateway) -> bool {
     let ns = route.namespace().unwrap_or_default();
     route
-        .spec
-        .parent_refs
+        .parent_names()
         .iter()
-        .flatten()
         .any(|p| attach::names_gateway(p, &ns, gateway))
 }
 
-/// Of `routes`, the ones that name this Gateway, oldest first (the spec's
-/// tie-break), then by namespace and name.
-pub fn candidate_routes(
+/// Of `routes` (one kind), the ones that name this Gateway, in HTTPRoute's
+/// shape; [`in_precedence_order`] once every kind is in.
+pub fn candidate_routes<K: RouteResource>(
     gateway: &Gateway,
-    routes: impl IntoIterator<Item = Arc<HttpRoute>>,
-) -> Vec<Arc<HttpRoute>> {
-    let mut routes: Vec<Arc<HttpRoute>> = routes
+    routes: impl IntoIterator<Item = Arc<K>>,
+) -> Vec<AnyRoute> {
+    routes
         .into_iter()
-        .filter(|r| names_gateway(r, gateway))
-        .collect();
-    routes.sort_by_key(|r| {
+        .filter(|r| names_gateway(&**r, gateway))
+        .map(|r| r.to_any())
+        .collect()
+}
+
+/// Oldest first (the spec's tie-break between routes), then by namespace,
+/// name and kind.
+pub fn in_precedence_order(routes: &mut [AnyRoute]) {
+    routes.sort_by_cached_key(|r| {
         (
-            r.metadata.creation_timestamp.clone().map(|t| t.0),
+            r.route.metadata.creation_timestamp.clone().map(|t| t.0),
             r.namespace(),
-            r.name_any(),
+            r.name(),
+            r.kind,
         )
     });
-    routes
 }
 
 /// The data plane's model, and what its listeners report.
@@ -126,6 +142,14 @@ pub fn build(gateway: &Gateway, states: &[ListenerState], verdicts: &[RouteVerdi
                 protocol: s.protocol.unwrap_or(model::Protocol::Http),
                 hostname: s.hostname.clone(),
                 certificates: s.certificates.iter().map(|c| c.files()).collect(),
+                client_validation: s.client_ca.as_ref().map(|ca| model::ClientValidation {
+                    ca_path: format!(
+                        "{}/{}",
+                        listeners::TLS_MOUNT_ROOT,
+                        listeners::client_ca_file(s.port)
+                    ),
+                    required: !ca.insecure_fallback,
+                }),
                 routes: Vec::new(),
             })
             .collect(),
@@ -145,6 +169,7 @@ pub fn build(gateway: &Gateway, states: &[ListenerState], verdicts: &[RouteVerdi
         for (listener, hostnames) in on {
             attached[listener] += 1;
             model.listeners[listener].routes.push(model::Route {
+                kind: verdict.kind,
                 namespace: verdict.namespace.clone(),
                 name: verdict.name.clone(),
                 hostnames,
@@ -192,15 +217,33 @@ pub fn references<'a>(
             }
         }
     }
+    // The CA ConfigMaps of client-certificate validation, found or not.
+    let gateway_namespace = gateway.namespace().unwrap_or_default();
+    let config_maps = gateway
+        .spec
+        .listeners
+        .iter()
+        .filter_map(|l| ca_bundles::frontend_validation(gateway, u16::try_from(l.port).ok()?))
+        .flat_map(|v| v.refs)
+        .map(|r| {
+            (
+                r.namespace.unwrap_or_else(|| gateway_namespace.clone()),
+                r.name,
+            )
+        })
+        .collect();
     let mut references = References {
         secrets,
+        config_maps,
         ..Default::default()
     };
     for verdict in verdicts {
         references.services.extend(verdict.services.iter().cloned());
-        references
-            .routes
-            .insert((verdict.namespace.clone(), verdict.name.clone()));
+        references.routes.insert((
+            verdict.kind,
+            verdict.namespace.clone(),
+            verdict.name.clone(),
+        ));
     }
     references
 }
@@ -215,6 +258,7 @@ mod tests {
             listeners::{self, Issue},
             view::ListView,
         },
+        route_kinds::RouteKind,
         routes::ParentVerdict,
     };
     use gateway_api::gatewayclasses::GatewayClass;
@@ -248,7 +292,7 @@ mod tests {
         name: &str,
         created: &str,
         parent: serde_json::Value,
-    ) -> Arc<HttpRoute> {
+    ) -> Arc<gateway_api::httproutes::HttpRoute> {
         Arc::new(
             serde_json::from_value(json!({
                 "metadata": { "name": name, "namespace": namespace, "creationTimestamp": created },
@@ -264,6 +308,7 @@ mod tests {
             matches: Vec::new(),
             backends: Vec::new(),
             filters: Vec::new(),
+            timeouts: Default::default(),
         }
     }
 
@@ -291,6 +336,7 @@ mod tests {
     /// one backend Service.
     fn verdict(name: &str, parents: Vec<ParentVerdict>, rules: usize) -> RouteVerdict {
         RouteVerdict {
+            kind: RouteKind::Http,
             namespace: "shop".into(),
             name: name.into(),
             parents,
@@ -352,6 +398,13 @@ mod tests {
             judged(&addressed, &view).unwrap_err().0,
             "UnsupportedAddress"
         );
+        let mut empty = http_gateway();
+        empty.spec.addresses = serde_json::from_value(json!([{ "type": "IPAddress" }])).unwrap();
+        assert_eq!(
+            judged(&empty, &view),
+            Ok(()),
+            "an address without value is ours to choose"
+        );
 
         let udp_only = gateway(json!({ "gatewayClassName": "pontoon", "listeners": [
             { "name": "udp", "port": 53, "protocol": "UDP" }
@@ -386,9 +439,11 @@ mod tests {
                 json!({ "name": "gw" }),
             ),
         ];
-        let names: Vec<String> = candidate_routes(&gw, routes)
+        let mut candidates = candidate_routes(&gw, routes);
+        in_precedence_order(&mut candidates);
+        let names: Vec<String> = candidates
             .iter()
-            .map(|r| format!("{}/{}", r.namespace().unwrap(), r.name_any()))
+            .map(|r| format!("{}/{}", r.namespace(), r.name()))
             .collect();
         assert_eq!(names, ["blog/z", "shop/a", "shop/b", "infra/same-ns"]);
     }
@@ -471,9 +526,10 @@ mod tests {
             references.secrets,
             set(&[("infra", "missing"), ("certs", "shared")])
         );
+        let http = |name: &str| (RouteKind::Http, "shop".to_string(), name.to_string());
         assert_eq!(
             references.routes,
-            set(&[("shop", "r"), ("shop", "refused")])
+            HashSet::from([http("r"), http("refused")])
         );
         assert_eq!(
             references.services,

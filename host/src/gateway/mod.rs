@@ -1,5 +1,5 @@
-//! Gateway API for Praxis: GatewayClass, Gateway and HTTPRoute controllers,
-//! and the Praxis configuration generated from them.
+//! Gateway API for Praxis: GatewayClass, Gateway, HTTPRoute, GRPCRoute and
+//! TLSRoute controllers, and the Praxis configuration generated from them.
 
 pub mod apply_plan;
 pub mod children;
@@ -11,6 +11,7 @@ pub mod gateway_reconcile;
 pub mod judgement;
 pub mod model;
 pub mod resolve;
+pub mod route_kinds;
 pub mod route_reconcile;
 pub mod routes;
 pub mod status;

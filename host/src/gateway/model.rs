@@ -8,6 +8,8 @@
 
 use std::net::SocketAddr;
 
+pub use super::route_kinds::RouteKind;
+
 /// One Gateway's data plane.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct GatewayModel {
@@ -22,6 +24,9 @@ pub struct GatewayModel {
 pub enum Protocol {
     Http,
     Https,
+    /// TLS passed through to the backend, routed by the ClientHello's
+    /// server name (TLSRoutes).
+    TlsPassthrough,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -35,9 +40,21 @@ pub struct Listener {
     /// For HTTPS: the certificates, as files where the Deployment mounts each
     /// `kubernetes.io/tls` Secret (first one is the default).
     pub certificates: Vec<CertificateFiles>,
+    /// For HTTPS: the client certificates asked for (the same for every
+    /// listener of a port, as the Gateway API sets them per port).
+    pub client_validation: Option<ClientValidation>,
     /// The routes attached to this listener, in the Gateway API's precedence
     /// order for ties (oldest first, then by namespace/name).
     pub routes: Vec<Route>,
+}
+
+/// Client certificates checked against the CA certificates in `ca_path`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientValidation {
+    pub ca_path: String,
+    /// Without a certificate a client is refused; otherwise let in without
+    /// one (a certificate it presents must still be valid).
+    pub required: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,6 +65,8 @@ pub struct CertificateFiles {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Route {
+    /// HTTPRoute and GRPCRoute on HTTP(S) listeners, TLSRoute on TLS ones.
+    pub kind: RouteKind,
     pub namespace: String,
     pub name: String,
     /// Effective hostnames: the route's hostnames intersected with the
@@ -67,6 +86,16 @@ pub struct Rule {
     pub backends: Vec<Backend>,
     /// The rule's filters, each translated into Praxis filter entries, in order.
     pub filters: Vec<TranslatedFilter>,
+    pub timeouts: Timeouts,
+}
+
+/// A rule's `timeouts`, in milliseconds; `None` when unset or `0s` (none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Timeouts {
+    /// From the request's arrival until the response's headers.
+    pub request_ms: Option<u64>,
+    /// For each request to a backend.
+    pub backend_request_ms: Option<u64>,
 }
 
 /// One HTTPRoute match: every present part must hold (AND).
@@ -108,6 +137,23 @@ pub struct Backend {
     pub weight: u32,
     /// Ready endpoint addresses from the Service's EndpointSlices.
     pub endpoints: Vec<SocketAddr>,
+    /// What the backend speaks (the Service port's `appProtocol`, else the
+    /// route kind's default).
+    pub protocol: BackendProtocol,
+    /// The Service's cluster address and port, where it has one: a TLS
+    /// stream is sent there whole (kube-proxy spreads the connections).
+    pub service_address: Option<SocketAddr>,
+}
+
+/// The application protocol a backend speaks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BackendProtocol {
+    /// HTTP/1.1 (WebSocket upgrades included).
+    #[default]
+    Http1,
+    /// HTTP/2 over cleartext, with prior knowledge (`kubernetes.io/h2c`;
+    /// every gRPC backend).
+    H2c,
 }
 
 /// One HTTPRoute filter after translation by a config filter module.

@@ -1,14 +1,12 @@
-//! HTTPRoute: an entry in `status.parents` for each parent reference to a
-//! Gateway of ours, judged exactly as the Gateway controller judges it;
-//! entries of other controllers are kept, ours for Gateways that are gone
-//! (or no longer ours, or no longer referenced) are removed.
+//! HTTPRoute, GRPCRoute and TLSRoute: an entry in `status.parents` for each
+//! parent reference to a Gateway of ours, judged exactly as the Gateway
+//! controller judges it; entries of other controllers are kept, ours for
+//! Gateways that are gone (or no longer ours, or no longer referenced) are
+//! removed.
 
 use std::sync::Arc;
 
-use gateway_api::{
-    gateways::Gateway,
-    httproutes::{HttpRoute, HttpRouteStatusParents},
-};
+use gateway_api::{gateways::Gateway, httproutes::HttpRouteStatusParents};
 use k8s_openapi::jiff::Timestamp;
 use kube::{
     Api, ResourceExt,
@@ -21,11 +19,17 @@ use super::{
     Error,
     context::{GatewayContext, StoreView},
     resolve::{attach, listeners},
+    route_kinds::{AnyRoute, RouteResource},
     routes,
     status::{route_parent, same_parent},
 };
 
-pub async fn reconcile(route: Arc<HttpRoute>, ctx: Arc<GatewayContext>) -> Result<Action, Error> {
+pub async fn reconcile<K: RouteResource>(
+    resource: Arc<K>,
+    ctx: Arc<GatewayContext>,
+) -> Result<Action, Error> {
+    let any = resource.to_any();
+    let route = &any.route;
     let namespace = route.namespace().unwrap_or_default();
     let view = StoreView::new(&ctx.stores, Default::default());
     let now = Timestamp::now();
@@ -70,7 +74,7 @@ pub async fn reconcile(route: Arc<HttpRoute>, ctx: Arc<GatewayContext>) -> Resul
     for gateway in &gateways {
         let states = listeners::evaluate(gateway, &view);
         let verdicts = routes::evaluate_all(
-            std::slice::from_ref(&route),
+            std::slice::from_ref(&any),
             gateway,
             &states,
             &view,
@@ -103,16 +107,18 @@ pub async fn reconcile(route: Arc<HttpRoute>, ctx: Arc<GatewayContext>) -> Resul
         .cloned()
         .collect();
     parents.extend(ours);
-    write(&route, &ctx, parents, &previous).await?;
+    write::<K>(&any, &ctx, parents, &previous).await?;
     Ok(Action::await_change())
 }
 
 /// Removes this route's entries for `gateway` (the Gateway is going away).
-pub async fn forget_gateway(
-    route: &HttpRoute,
+pub async fn forget_gateway<K: RouteResource>(
+    resource: &Arc<K>,
     gateway: &Gateway,
     ctx: &GatewayContext,
 ) -> Result<(), Error> {
+    let any = resource.to_any();
+    let route = &any.route;
     let namespace = route.namespace().unwrap_or_default();
     let previous = route
         .status
@@ -131,11 +137,11 @@ pub async fn forget_gateway(
         })
         .cloned()
         .collect();
-    write(route, ctx, kept, &previous).await
+    write::<K>(&any, ctx, kept, &previous).await
 }
 
-async fn write(
-    route: &HttpRoute,
+async fn write<K: RouteResource>(
+    any: &AnyRoute,
     ctx: &GatewayContext,
     parents: Vec<HttpRouteStatusParents>,
     previous: &[HttpRouteStatusParents],
@@ -143,8 +149,8 @@ async fn write(
     if parents == previous {
         return Ok(());
     }
-    let api: Api<HttpRoute> =
-        Api::namespaced(ctx.client.clone(), &route.namespace().unwrap_or_default());
+    let route = &any.route;
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &route.namespace().unwrap_or_default());
     // The whole list is replaced: the precondition keeps other controllers'
     // entries written meanwhile from being lost (a conflict retries).
     let body = json!({

@@ -1,14 +1,13 @@
-//! One HTTPRoute judged against one of our Gateways: which of its parent
+//! One route (HTTPRoute, GRPCRoute or TLSRoute, in HTTPRoute's shape: see
+//! `route_kinds`) judged against one of our Gateways: which of its parent
 //! references attach it to which listeners, whether its backends resolve,
 //! and its rules in the model's terms with their filters translated. The
-//! Gateway controller builds the data plane from it, the HTTPRoute
-//! controller the route's status, so both always agree.
-
-use std::sync::Arc;
+//! Gateway controller builds the data plane from it, the route controllers
+//! the route's status, so both always agree.
 
 use gateway_api::{
     gateways::Gateway,
-    httproutes::{HttpRoute, HttpRouteParentRefs, HttpRouteRules},
+    httproutes::{HttpRouteParentRefs, HttpRouteRules},
 };
 
 use super::{
@@ -16,11 +15,12 @@ use super::{
     model::{Match, Rule, TranslatedFilter},
     resolve::{
         attach::{self, Attachment},
-        backends,
+        backends, durations,
         listeners::{Issue, ListenerState},
         matches,
         view::ClusterView,
     },
+    route_kinds::{AnyRoute, RouteKind},
     translate::{FilterRequest, Translator, UNSUPPORTED_VALUE},
 };
 use crate::plugins::bindings::RouteContext;
@@ -35,6 +35,7 @@ pub struct ParentVerdict {
 
 #[derive(Clone, Debug)]
 pub struct RouteVerdict {
+    pub kind: RouteKind,
     pub namespace: String,
     pub name: String,
     /// One per parent reference naming this Gateway.
@@ -62,7 +63,7 @@ impl RouteVerdict {
 /// every route goes to the translator in one batch: a Gateway's first
 /// reconcile translates all its routes' filters at once.
 pub async fn evaluate_all(
-    routes: &[Arc<HttpRoute>],
+    routes: &[AnyRoute],
     gateway: &Gateway,
     listeners: &[ListenerState],
     view: &dyn ClusterView,
@@ -74,7 +75,8 @@ pub async fn evaluate_all(
     // Whose each request is: (route, rule).
     let mut owners = Vec::new();
     let mut translated: Vec<Vec<Vec<Result<TranslatedFilter, Issue>>>> = Vec::new();
-    for (route_index, route) in routes.iter().enumerate() {
+    for (route_index, any) in routes.iter().enumerate() {
+        let route = &any.route;
         let rules = route.spec.rules.as_deref().unwrap_or_default();
         translated.push(vec![Vec::new(); rules.len()]);
         for (rule_index, rule) in rules.iter().enumerate() {
@@ -107,12 +109,13 @@ pub async fn evaluate_all(
 
 /// One route's verdict, given its rules' translated filters.
 fn judge(
-    route: &HttpRoute,
+    any: &AnyRoute,
     gateway: &Gateway,
     listeners: &[ListenerState],
     view: &dyn ClusterView,
     mut per_rule: Vec<Vec<Result<TranslatedFilter, Issue>>>,
 ) -> RouteVerdict {
+    let (kind, route) = (any.kind, &any.route);
     let namespace = route.metadata.namespace.clone().unwrap_or_default();
     let name = route.metadata.name.clone().unwrap_or_default();
     let hostnames = route.spec.hostnames.clone().unwrap_or_default();
@@ -121,14 +124,15 @@ fn judge(
         .parent_refs
         .iter()
         .flatten()
-        .filter(|p| attach::names_gateway(p, &namespace, gateway))
+        .filter(|p| attach::names_gateway(*p, &namespace, gateway))
         .map(|p| ParentVerdict {
             parent: p.clone(),
-            accepted: attach::attach(&namespace, &hostnames, p, gateway, listeners, view),
+            accepted: attach::attach(kind, &namespace, &hostnames, p, gateway, listeners, view),
         })
         .collect();
 
     let mut verdict = RouteVerdict {
+        kind,
         namespace: namespace.clone(),
         name,
         parents,
@@ -140,6 +144,7 @@ fn judge(
     let rules = route.spec.rules.as_deref().unwrap_or_default();
     for (index, rule) in rules.iter().enumerate() {
         let resolved = backends::resolve(
+            kind,
             &namespace,
             rule.backend_refs.as_deref().unwrap_or_default(),
             view,
@@ -147,7 +152,10 @@ fn judge(
         verdict.services.extend(resolved.services);
         verdict.unresolved.extend(resolved.issues);
         let mut filters = Vec::new();
-        let mut refused = None;
+        let mut refused = any
+            .refused
+            .get(&index)
+            .map(|why| Issue::new(UNSUPPORTED_VALUE, format!("rule {index}: {why}")));
         for outcome in std::mem::take(&mut per_rule[index]) {
             match outcome {
                 Ok(filter) => filters.push(filter),
@@ -160,11 +168,19 @@ fn judge(
             }
         }
         let matches: Vec<Match> = matches::convert(rule.matches.as_deref().unwrap_or_default());
+        let timeouts = durations::timeouts(rule.timeouts.as_ref()).unwrap_or_else(|why| {
+            refused.get_or_insert(Issue::new(
+                UNSUPPORTED_VALUE,
+                format!("rule {index}: {why}"),
+            ));
+            Default::default()
+        });
         let model = Rule {
             index,
             matches,
             backends: resolved.backends,
             filters,
+            timeouts,
         };
         if refused.is_none()
             && let Some(why) = unsupported_fields(rule)
@@ -175,7 +191,7 @@ fn judge(
             ));
         }
         if refused.is_none()
-            && let Err(why) = config::check_rule(&model)
+            && let Err(why) = config::check_rule(kind, &model)
         {
             refused = Some(Issue::new(
                 UNSUPPORTED_VALUE,
@@ -193,9 +209,6 @@ fn judge(
 /// Fields of a rule that Pontoon does not act on yet: such a rule is refused
 /// rather than served without them.
 fn unsupported_fields(rule: &HttpRouteRules) -> Option<String> {
-    if rule.timeouts.is_some() {
-        return Some("timeouts are not supported by Pontoon's Praxis config yet".into());
-    }
     let with_filters = rule
         .backend_refs
         .iter()
@@ -215,14 +228,12 @@ mod tests {
     }
 
     #[test]
-    fn timeouts_and_backend_filters_refuse_the_rule() {
+    fn backend_filters_refuse_the_rule() {
         assert_eq!(
-            unsupported_fields(&rule(serde_json::json!({"backendRefs": [{"name": "a"}]}))),
+            unsupported_fields(&rule(serde_json::json!({"backendRefs": [{"name": "a"}],
+                "timeouts": {"request": "10s"}}))),
             None
         );
-        let timeouts =
-            unsupported_fields(&rule(serde_json::json!({"timeouts": {"request": "10s"}})));
-        assert!(timeouts.is_some_and(|m| m.contains("timeouts")));
         let filters = unsupported_fields(&rule(serde_json::json!({"backendRefs": [
             {"name": "a"},
             {"name": "b", "filters": [{"type": "RequestHeaderModifier",

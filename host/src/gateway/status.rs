@@ -190,7 +190,7 @@ pub fn listeners(
                         .iter()
                         .map(|k| GatewayStatusListenersSupportedKinds {
                             group: Some(GATEWAY_GROUP.into()),
-                            kind: k.clone(),
+                            kind: k.name().to_string(),
                         })
                         .collect(),
                 ),

@@ -13,7 +13,7 @@
 use std::{collections::BTreeMap, net::SocketAddr};
 
 use super::praxis::{Cluster, ClusterHttp, Endpoint};
-use crate::gateway::model::Backend;
+use crate::gateway::model::{Backend, BackendProtocol, Rule};
 
 /// Praxis's ceiling for one endpoint's weight.
 const MAX_WEIGHT: u64 = 1000;
@@ -126,8 +126,77 @@ fn lcm(a: u64, b: u64) -> Option<u64> {
     (a / gcd(a, b)).checked_mul(b)
 }
 
+/// What the backends of a rule speak. They go into one cluster, which
+/// speaks one HTTP version, so they must agree.
+pub fn protocol(backends: &[Backend]) -> Result<BackendProtocol, String> {
+    let mut weighted = backends.iter().filter(|b| b.weight > 0);
+    let Some(first) = weighted.next() else {
+        return Ok(BackendProtocol::Http1);
+    };
+    match weighted.find(|b| b.protocol != first.protocol) {
+        None => Ok(first.protocol),
+        Some(other) => Err(format!(
+            "backends {} and {} speak different protocols ({:?} and {:?}): Praxis sends a rule \
+             to one cluster, which speaks one HTTP version; give them Service ports of the same \
+             appProtocol, or split the rule",
+            first.cluster, other.cluster, first.protocol, other.protocol
+        )),
+    }
+}
+
+/// Praxis's longest cluster timeout (one hour).
+pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
+
+/// Whether Praxis can bound the rule's backend requests as asked.
+pub fn check_timeouts(rule: &Rule) -> Result<(), String> {
+    match rule.timeouts.backend_request_ms {
+        Some(ms) if ms > MAX_TIMEOUT_MS => Err(format!(
+            "timeouts.backendRequest of {ms} ms is longer than Praxis's longest upstream \
+             timeout ({MAX_TIMEOUT_MS} ms, one hour)"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A rule's cluster settings besides its endpoints.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// `http.version` (`h2` for h2c backends).
+    version: Option<&'static str>,
+    read_timeout_ms: Option<u64>,
+}
+
+impl Settings {
+    pub fn of(rule: &Rule) -> Self {
+        let version = match protocol(&rule.backends) {
+            Ok(BackendProtocol::H2c) => Some("h2"),
+            _ => None,
+        };
+        // Praxis's read timeout answers 504 when the backend has not begun
+        // its response in time: the backend request's bound, and, at the
+        // latest, the whole request's.
+        let read_timeout_ms = match (rule.timeouts.backend_request_ms, rule.timeouts.request_ms) {
+            (Some(b), Some(r)) => Some(b.min(r)),
+            (b, r) => b.or(r),
+        }
+        // Longer than Praxis allows there: a request timeout is then kept by
+        // the `timeout` filter alone (a backend timeout that long is refused).
+        .filter(|ms| *ms <= MAX_TIMEOUT_MS);
+        Self {
+            version,
+            read_timeout_ms,
+        }
+    }
+}
+
 /// One (rule, match) cluster.
-pub fn cluster(name: String, rule_tag: &str, match_tag: String, backends: &Backends) -> Cluster {
+pub fn cluster(
+    name: String,
+    rule_tag: &str,
+    match_tag: String,
+    backends: &Backends,
+    settings: Settings,
+) -> Cluster {
     let endpoints = match backends {
         Backends::Endpoints(endpoints) => endpoints
             .iter()
@@ -146,9 +215,11 @@ pub fn cluster(name: String, rule_tag: &str, match_tag: String, backends: &Backe
         load_balancer_strategy: "round_robin",
         endpoints,
         http: ClusterHttp {
+            version: settings.version,
             application_protocol: rule_tag.to_string(),
             application_provider: match_tag,
         },
+        read_timeout_ms: settings.read_timeout_ms,
     }
 }
 
@@ -161,6 +232,8 @@ mod tests {
             cluster: "ns/svc:80".into(),
             weight,
             endpoints: endpoints.iter().map(|e| e.parse().unwrap()).collect(),
+            protocol: BackendProtocol::Http1,
+            service_address: None,
         }
     }
 

@@ -26,7 +26,7 @@ use serde::{
 use serde_json::{Map, Value};
 
 use super::{
-    praxis::{Condition, ConditionMatch, Filter, SelectedUpstream, StaticResponse},
+    praxis::{Condition, ConditionMatch, Filter, SelectedUpstream, StaticResponse, Timeout},
     routes::CheckedMatch,
 };
 use crate::gateway::model::{Protocol, TranslatedFilter};
@@ -115,10 +115,18 @@ pub fn rule_entries<'a>(
     match_tag: impl Fn(usize) -> String,
     listener: ListenerFacts,
     status: Option<u16>,
+    request_timeout_ms: Option<u64>,
 ) -> Vec<Filter<'a>> {
     let rule_condition = gate(Some(rule_tag.to_string()), None);
     let rule_gate = Arc::new(rule_condition.clone());
     let mut out = Vec::new();
+    if let Some(timeout_ms) = request_timeout_ms {
+        out.push(Filter::Timeout(Timeout {
+            filter: "timeout",
+            conditions: vec![rule_condition.clone()],
+            timeout_ms,
+        }));
+    }
     for entry in filters.iter().flat_map(|f| f.entries.iter()) {
         // `check` refused anything but objects beforehand.
         let Some(entry) = entry.as_object() else {
@@ -317,7 +325,7 @@ fn fill_str(s: &str, listener: ListenerFacts, match_prefix: Option<&str>) -> Str
     let suffix = |port: u16| {
         let default = match listener.protocol {
             Protocol::Http => 80,
-            Protocol::Https => 443,
+            Protocol::Https | Protocol::TlsPassthrough => 443,
         };
         if port == default {
             String::new()
@@ -481,6 +489,7 @@ mod tests {
             |k| format!("r1-m{k}"),
             http(80),
             Some(500),
+            None,
         );
         let out = serde_json::to_value(&out).unwrap();
         assert_eq!(

@@ -9,7 +9,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use super::{
     ConfigError,
-    praxis::{Certificate, Tls},
+    praxis::{CaFile, Certificate, Tls},
 };
 use crate::gateway::model::{GatewayModel, Listener, Protocol};
 
@@ -31,7 +31,7 @@ impl PortGroup<'_> {
     }
 
     pub fn tls(&self) -> Result<Option<Tls>, ConfigError> {
-        if self.protocol == Protocol::Http {
+        if self.protocol != Protocol::Https {
             return Ok(None);
         }
         let single = self.listeners.len() == 1;
@@ -67,7 +67,17 @@ impl PortGroup<'_> {
                 },
             });
         }
-        Ok(Some(Tls { certificates }))
+        let validation = self
+            .listeners
+            .iter()
+            .find_map(|l| l.client_validation.as_ref());
+        Ok(Some(Tls {
+            certificates,
+            client_ca: validation.map(|v| CaFile {
+                ca_path: v.ca_path.clone(),
+            }),
+            client_cert_mode: validation.map(|v| if v.required { "require" } else { "request" }),
+        }))
     }
 }
 
@@ -84,6 +94,7 @@ pub fn scheme(protocol: Protocol) -> &'static str {
     match protocol {
         Protocol::Http => "http",
         Protocol::Https => "https",
+        Protocol::TlsPassthrough => "tls",
     }
 }
 

@@ -16,6 +16,7 @@ mod clusters;
 mod filters;
 mod hostnames;
 mod listeners;
+mod passthrough;
 mod praxis;
 mod routes;
 
@@ -38,7 +39,7 @@ use self::{
     },
     routes::{Candidate, CheckedMatch},
 };
-use super::model::{GatewayModel, Route, Rule};
+use super::model::{GatewayModel, Protocol, Route, RouteKind, Rule};
 
 /// The `reason` of a route condition for a rule Praxis cannot express.
 pub const UNSUPPORTED_VALUE: &str = "UnsupportedValue";
@@ -162,7 +163,11 @@ pub fn refusals(model: &GatewayModel) -> Vec<RuleRefusal> {
         .iter()
         .flat_map(|l| &l.routes)
         .flat_map(|route| route.rules.iter().map(move |rule| (route, rule)))
-        .filter_map(|(route, rule)| check_rule(rule).err().map(|why| refusal(route, rule, &why)))
+        .filter_map(|(route, rule)| {
+            check_rule(route.kind, rule)
+                .err()
+                .map(|why| refusal(route, rule, &why))
+        })
         .collect();
     out.sort();
     out.dedup();
@@ -195,10 +200,17 @@ pub fn split_refused(model: &GatewayModel) -> (GatewayModel, Vec<RuleRefusal>) {
     (kept, refused)
 }
 
-/// Whether Praxis can express `rule`: its matches, checked, or why not.
-pub fn check_rule(rule: &Rule) -> Result<Vec<CheckedMatch>, String> {
+/// Whether Praxis can express `rule` of a route of `kind`: its matches,
+/// checked, or why not.
+pub fn check_rule(kind: RouteKind, rule: &Rule) -> Result<Vec<CheckedMatch>, String> {
+    if kind == RouteKind::Tls {
+        passthrough::check_rule(rule)?;
+        return Ok(Vec::new());
+    }
     let matches = routes::check_matches(rule)?;
     filters::check(&rule.filters, &matches)?;
+    clusters::protocol(&rule.backends)?;
+    clusters::check_timeouts(rule)?;
     Ok(matches)
 }
 
@@ -223,14 +235,32 @@ pub fn generate(model: &GatewayModel, options: &GenerateOptions) -> Result<Strin
         },
     };
     let mut tags = 0_usize;
+    let mut tcp_listeners = 0_u64;
     let mut refused = Vec::new();
     for group in &groups {
         let name = group.name();
+        if group.protocol == Protocol::TlsPassthrough {
+            refused.extend(group_refusals(group));
+            config.listeners.push(praxis::Listener {
+                name: name.clone(),
+                address: group.address(options.listen_ip),
+                protocol: Some("tcp"),
+                tcp_session_timeout_ms: passthrough::session_timeout(tcp_listeners),
+                tls: None,
+                filter_chains: vec![name.clone()],
+            });
+            tcp_listeners += 1;
+            config.filter_chains.push(passthrough::chain(group, &name));
+            config.insecure_options.allow_private_upstreams = true;
+            continue;
+        }
         let (filters, security) = pipeline(group, &name, &mut tags, &mut refused);
         let chains = chunks(&name, filters);
         config.listeners.push(praxis::Listener {
             name: name.clone(),
             address: group.address(options.listen_ip),
+            protocol: None,
+            tcp_session_timeout_ms: None,
             tls: group.tls()?,
             filter_chains: chains.iter().map(|c| c.name.clone()).collect(),
         });
@@ -273,6 +303,21 @@ pub fn generate(model: &GatewayModel, options: &GenerateOptions) -> Result<Strin
         return Err(ConfigError::TooLarge { bytes: out.len() });
     }
     String::from_utf8(out).map_err(|e| ConfigError::Json(e.to_string()))
+}
+
+/// The rules of a port's routes that Praxis cannot express.
+fn group_refusals(group: &PortGroup<'_>) -> Vec<RuleRefusal> {
+    group
+        .listeners
+        .iter()
+        .flat_map(|l| &l.routes)
+        .flat_map(|route| route.rules.iter().map(move |rule| (route, rule)))
+        .filter_map(|(route, rule)| {
+            check_rule(route.kind, rule)
+                .err()
+                .map(|why| refusal(route, rule, &why))
+        })
+        .collect()
 }
 
 /// The largest config Pontoon writes: a ConfigMap holds at most 1 MiB,
@@ -349,7 +394,7 @@ fn pipeline<'a>(
         for (r, route) in listener.routes.iter().enumerate() {
             let hosts = route_hosts(route, &listener_host);
             for rule in &route.rules {
-                let matches = match check_rule(rule) {
+                let matches = match check_rule(route.kind, rule) {
                     Ok(matches) => matches,
                     Err(why) => {
                         refused.push(refusal(route, rule, &why));
@@ -360,6 +405,7 @@ fn pipeline<'a>(
                 let rule_tag = format!("r{tags}");
                 let match_tag = |k: usize| format!("{rule_tag}-m{k}");
                 let backends = clusters::resolve(&rule.backends);
+                let settings = clusters::Settings::of(rule);
                 for (k, m) in matches.iter().enumerate() {
                     let cluster = format!(
                         "{}_{}_{}_{}",
@@ -373,6 +419,7 @@ fn pipeline<'a>(
                         &rule_tag,
                         match_tag(k),
                         &backends,
+                        settings,
                     ));
                     for (h, host) in hosts.iter().enumerate() {
                         candidates.push(Candidate {
@@ -394,7 +441,8 @@ fn pipeline<'a>(
                     &rule_tag,
                     match_tag,
                     facts,
-                    backends.status(),
+                    no_backend_status(route.kind, &backends),
+                    rule.timeouts.request_ms,
                 ));
             }
         }
@@ -410,6 +458,7 @@ fn pipeline<'a>(
             &rule_tag,
             format!("{rule_tag}-m0"),
             &clusters::Backends::Invalid,
+            clusters::Settings::default(),
         ));
         candidates.push(Candidate {
             path: routes::PathSpec::Prefix("/".into()),
@@ -428,6 +477,7 @@ fn pipeline<'a>(
             |_| String::new(),
             facts,
             Some(404),
+            None,
         ));
     }
     let routing = routes::routing(name, candidates);
@@ -444,6 +494,15 @@ fn pipeline<'a>(
     }));
     chain.extend(rule_filters);
     (chain, security)
+}
+
+/// What Praxis answers itself for a rule with nowhere to send requests: the
+/// spec's 500 (invalid backends) or 503 (none ready), and for gRPC, whose
+/// spec wants UNAVAILABLE for both, 503 (gRPC clients read it so).
+fn no_backend_status(kind: RouteKind, backends: &clusters::Backends) -> Option<u16> {
+    backends
+        .status()
+        .map(|status| if kind == RouteKind::Grpc { 503 } else { status })
 }
 
 /// The host patterns a route serves on its listener: its (already

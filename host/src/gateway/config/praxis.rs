@@ -26,6 +26,12 @@ pub struct Admin {
 pub struct Listener {
     pub name: String,
     pub address: String,
+    /// `tcp` for TLS passthrough; absent (HTTP) otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<&'static str>,
+    /// A TCP connection's idle timeout (Praxis's default: 300 000 ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_session_timeout_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<Tls>,
     pub filter_chains: Vec<String>,
@@ -34,6 +40,17 @@ pub struct Listener {
 #[derive(Debug, Serialize)]
 pub struct Tls {
     pub certificates: Vec<Certificate>,
+    /// The CA certificates client certificates must chain to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_ca: Option<CaFile>,
+    /// `require` or `request` (a certificate is asked for, not required).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_cert_mode: Option<&'static str>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CaFile {
+    pub ca_path: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -53,6 +70,10 @@ pub struct InsecureOptions {
     pub allow_private_endpoints: bool,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub allow_root: bool,
+    /// A TCP listener dials its upstreams itself and refuses private
+    /// addresses (Service cluster IPs are) without this.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub allow_private_upstreams: bool,
     #[serde(skip_serializing_if = "SkipPipelineChecks::is_empty")]
     pub skip_pipeline_checks: SkipPipelineChecks,
 }
@@ -90,6 +111,8 @@ pub enum Filter<'a> {
     Router(Router),
     LoadBalancer(LoadBalancer),
     StaticResponse(StaticResponse),
+    Timeout(Timeout),
+    SniRouter(SniRouter),
     Module(super::filters::ModuleEntry<'a>),
 }
 
@@ -230,6 +253,10 @@ pub struct Cluster {
     pub load_balancer_strategy: &'static str,
     pub endpoints: Vec<Endpoint>,
     pub http: ClusterHttp,
+    /// Per read from the upstream: before the response starts, the client
+    /// gets 504 when it passes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -238,9 +265,13 @@ pub struct Endpoint {
     pub weight: u32,
 }
 
-/// The tags rule filters are gated on (`selected_upstream`).
+/// The tags rule filters are gated on (`selected_upstream`), and the HTTP
+/// version spoken to the endpoints.
 #[derive(Debug, Serialize)]
 pub struct ClusterHttp {
+    /// `h2`: HTTP/2 with prior knowledge (cleartext); absent: HTTP/1.1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<&'static str>,
     pub application_protocol: String,
     pub application_provider: String,
 }
@@ -250,4 +281,31 @@ pub struct StaticResponse {
     pub filter: &'static str,
     pub conditions: Vec<Condition>,
     pub status: u16,
+}
+
+/// `timeout`: 504 when the upstream's response headers come later than
+/// `timeout_ms` after the request.
+#[derive(Debug, Serialize)]
+pub struct Timeout {
+    pub filter: &'static str,
+    pub conditions: Vec<Condition>,
+    pub timeout_ms: u64,
+}
+
+/// `sni_router` (TCP): a TLS stream to an address by the ClientHello's
+/// server name (exact names first, then the longest wildcard suffix); with
+/// neither a match nor `default_upstream`, the connection is closed.
+#[derive(Debug, Serialize)]
+pub struct SniRouter {
+    pub filter: &'static str,
+    /// Required by Praxis, empty or not.
+    pub routes: Vec<SniRoute>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_upstream: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SniRoute {
+    pub server_names: Vec<String>,
+    pub upstream: String,
 }

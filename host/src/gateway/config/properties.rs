@@ -12,8 +12,8 @@ use serde_json::json;
 
 use super::{tests::praxis_loads, *};
 use crate::gateway::model::{
-    Backend, CertificateFiles, Listener, Match, MatchKind, PathMatch, Protocol, Route, Rule,
-    TranslatedFilter, ValueMatch,
+    Backend, BackendProtocol, CertificateFiles, ClientValidation, Listener, Match, MatchKind,
+    PathMatch, Protocol, Route, Rule, Timeouts, TranslatedFilter, ValueMatch,
 };
 
 /// Text as users write it in a route, from the plain to the hostile.
@@ -101,15 +101,25 @@ fn backend() -> impl Strategy<Value = Backend> {
         1..=65535u16,
         0..=1000u32,
         proptest::collection::vec((any::<IpAddr>(), any::<u16>()), 0..3),
+        proptest::option::of(any::<IpAddr>()),
+        any::<bool>(),
     )
-        .prop_map(|(service, port, weight, endpoints)| Backend {
-            cluster: format!("shop/{service}:{port}"),
-            weight,
-            endpoints: endpoints
-                .into_iter()
-                .map(|(ip, port)| SocketAddr::new(ip, port))
-                .collect(),
-        })
+        .prop_map(
+            |(service, port, weight, endpoints, cluster_ip, h2c)| Backend {
+                cluster: format!("shop/{service}:{port}"),
+                weight,
+                endpoints: endpoints
+                    .into_iter()
+                    .map(|(ip, port)| SocketAddr::new(ip, port))
+                    .collect(),
+                protocol: if h2c {
+                    BackendProtocol::H2c
+                } else {
+                    BackendProtocol::Http1
+                },
+                service_address: cluster_ip.map(|ip| SocketAddr::new(ip, port)),
+            },
+        )
 }
 
 /// A Gateway API filter, as the bundled module translates it (or refuses).
@@ -174,12 +184,19 @@ fn rule() -> impl Strategy<Value = Rule> {
         proptest::collection::vec(route_match(), 0..3),
         proptest::collection::vec(backend(), 0..3),
         proptest::collection::vec(filter(), 0..3),
+        // Gateway API durations: 0 (none) up to 5 digits of hours.
+        proptest::option::of(0..=360_000_000u64),
+        proptest::option::of(0..=360_000_000u64),
     )
-        .prop_map(|(matches, backends, filters)| Rule {
+        .prop_map(|(matches, backends, filters, request, backend)| Rule {
             index: 0,
             matches,
             backends,
             filters: filters.into_iter().flatten().collect(),
+            timeouts: Timeouts {
+                request_ms: request.filter(|ms| *ms > 0),
+                backend_request_ms: backend.filter(|ms| *ms > 0),
+            },
         })
 }
 
@@ -190,6 +207,7 @@ fn route() -> impl Strategy<Value = Route> {
         proptest::collection::vec(rule(), 1..4),
     )
         .prop_map(|(name, hostnames, rules)| Route {
+            kind: RouteKind::Http,
             namespace: "shop".into(),
             name,
             hostnames,
@@ -205,23 +223,42 @@ fn listener() -> impl Strategy<Value = Listener> {
     (
         "[a-z]{1,8}",
         prop_oneof![Just(80u16), Just(443u16), Just(8080u16), 1..=65535u16],
-        any::<bool>(),
+        prop_oneof![
+            Just(Protocol::Http),
+            Just(Protocol::Https),
+            Just(Protocol::TlsPassthrough)
+        ],
         any::<bool>(),
         // The controller does not accept a listener whose hostname is an IP.
         proptest::option::of(hostname().prop_filter("not an IP", |h| h.parse::<IpAddr>().is_err())),
         proptest::collection::vec(route(), 0..3),
+        proptest::option::of(any::<bool>()),
     )
         .prop_map(
-            |(name, port, https, certified, hostname, routes)| Listener {
+            |(name, port, protocol, certified, hostname, routes, validation)| Listener {
                 name,
                 port,
-                protocol: if https {
-                    Protocol::Https
-                } else {
-                    Protocol::Http
-                },
+                protocol,
                 hostname,
-                certificates: if https && certified {
+                client_validation: validation.filter(|_| protocol == Protocol::Https).map(
+                    |required| ClientValidation {
+                        ca_path: format!("/etc/praxis-tls/client-ca-{port}.pem"),
+                        required,
+                    },
+                ),
+                // TLS listeners take TLSRoutes: hostnames and backends.
+                routes: if protocol == Protocol::TlsPassthrough {
+                    routes
+                        .into_iter()
+                        .map(|r| Route {
+                            kind: RouteKind::Tls,
+                            ..r
+                        })
+                        .collect()
+                } else {
+                    routes
+                },
+                certificates: if protocol == Protocol::Https && certified {
                     vec![CertificateFiles {
                         cert_path: "/etc/praxis-tls/web/tls.crt".into(),
                         key_path: "/etc/praxis-tls/web/tls.key".into(),
@@ -229,7 +266,6 @@ fn listener() -> impl Strategy<Value = Listener> {
                 } else {
                     Vec::new()
                 },
-                routes,
             },
         )
 }

@@ -462,6 +462,7 @@ mod tests {
             matches,
             backends: Vec::new(),
             filters: Vec::new(),
+            timeouts: Default::default(),
         }
     }
 

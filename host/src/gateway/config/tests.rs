@@ -8,8 +8,8 @@ use serde_json::json;
 
 use super::*;
 use crate::gateway::model::{
-    Backend, CertificateFiles, Listener, Match, MatchKind, PathMatch, Protocol, Route, Rule,
-    TranslatedFilter, ValueMatch,
+    Backend, BackendProtocol, CertificateFiles, Listener, Match, MatchKind, PathMatch, Protocol,
+    Route, Rule, Timeouts, TranslatedFilter, ValueMatch,
 };
 
 // ----- model builders ------------------------------------------------------
@@ -29,6 +29,7 @@ fn http(name: &str, port: u16, hostname: Option<&str>, routes: Vec<Route>) -> Li
         protocol: Protocol::Http,
         hostname: hostname.map(Into::into),
         certificates: Vec::new(),
+        client_validation: None,
         routes,
     }
 }
@@ -52,6 +53,7 @@ fn https(
 
 fn route(name: &str, hostnames: &[&str], rules: Vec<Rule>) -> Route {
     Route {
+        kind: RouteKind::Http,
         namespace: "shop".into(),
         name: name.into(),
         hostnames: hostnames.iter().map(|h| (*h).into()).collect(),
@@ -69,6 +71,7 @@ fn rule(matches: Vec<Match>, backends: Vec<Backend>) -> Rule {
         matches,
         backends,
         filters: Vec::new(),
+        timeouts: Timeouts::default(),
     }
 }
 
@@ -106,6 +109,8 @@ fn backend(service: &str, weight: u32, endpoints: &[&str]) -> Backend {
             .iter()
             .map(|e| e.parse::<SocketAddr>().unwrap())
             .collect(),
+        protocol: BackendProtocol::Http1,
+        service_address: None,
     }
 }
 
@@ -874,4 +879,272 @@ fn a_config_beyond_a_config_map_is_an_error() {
         Err(ConfigError::TooLarge { bytes }) => assert!(bytes > MAX_CONFIG_BYTES),
         other => panic!("expected TooLarge, got {:?}", other.map(|c| c.len())),
     }
+}
+
+// ----- route kinds and backend protocols -----------------------------------
+
+fn grpc_backend(service: &str, weight: u32, endpoints: &[&str]) -> Backend {
+    Backend {
+        protocol: BackendProtocol::H2c,
+        ..backend(service, weight, endpoints)
+    }
+}
+
+#[test]
+fn grpc_routes_and_h2c_backends_speak_http2_to_their_endpoints() {
+    let grpc = Route {
+        kind: RouteKind::Grpc,
+        ..route(
+            "echo",
+            &["grpc.example.com"],
+            vec![
+                rule(
+                    vec![exact("/echo.Echo/Ping"), prefix("/echo.Echo")],
+                    vec![
+                        grpc_backend("echo-v1", 70, &["10.244.2.10:3000"]),
+                        grpc_backend("echo-v2", 30, &["10.244.2.11:3000"]),
+                    ],
+                ),
+                rule(
+                    vec![Match {
+                        headers: vec![header("version", "two", MatchKind::Exact)],
+                        ..prefix("/")
+                    }],
+                    vec![grpc_backend("echo-v2", 1, &["10.244.2.11:3000"])],
+                ),
+            ],
+        )
+    };
+    let h2c = route(
+        "web",
+        &[],
+        vec![rule(
+            vec![prefix("/")],
+            vec![grpc_backend("h2c", 1, &["10.244.1.12:3001"])],
+        )],
+    );
+    let plain = route("plain", &[], vec![rule(vec![prefix("/old")], web())]);
+    let model = gateway(vec![http("web", 80, None, vec![grpc, h2c, plain])]);
+    let yaml = golden("grpc", &model, &options());
+    let config = praxis_loads(&yaml).unwrap();
+    let versions: Vec<String> = config.filter_chains[0]
+        .filters
+        .iter()
+        .filter(|f| f.filter_type == "load_balancer")
+        .flat_map(|f| {
+            f.config["clusters"]
+                .as_sequence()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|c| {
+            format!(
+                "{}={:?}",
+                c["name"].as_str().unwrap(),
+                c["http"]["version"].as_str()
+            )
+        })
+        .collect();
+    assert!(
+        versions
+            .iter()
+            .filter(|v| v.ends_with("Some(\"h2\")"))
+            .count()
+            == 4
+            && versions.iter().filter(|v| v.ends_with("None")).count() == 1,
+        "gRPC and h2c clusters speak h2, the HTTP/1.1 one does not: {versions:?}"
+    );
+}
+
+#[test]
+fn backends_of_one_rule_must_speak_one_protocol() {
+    let mixed = rule(
+        vec![prefix("/")],
+        vec![
+            grpc_backend("h2c", 1, &["10.244.1.12:3001"]),
+            backend("web", 1, &["10.244.1.10:8080"]),
+        ],
+    );
+    let why = check_rule(RouteKind::Http, &mixed).unwrap_err();
+    assert!(why.contains("speak different protocols"), "{why}");
+    // A backend with weight 0 takes no request, so it does not count.
+    let weightless = rule(
+        vec![prefix("/")],
+        vec![
+            grpc_backend("h2c", 1, &["10.244.1.12:3001"]),
+            backend("web", 0, &["10.244.1.10:8080"]),
+        ],
+    );
+    assert!(check_rule(RouteKind::Http, &weightless).is_ok());
+}
+
+#[test]
+fn timeouts_bound_the_backend_read_and_the_whole_request() {
+    let timed = |request_ms, backend_request_ms| Rule {
+        timeouts: Timeouts {
+            request_ms,
+            backend_request_ms,
+        },
+        ..rule(vec![prefix("/")], web())
+    };
+    let model = gateway(vec![http(
+        "web",
+        80,
+        None,
+        vec![
+            route(
+                "request",
+                &["request.example.com"],
+                vec![timed(Some(500), None)],
+            ),
+            route(
+                "backend",
+                &["backend.example.com"],
+                vec![timed(None, Some(250))],
+            ),
+            route(
+                "both",
+                &["both.example.com"],
+                vec![timed(Some(2000), Some(1500))],
+            ),
+            route("none", &["none.example.com"], vec![timed(None, None)]),
+        ],
+    )]);
+    let yaml = golden("timeouts", &model, &options());
+    let config = praxis_loads(&yaml).unwrap();
+    let filters = &config.filter_chains[0].filters;
+    let timeouts: Vec<u64> = filters
+        .iter()
+        .filter(|f| f.filter_type == "timeout")
+        .map(|f| f.config["timeout_ms"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        timeouts,
+        [500, 2000],
+        "a timeout filter per request timeout"
+    );
+    let reads: Vec<Option<u64>> = filters
+        .iter()
+        .filter(|f| f.filter_type == "load_balancer")
+        .flat_map(|f| {
+            f.config["clusters"]
+                .as_sequence()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|c| c["read_timeout_ms"].as_u64())
+        .collect();
+    assert_eq!(reads, [Some(500), Some(250), Some(1500), None]);
+}
+
+fn tls_route(name: &str, hostnames: &[&str], backends: Vec<Backend>) -> Route {
+    Route {
+        kind: RouteKind::Tls,
+        ..route(name, hostnames, vec![rule(Vec::new(), backends)])
+    }
+}
+
+fn service(name: &str, address: &str) -> Backend {
+    Backend {
+        service_address: Some(address.parse().unwrap()),
+        ..backend(name, 1, &["10.244.3.10:8443"])
+    }
+}
+
+fn passthrough(name: &str, port: u16, hostname: Option<&str>, routes: Vec<Route>) -> Listener {
+    Listener {
+        protocol: Protocol::TlsPassthrough,
+        ..http(name, port, hostname, routes)
+    }
+}
+
+#[test]
+fn tls_passthrough_routes_streams_by_server_name_to_the_service() {
+    let model = gateway(vec![
+        http(
+            "web",
+            80,
+            None,
+            vec![route("web", &[], vec![rule(vec![prefix("/")], web())])],
+        ),
+        passthrough(
+            "tls",
+            443,
+            Some("*.example.com"),
+            vec![
+                tls_route(
+                    "db",
+                    &["db.example.com"],
+                    vec![service("db", "10.96.0.20:5432")],
+                ),
+                // Its backend did not resolve: its name is closed, not
+                // handed to the wildcard's route.
+                tls_route("broken", &["broken.example.com"], Vec::new()),
+                tls_route("rest", &[], vec![service("rest", "10.96.0.21:8443")]),
+            ],
+        ),
+        passthrough(
+            "any",
+            443,
+            None,
+            vec![tls_route(
+                "other",
+                &[],
+                vec![service("other", "10.96.0.22:8443")],
+            )],
+        ),
+        passthrough("idle", 8443, None, Vec::new()),
+    ]);
+    let yaml = golden("passthrough", &model, &options());
+    let config = praxis_loads(&yaml).unwrap();
+    assert!(config.insecure_options.allow_private_upstreams);
+    let value: serde_json::Value = serde_json::from_str(yaml.split_once('\n').unwrap().1).unwrap();
+    let listener = &value["listeners"][1];
+    assert_eq!(listener["protocol"], "tcp");
+    assert!(
+        listener.get("tls").is_none(),
+        "passthrough never terminates"
+    );
+    let router = &value["filter_chains"][1]["filters"][0];
+    assert_eq!(router["filter"], "sni_router");
+    assert_eq!(
+        router["routes"],
+        json!([
+            {"server_names": ["db.example.com"], "upstream": "10.96.0.20:5432"},
+            {"server_names": ["broken.example.com"], "upstream": "127.0.0.1:9"},
+            {"server_names": ["*.example.com"], "upstream": "10.96.0.21:8443"}
+        ])
+    );
+    assert_eq!(router["default_upstream"], "10.96.0.22:8443");
+    let idle = &value["filter_chains"][2]["filters"][0];
+    assert_eq!(
+        idle["default_upstream"], "127.0.0.1:9",
+        "nothing to reach: closed"
+    );
+}
+
+#[test]
+fn a_tls_route_rule_takes_one_backend() {
+    let two = Rule {
+        backends: vec![
+            service("a", "10.96.0.20:443"),
+            service("b", "10.96.0.21:443"),
+        ],
+        ..rule(Vec::new(), Vec::new())
+    };
+    let why = check_rule(RouteKind::Tls, &two).unwrap_err();
+    assert!(why.contains("sends a server name to one address"), "{why}");
+    let model = gateway(vec![passthrough(
+        "tls",
+        443,
+        None,
+        vec![Route {
+            kind: RouteKind::Tls,
+            ..route("two", &["a.example.com"], vec![two])
+        }],
+    )]);
+    assert!(matches!(
+        generate(&model, &options()),
+        Err(ConfigError::UnsupportedRules(r)) if r.len() == 1
+    ));
 }

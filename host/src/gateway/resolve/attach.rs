@@ -11,9 +11,10 @@ use gateway_api::{
 
 use super::{
     hostnames,
-    listeners::{AllowedNamespaces, GATEWAY_GROUP, HTTP_ROUTE_KIND, Issue, ListenerState},
+    listeners::{AllowedNamespaces, GATEWAY_GROUP, Issue, ListenerState},
     view::ClusterView,
 };
+use crate::gateway::route_kinds::{NamesParent, RouteKind};
 
 /// The route on one listener.
 #[derive(Clone, Debug, PartialEq)]
@@ -25,20 +26,18 @@ pub struct Attachment {
 }
 
 /// Whether `parent` names `gateway` (group, kind, namespace, name).
-pub fn names_gateway(
-    parent: &HttpRouteParentRefs,
-    route_namespace: &str,
-    gateway: &Gateway,
-) -> bool {
-    parent.group.as_deref().unwrap_or(GATEWAY_GROUP) == GATEWAY_GROUP
-        && parent.kind.as_deref().unwrap_or("Gateway") == "Gateway"
-        && parent.namespace.as_deref().unwrap_or(route_namespace)
+pub fn names_gateway(parent: &impl NamesParent, route_namespace: &str, gateway: &Gateway) -> bool {
+    parent.group().unwrap_or(GATEWAY_GROUP) == GATEWAY_GROUP
+        && parent.kind().unwrap_or("Gateway") == "Gateway"
+        && parent.namespace().unwrap_or(route_namespace)
             == gateway.metadata.namespace.as_deref().unwrap_or_default()
-        && Some(parent.name.as_str()) == gateway.metadata.name.as_deref()
+        && Some(parent.name()) == gateway.metadata.name.as_deref()
 }
 
-/// The listeners `parent` attaches the route to, or why it attaches to none.
+/// The listeners `parent` attaches the route (of `kind`) to, or why it
+/// attaches to none.
 pub fn attach(
+    kind: RouteKind,
     route_namespace: &str,
     route_hostnames: &[String],
     parent: &HttpRouteParentRefs,
@@ -67,14 +66,14 @@ pub fn attach(
     }
     let allowed: Vec<(usize, &ListenerState)> = candidates
         .into_iter()
-        .filter(|(_, l)| l.usable() && l.supported_kinds.iter().any(|k| k == HTTP_ROUTE_KIND))
+        .filter(|(_, l)| l.usable() && l.supported_kinds.contains(&kind))
         .filter(|(_, l)| namespace_allowed(&l.allowed, gateway_namespace, route_namespace, view))
         .collect();
     if allowed.is_empty() {
         return Err(Issue::new(
             "NotAllowedByListeners",
             format!(
-                "no listener of Gateway {gateway_namespace}/{} allows HTTPRoutes from namespace `{route_namespace}`",
+                "no listener of Gateway {gateway_namespace}/{} allows {kind}s from namespace `{route_namespace}`",
                 parent.name
             ),
         ));
@@ -182,7 +181,54 @@ mod tests {
         let view = view();
         let states = listeners::evaluate(gw, &view);
         let hosts: Vec<String> = hosts.iter().map(|s| s.to_string()).collect();
-        attach(route_ns, &hosts, &parent(p), gw, &states, &view)
+        attach(
+            RouteKind::Http,
+            route_ns,
+            &hosts,
+            &parent(p),
+            gw,
+            &states,
+            &view,
+        )
+    }
+
+    #[test]
+    fn each_route_kind_attaches_to_the_listeners_that_take_it() {
+        let gw = gateway(serde_json::json!([
+            { "name": "http", "port": 80, "protocol": "HTTP" },
+            { "name": "tls", "port": 443, "protocol": "TLS", "tls": { "mode": "Passthrough" } }
+        ]));
+        let view = view();
+        let states = listeners::evaluate(&gw, &view);
+        let on = |kind| {
+            attach(
+                kind,
+                "infra",
+                &[],
+                &parent(serde_json::json!({ "name": "gw" })),
+                &gw,
+                &states,
+                &view,
+            )
+            .map(|a| a.iter().map(|a| a.listener).collect::<Vec<_>>())
+        };
+        assert_eq!(on(RouteKind::Http), Ok(vec![0]));
+        assert_eq!(on(RouteKind::Grpc), Ok(vec![0]));
+        assert_eq!(on(RouteKind::Tls), Ok(vec![1]));
+        let only_http = |kind| {
+            attach(
+                kind,
+                "infra",
+                &[],
+                &parent(serde_json::json!({ "name": "gw", "sectionName": "http" })),
+                &gw,
+                &states,
+                &view,
+            )
+        };
+        let refused = only_http(RouteKind::Tls).unwrap_err();
+        assert_eq!(refused.reason, "NotAllowedByListeners");
+        assert!(refused.message.contains("allows TLSRoutes"), "{refused:?}");
     }
 
     #[test]

@@ -5,14 +5,17 @@
 use std::net::{IpAddr, SocketAddr};
 
 use gateway_api::httproutes::HttpRouteRulesBackendRefs;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Service, ServicePort};
 
 use super::{
-    grants::{self, HTTP_ROUTE, SERVICE},
+    grants::{self, SERVICE},
     listeners::Issue,
     view::ClusterView,
 };
-use crate::gateway::model::Backend;
+use crate::gateway::{
+    model::{Backend, BackendProtocol},
+    route_kinds::RouteKind,
+};
 
 /// The backends of one rule that resolved, and the problems of the others
 /// (each a `ResolvedRefs: False` reason for the route).
@@ -25,7 +28,10 @@ pub struct Resolved {
     pub services: Vec<(String, String)>,
 }
 
+/// `kind` is the referring route's: ReferenceGrants name it, and it decides
+/// what a backend speaks when its Service port does not say.
 pub fn resolve(
+    kind: RouteKind,
     route_namespace: &str,
     refs: &[HttpRouteRulesBackendRefs],
     view: &dyn ClusterView,
@@ -33,14 +39,14 @@ pub fn resolve(
     let mut out = Resolved::default();
     for r in refs {
         let group = r.group.as_deref().unwrap_or("");
-        let kind = r.kind.as_deref().unwrap_or("Service");
+        let ref_kind = r.kind.as_deref().unwrap_or("Service");
         let namespace = r.namespace.as_deref().unwrap_or(route_namespace);
         let label = format!("{namespace}/{}", r.name);
-        if !group.is_empty() || kind != "Service" {
+        if !group.is_empty() || ref_kind != "Service" {
             out.issues.push(Issue::new(
                 "InvalidKind",
                 format!(
-                    "backendRef {label} is a {}{kind}; only Services are supported",
+                    "backendRef {label} is a {}{ref_kind}; only Services are supported",
                     if group.is_empty() {
                         String::new()
                     } else {
@@ -53,7 +59,7 @@ pub fn resolve(
         out.services.push((namespace.to_string(), r.name.clone()));
         if !grants::permitted(
             view,
-            HTTP_ROUTE,
+            kind.group_kind(),
             route_namespace,
             SERVICE,
             namespace,
@@ -61,7 +67,7 @@ pub fn resolve(
         ) {
             out.issues.push(Issue::new(
                 "RefNotPermitted",
-                format!("Service {label} is in another namespace and no ReferenceGrant there allows HTTPRoutes from `{route_namespace}`"),
+                format!("Service {label} is in another namespace and no ReferenceGrant there allows {kind}s from `{route_namespace}`"),
             ));
             continue;
         }
@@ -79,7 +85,7 @@ pub fn resolve(
             ));
             continue;
         };
-        let Some(port_name) = service_port_name(&service, port) else {
+        let Some(service_port) = service_port(&service, port) else {
             out.issues.push(Issue::new(
                 "BackendNotFound",
                 format!("Service {label} has no port {port}"),
@@ -90,18 +96,31 @@ pub fn resolve(
         if weight == 0 {
             continue;
         }
+        let protocol = match service_port.app_protocol.as_deref() {
+            Some(H2C) => BackendProtocol::H2c,
+            Some(_) => BackendProtocol::Http1,
+            // gRPC is HTTP/2; a Service that does not say is spoken to so.
+            None if kind == RouteKind::Grpc => BackendProtocol::H2c,
+            None => BackendProtocol::Http1,
+        };
+        let port_name = service_port.name.clone().filter(|n| !n.is_empty());
         out.backends.push(Backend {
             cluster: format!("{label}:{port}"),
             weight,
             endpoints: ready_endpoints(view, namespace, &r.name, port_name.as_deref()),
+            protocol,
+            service_address: cluster_address(&service, port),
         });
     }
     out
 }
 
-/// The name of a Service port (`Some(None)` for an unnamed one), `None` when
-/// the Service has no such port.
-fn service_port_name(service: &Service, port: i32) -> Option<Option<String>> {
+/// The `appProtocol` of a Service port speaking HTTP/2 over cleartext
+/// (Kubernetes's standard name, KEP-3726).
+const H2C: &str = "kubernetes.io/h2c";
+
+/// A Service's port `port`, if it has one.
+fn service_port(service: &Service, port: i32) -> Option<&ServicePort> {
     service
         .spec
         .as_ref()?
@@ -109,7 +128,12 @@ fn service_port_name(service: &Service, port: i32) -> Option<Option<String>> {
         .as_ref()?
         .iter()
         .find(|p| p.port == port)
-        .map(|p| p.name.clone().filter(|n| !n.is_empty()))
+}
+
+/// The Service's cluster IP with `port`; none for a headless Service.
+fn cluster_address(service: &Service, port: i32) -> Option<SocketAddr> {
+    let ip: IpAddr = service.spec.as_ref()?.cluster_ip.as_deref()?.parse().ok()?;
+    Some(SocketAddr::new(ip, u16::try_from(port).ok()?))
 }
 
 /// Ready (or not yet judged) endpoint addresses of a Service port, sorted.
@@ -164,9 +188,10 @@ mod tests {
     fn view() -> ListView {
         let service: Service = serde_json::from_value(serde_json::json!({
             "metadata": { "name": "web", "namespace": "shop" },
-            "spec": { "ports": [
+            "spec": { "clusterIP": "10.96.0.10", "ports": [
                 { "name": "http", "port": 80, "targetPort": 8080 },
-                { "name": "admin", "port": 9000 }
+                { "name": "admin", "port": 9000 },
+                { "name": "h2c", "port": 8081, "appProtocol": "kubernetes.io/h2c" }
             ] }
         }))
         .unwrap();
@@ -193,6 +218,7 @@ mod tests {
     #[test]
     fn ready_endpoints_of_the_service_port() {
         let resolved = resolve(
+            RouteKind::Http,
             "shop",
             &refs(serde_json::json!([{ "name": "web", "port": 80, "weight": 3 }])),
             &view(),
@@ -204,11 +230,53 @@ mod tests {
         assert_eq!(backend.weight, 3);
         let endpoints: Vec<String> = backend.endpoints.iter().map(|e| e.to_string()).collect();
         assert_eq!(endpoints, ["10.244.0.5:8080", "10.244.0.7:8080"]);
+        assert_eq!(backend.protocol, BackendProtocol::Http1);
+        assert_eq!(
+            backend.service_address,
+            Some("10.96.0.10:80".parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn a_backend_speaks_what_its_port_says_else_what_its_route_kind_needs() {
+        let protocol = |kind, port| {
+            let refs = refs(serde_json::json!([{ "name": "web", "port": port }]));
+            resolve(kind, "shop", &refs, &view()).backends[0].protocol
+        };
+        assert_eq!(protocol(RouteKind::Http, 8081), BackendProtocol::H2c);
+        assert_eq!(protocol(RouteKind::Http, 80), BackendProtocol::Http1);
+        assert_eq!(protocol(RouteKind::Grpc, 80), BackendProtocol::H2c);
+        assert_eq!(protocol(RouteKind::Grpc, 8081), BackendProtocol::H2c);
+    }
+
+    #[test]
+    fn a_reference_grant_names_the_route_kind_that_refers() {
+        let mut view = view();
+        let grant = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "grpc-in", "namespace": "shop" },
+            "spec": {
+                "from": [{ "group": "gateway.networking.k8s.io", "kind": "GRPCRoute", "namespace": "apps" }],
+                "to": [{ "group": "", "kind": "Service" }]
+            }
+        }))
+        .unwrap();
+        view.grants = vec![Arc::new(grant)];
+        let refs = refs(serde_json::json!([{ "name": "web", "namespace": "shop", "port": 80 }]));
+        let grpc = resolve(RouteKind::Grpc, "apps", &refs, &view);
+        assert!(grpc.issues.is_empty(), "{:?}", grpc.issues);
+        let http = resolve(RouteKind::Http, "apps", &refs, &view);
+        assert_eq!(http.issues[0].reason, "RefNotPermitted");
+        assert!(
+            http.issues[0]
+                .message
+                .contains("allows HTTPRoutes from `apps`")
+        );
     }
 
     #[test]
     fn each_problem_has_its_reason() {
         let resolved = resolve(
+            RouteKind::Http,
             "shop",
             &refs(serde_json::json!([
                 { "name": "missing", "port": 80 },

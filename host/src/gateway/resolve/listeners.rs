@@ -11,18 +11,26 @@ use gateway_api::gateways::{
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 
 use super::{
+    ca_bundles,
     grants::{self, GATEWAY, SECRET},
     view::ClusterView,
 };
-use crate::gateway::model::{CertificateFiles, Protocol};
+use crate::gateway::{
+    model::{CertificateFiles, Protocol},
+    route_kinds::RouteKind,
+};
 
-/// The route kind every supported listener takes.
-pub const HTTP_ROUTE_KIND: &str = "HTTPRoute";
-pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
+pub use crate::gateway::route_kinds::GATEWAY_GROUP;
 /// Where the Praxis Deployment mounts the listeners' certificates: beside the
 /// read-only config volume, not inside it (a container runtime cannot make a
 /// mount point inside a read-only volume).
 pub const TLS_MOUNT_ROOT: &str = "/etc/praxis-tls";
+
+/// The file (in the Gateway's certificate Secret, mounted at
+/// [`TLS_MOUNT_ROOT`]) holding the client CA certificates of `port`.
+pub fn client_ca_file(port: u16) -> String {
+    format!("client-ca-{port}.pem")
+}
 
 /// Why a condition is not what a user hopes: its reason and a message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,16 +90,30 @@ pub struct ListenerState {
     pub protocol: Option<Protocol>,
     pub hostname: Option<String>,
     pub allowed: AllowedNamespaces,
-    /// Route kinds it takes (only HTTPRoute is supported).
-    pub supported_kinds: Vec<String>,
+    /// Route kinds it takes.
+    pub supported_kinds: Vec<RouteKind>,
     /// Its certificate Secrets, when all resolved.
     pub certificates: Vec<CertificateSecret>,
     /// `Err` when not accepted (unsupported protocol, conflict).
     pub accepted: Result<(), Issue>,
     /// `Some` when it conflicts with another listener.
     pub conflicted: Option<Issue>,
-    /// `Err` when a reference (certificate, route kind) does not resolve.
+    /// `Err` when a reference (certificate, route kind, CA) does not resolve.
     pub resolved_refs: Result<(), Issue>,
+    /// For HTTPS: the client certificates it asks for (the Gateway's
+    /// `spec.tls.frontend` for its port), resolved.
+    pub client_ca: Option<ClientCa>,
+}
+
+/// Client-certificate validation on a listener: the CA certificates (PEM)
+/// from the ConfigMaps named, and whether clients without a valid
+/// certificate are let in too.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientCa {
+    pub pem: String,
+    pub insecure_fallback: bool,
+    /// The ConfigMaps (namespace, name) it was read from.
+    pub config_maps: Vec<(String, String)>,
 }
 
 impl ListenerState {
@@ -113,23 +135,55 @@ pub fn evaluate(gateway: &Gateway, view: &dyn ClusterView) -> Vec<ListenerState>
         .spec
         .listeners
         .iter()
-        .map(|l| one(l, &namespace, view))
+        .map(|l| one(gateway, l, &namespace, view))
         .collect();
     mark_conflicts(&mut states);
     states
 }
 
-fn protocol(name: &str) -> Option<Protocol> {
-    match name {
-        "HTTP" => Some(Protocol::Http),
-        "HTTPS" => Some(Protocol::Https),
-        _ => None,
+/// The protocol a listener is served with, or why it is not.
+fn protocol(listener: &GatewayListeners) -> Result<Protocol, Issue> {
+    let mode = listener.tls.as_ref().and_then(|t| t.mode.as_ref());
+    match (listener.protocol.as_str(), mode) {
+        ("HTTP", _) => Ok(Protocol::Http),
+        ("HTTPS", Some(GatewayListenersTlsMode::Passthrough)) => Err(Issue::new(
+            "UnsupportedProtocol",
+            "TLS passthrough is not supported on HTTPS listeners; use protocol TLS with \
+             TLSRoutes",
+        )),
+        ("HTTPS", _) => Ok(Protocol::Https),
+        ("TLS", Some(GatewayListenersTlsMode::Passthrough)) => Ok(Protocol::TlsPassthrough),
+        ("TLS", _) => Err(Issue::new(
+            "UnsupportedValue",
+            "tls.mode Terminate is not supported on TLS listeners: Praxis passes TLS through \
+             by server name; set tls.mode: Passthrough, or terminate HTTP on an HTTPS listener",
+        )),
+        (other, _) => Err(Issue::new(
+            "UnsupportedProtocol",
+            format!(
+                "protocol {other} is not supported; Pontoon serves HTTP, HTTPS and TLS \
+                 (passthrough) listeners"
+            ),
+        )),
     }
 }
 
-fn one(listener: &GatewayListeners, namespace: &str, view: &dyn ClusterView) -> ListenerState {
+/// The route kinds a listener of `protocol` takes.
+pub fn kinds_of(protocol: Protocol) -> &'static [RouteKind] {
+    match protocol {
+        Protocol::Http | Protocol::Https => &[RouteKind::Http, RouteKind::Grpc],
+        Protocol::TlsPassthrough => &[RouteKind::Tls],
+    }
+}
+
+fn one(
+    gateway: &Gateway,
+    listener: &GatewayListeners,
+    namespace: &str,
+    view: &dyn ClusterView,
+) -> ListenerState {
     let port = u16::try_from(listener.port).unwrap_or(0);
-    let protocol = protocol(&listener.protocol);
+    let protocol = protocol(listener);
     let allowed_routes = listener.allowed_routes.as_ref();
     let allowed = match allowed_routes
         .and_then(|a| a.namespaces.as_ref())
@@ -144,7 +198,7 @@ fn one(listener: &GatewayListeners, namespace: &str, view: &dyn ClusterView) -> 
     let mut state = ListenerState {
         name: listener.name.clone(),
         port,
-        protocol,
+        protocol: protocol.as_ref().ok().copied(),
         hostname: listener.hostname.clone().filter(|h| !h.is_empty()),
         allowed,
         supported_kinds: Vec::new(),
@@ -152,17 +206,15 @@ fn one(listener: &GatewayListeners, namespace: &str, view: &dyn ClusterView) -> 
         accepted: Ok(()),
         conflicted: None,
         resolved_refs: Ok(()),
+        client_ca: None,
     };
-    if protocol.is_none() {
-        state.accepted = Err(Issue::new(
-            "UnsupportedProtocol",
-            format!(
-                "protocol {} is not supported; Pontoon serves HTTP and HTTPS listeners",
-                listener.protocol
-            ),
-        ));
-        return state;
-    }
+    let protocol = match protocol {
+        Ok(protocol) => protocol,
+        Err(issue) => {
+            state.accepted = Err(issue);
+            return state;
+        }
+    };
     if port == 0 {
         state.accepted = Err(Issue::new(
             "PortUnavailable",
@@ -184,42 +236,37 @@ fn one(listener: &GatewayListeners, namespace: &str, view: &dyn ClusterView) -> 
         return state;
     }
 
-    // Route kinds: HTTPRoute only; anything else named is an invalid kind.
+    // Route kinds: the protocol's own; anything else named is an invalid kind.
+    let takes = kinds_of(protocol);
     match allowed_routes.and_then(|a| a.kinds.as_ref()) {
-        None => state.supported_kinds.push(HTTP_ROUTE_KIND.into()),
+        None => state.supported_kinds = takes.to_vec(),
         Some(kinds) => {
             let mut invalid = Vec::new();
             for kind in kinds {
                 let group = kind.group.as_deref().unwrap_or(GATEWAY_GROUP);
-                if group == GATEWAY_GROUP && kind.kind == HTTP_ROUTE_KIND {
-                    if !state.supported_kinds.iter().any(|k| k == HTTP_ROUTE_KIND) {
-                        state.supported_kinds.push(HTTP_ROUTE_KIND.into());
-                    }
-                } else {
-                    invalid.push(format!("{group}/{}", kind.kind));
+                match RouteKind::from_name(group, &kind.kind).filter(|k| takes.contains(k)) {
+                    Some(k) if !state.supported_kinds.contains(&k) => state.supported_kinds.push(k),
+                    Some(_) => {}
+                    None => invalid.push(format!("{group}/{}", kind.kind)),
                 }
             }
             if !invalid.is_empty() {
+                let names: Vec<&str> = takes.iter().map(|k| k.name()).collect();
                 state.resolved_refs = Err(Issue::new(
                     "InvalidRouteKinds",
                     format!(
-                        "route kinds {} are not supported; only HTTPRoute is",
-                        invalid.join(", ")
+                        "route kinds {} are not supported on a {} listener; it takes {}",
+                        invalid.join(", "),
+                        listener.protocol,
+                        names.join(" and ")
                     ),
                 ));
             }
         }
     }
 
-    if protocol == Some(Protocol::Https) {
+    if protocol == Protocol::Https {
         let tls = listener.tls.as_ref();
-        if tls.and_then(|t| t.mode.as_ref()) == Some(&GatewayListenersTlsMode::Passthrough) {
-            state.accepted = Err(Issue::new(
-                "UnsupportedProtocol",
-                "TLS passthrough is not supported on HTTPS listeners",
-            ));
-            return state;
-        }
         let refs = tls
             .and_then(|t| t.certificate_refs.clone())
             .unwrap_or_default();
@@ -246,6 +293,34 @@ fn one(listener: &GatewayListeners, namespace: &str, view: &dyn ClusterView) -> 
                     if !keep {
                         state.resolved_refs = Err(issue);
                     }
+                }
+            }
+        }
+        if let Some(validation) = ca_bundles::frontend_validation(gateway, port) {
+            let config_maps = validation
+                .refs
+                .iter()
+                .map(|r| {
+                    let ns = r.namespace.clone().unwrap_or_else(|| namespace.to_string());
+                    (ns, r.name.clone())
+                })
+                .collect();
+            match ca_bundles::resolve(&validation.refs, GATEWAY, namespace, view) {
+                Ok(pem) => {
+                    state.client_ca = Some(ClientCa {
+                        pem,
+                        insecure_fallback: validation.insecure_fallback,
+                        config_maps,
+                    })
+                }
+                Err(issue) => {
+                    // Serving it without the validation asked for would let
+                    // in clients it must refuse.
+                    state.accepted = Err(Issue::new(
+                        "NoValidCACertificate",
+                        format!("client certificates cannot be validated: {}", issue.message),
+                    ));
+                    state.resolved_refs = Err(issue);
                 }
             }
         }
@@ -449,7 +524,10 @@ mod tests {
             "UnsupportedProtocol"
         );
         assert!(states[2].supported_kinds.is_empty());
-        assert_eq!(states[0].supported_kinds, ["HTTPRoute"]);
+        assert_eq!(
+            states[0].supported_kinds,
+            [RouteKind::Http, RouteKind::Grpc]
+        );
     }
 
     #[test]
@@ -546,7 +624,42 @@ mod tests {
             states[0].resolved_refs.as_ref().unwrap_err().reason,
             "InvalidRouteKinds"
         );
-        assert_eq!(states[0].supported_kinds, ["HTTPRoute"]);
+        assert_eq!(states[0].supported_kinds, [RouteKind::Http]);
+    }
+
+    #[test]
+    fn tls_listeners_pass_through_and_take_tls_routes_only() {
+        let states = evaluate(
+            &gateway(serde_json::json!([
+                { "name": "pass", "port": 443, "protocol": "TLS", "hostname": "*.example.com",
+                  "tls": { "mode": "Passthrough" } },
+                { "name": "kinds", "port": 8443, "protocol": "TLS", "tls": { "mode": "Passthrough" },
+                  "allowedRoutes": { "kinds": [{ "kind": "TCPRoute" }, { "kind": "TLSRoute" }] } },
+                { "name": "terminate", "port": 9443, "protocol": "TLS",
+                  "tls": { "mode": "Terminate", "certificateRefs": [{ "name": "cert" }] } },
+                { "name": "http-tls", "port": 80, "protocol": "HTTP",
+                  "allowedRoutes": { "kinds": [{ "kind": "TLSRoute" }] } }
+            ])),
+            &ListView::default(),
+        );
+        assert!(states[0].programmable(), "{:?}", states[0]);
+        assert_eq!(states[0].protocol, Some(Protocol::TlsPassthrough));
+        assert_eq!(states[0].supported_kinds, [RouteKind::Tls]);
+        assert_eq!(states[1].supported_kinds, [RouteKind::Tls]);
+        let kinds = states[1].resolved_refs.as_ref().unwrap_err();
+        assert_eq!(kinds.reason, "InvalidRouteKinds");
+        assert!(
+            kinds.message.contains("gateway.networking.k8s.io/TCPRoute"),
+            "{kinds:?}"
+        );
+        let terminate = states[2].accepted.as_ref().unwrap_err();
+        assert_eq!(terminate.reason, "UnsupportedValue");
+        assert!(terminate.message.contains("Passthrough"), "{terminate:?}");
+        assert!(states[3].supported_kinds.is_empty());
+        assert_eq!(
+            states[3].resolved_refs.as_ref().unwrap_err().reason,
+            "InvalidRouteKinds"
+        );
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! From Gateway API objects to what the data plane needs and what status
 //! says: pure functions over a [`view::ClusterView`], shared by the Gateway
-//! and HTTPRoute controllers so both judge a route the same way.
+//! and route controllers so both judge a route the same way.
 
 pub mod attach;
 pub mod backends;
+pub mod ca_bundles;
+pub mod durations;
 pub mod grants;
 pub mod hostnames;
 pub mod listeners;

@@ -8,7 +8,7 @@ use gateway_api::{
     gatewayclasses::GatewayClass, gateways::Gateway, referencegrants::ReferenceGrant,
 };
 use k8s_openapi::api::{
-    core::v1::{Secret, Service},
+    core::v1::{ConfigMap, Secret, Service},
     discovery::v1::EndpointSlice,
 };
 
@@ -24,6 +24,8 @@ pub trait ClusterView: Send + Sync {
     fn reference_grants(&self, namespace: &str) -> Vec<Arc<ReferenceGrant>>;
     /// A Secret as fetched for this reconcile; `None` when it does not exist.
     fn secret(&self, namespace: &str, name: &str) -> Option<Arc<Secret>>;
+    /// A ConfigMap (a CA bundle) as fetched for this reconcile.
+    fn config_map(&self, namespace: &str, name: &str) -> Option<Arc<ConfigMap>>;
 }
 
 /// A view from plain lists (tests, benchmarks).
@@ -36,6 +38,7 @@ pub struct ListView {
     pub slices: Vec<Arc<EndpointSlice>>,
     pub grants: Vec<Arc<ReferenceGrant>>,
     pub secrets: Vec<Arc<Secret>>,
+    pub config_maps: Vec<Arc<ConfigMap>>,
 }
 
 fn is<K: kube::Resource>(object: &K, namespace: &str, name: &str) -> bool {
@@ -99,6 +102,13 @@ impl ClusterView for ListView {
         self.secrets
             .iter()
             .find(|s| is(&***s, namespace, name))
+            .cloned()
+    }
+
+    fn config_map(&self, namespace: &str, name: &str) -> Option<Arc<ConfigMap>> {
+        self.config_maps
+            .iter()
+            .find(|c| is(&***c, namespace, name))
             .cloned()
     }
 }

@@ -1,0 +1,606 @@
+//! GRPCRoute, TLSRoute passthrough, h2c backends and timeouts as a client
+//! meets them: `pontoon run` on the test bed makes each Gateway's data plane,
+//! whose praxis really runs (a process pod), and so do the backends (the
+//! Gateway API suite's echo-basic, as a gRPC server, an h2c server and an
+//! HTTPS server with a certificate of its own). Requests go from the test
+//! bed's network namespace to the Gateway's load-balancer address, through
+//! kube-proxy, as a client in the cluster would send them. Runs as root;
+//! otherwise reported as skipped (a failure under `CI=true`).
+
+use std::{path::Path, process::Output, time::Duration};
+
+use anyhow::{Context, ensure};
+use gateway_api::{
+    apis::standard::gateways::Gateway, grpcroutes::GrpcRoute, httproutes::HttpRoute,
+    tlsroutes::TlsRoute,
+};
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{Secret, Service},
+};
+use kube::{
+    Api, Resource,
+    api::{PostParams, ResourceExt},
+};
+use pontoon_tests::{
+    TestNamespace, backends, gateway_api as crds, operator::Operator, traffic::TestbedNet, wait_for,
+};
+use serde::{Serialize, de::DeserializeOwned};
+use serde_json::json;
+
+/// Process pods start, become Ready, and the data plane rolls out.
+const TIMEOUT: Duration = Duration::from_secs(120);
+const ECHO_IMAGE: &str = pontoon_tests::traffic::ECHO_IMAGE;
+/// The suite's echo service (gRPC reflection names it so).
+const ECHO_SERVICE: &str = "gateway_api_conformance.echo_basic.grpcecho.GrpcEcho";
+
+struct Bed {
+    net: TestbedNet,
+    ns: TestNamespace,
+    class: String,
+    operator: Operator,
+}
+
+impl Bed {
+    async fn new(prefix: &str, net: TestbedNet) -> anyhow::Result<Self> {
+        crds::install_crds().await?;
+        let ns = TestNamespace::new(prefix).await?;
+        let class = ns.name().to_string();
+        let controller_name = format!("pontoon.dev/{class}");
+        let operator = Operator::start(
+            Path::new(env!("CARGO_BIN_EXE_pontoon")),
+            ns.name(),
+            &[
+                "--controllers",
+                "gateway-api",
+                "--gateway-controller-name",
+                &controller_name,
+            ],
+        )?;
+        crds::create_class(&class, &controller_name, None).await?;
+        Ok(Self {
+            net,
+            ns,
+            class,
+            operator,
+        })
+    }
+
+    async fn create<K>(&self, object: serde_json::Value) -> anyhow::Result<()>
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + Serialize
+            + DeserializeOwned,
+    {
+        let object: K = serde_json::from_value(object)?;
+        self.ns
+            .api::<K>()
+            .create(&PostParams::default(), &object)
+            .await
+            .with_context(|| format!("creating {}", object.name_any()))?;
+        Ok(())
+    }
+
+    /// Creates a Gateway of the test's class and waits until it is
+    /// Programmed with an address; returns the address.
+    async fn gateway(&self, name: &str, listeners: serde_json::Value) -> anyhow::Result<String> {
+        self.create::<Gateway>(json!({
+            "metadata": { "name": name },
+            "spec": { "gatewayClassName": self.class, "listeners": listeners }
+        }))
+        .await?;
+        let programmed = |g: Option<&Gateway>| {
+            g.and_then(|g| g.status.as_ref()).is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .flatten()
+                    .any(|c| c.type_ == "Programmed" && c.status == "True")
+                    && s.addresses.as_ref().is_some_and(|a| !a.is_empty())
+            })
+        };
+        let gateways: Api<Gateway> = self.ns.api();
+        let gateway = match wait_for(&gateways, name, programmed, TIMEOUT).await {
+            Ok(g) => g.context("the Gateway is gone")?,
+            Err(err) => {
+                let now = gateways.get_opt(name).await?;
+                anyhow::bail!(
+                    "{err:#}: Gateway {name} is not Programmed: {:?}\n--- operator ---\n{}",
+                    now.and_then(|g| g.status),
+                    self.operator.log_tail(30)
+                );
+            }
+        };
+        let addresses = gateway.status.and_then(|s| s.addresses).unwrap_or_default();
+        Ok(addresses[0].value.clone())
+    }
+
+    /// Waits until the route's condition `type_` is `status` for every parent.
+    async fn route_condition<K>(&self, name: &str, type_: &str, status: &str) -> anyhow::Result<()>
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + Serialize
+            + DeserializeOwned
+            + Send
+            + 'static,
+    {
+        let holds = |r: Option<&K>| {
+            let Some(r) = r else { return false };
+            let value = serde_json::to_value(r).unwrap_or_default();
+            let parents = value["status"]["parents"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            !parents.is_empty()
+                && parents.iter().all(|p| {
+                    p["conditions"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|c| c["type"] == type_ && c["status"] == status)
+                })
+        };
+        wait_for(&self.ns.api::<K>(), name, holds, TIMEOUT)
+            .await
+            .with_context(|| format!("route {name}: {type_} never became {status}"))?;
+        Ok(())
+    }
+
+    /// A Deployment of `replicas` echo-basic pods and its Service.
+    async fn echo(
+        &self,
+        name: &str,
+        replicas: usize,
+        env: serde_json::Value,
+        service_port: serde_json::Value,
+        extra_pod_spec: serde_json::Value,
+    ) -> anyhow::Result<()> {
+        let mut env_list = vec![
+            json!({ "name": "POD_NAME", "valueFrom": { "fieldRef": { "fieldPath": "metadata.name" } } }),
+            json!({ "name": "NAMESPACE", "valueFrom": { "fieldRef": { "fieldPath": "metadata.namespace" } } }),
+        ];
+        env_list.extend(env.as_array().cloned().unwrap_or_default());
+        let mut spec = json!({
+            "containers": [{
+                "name": "echo",
+                "image": ECHO_IMAGE,
+                "env": env_list,
+                "volumeMounts": extra_pod_spec["volumeMounts"].clone(),
+            }],
+        });
+        if let Some(volumes) = extra_pod_spec.get("volumes") {
+            spec["volumes"] = volumes.clone();
+        }
+        if spec["containers"][0]["volumeMounts"].is_null() {
+            spec["containers"][0]
+                .as_object_mut()
+                .context("container")?
+                .remove("volumeMounts");
+        }
+        self.create::<Deployment>(json!({
+            "metadata": { "name": name },
+            "spec": {
+                "replicas": replicas,
+                "selector": { "matchLabels": { "app": name } },
+                "template": { "metadata": { "labels": { "app": name } }, "spec": spec }
+            }
+        }))
+        .await?;
+        self.create::<Service>(json!({
+            "metadata": { "name": name },
+            "spec": { "selector": { "app": name }, "ports": [service_port] }
+        }))
+        .await?;
+        backends::wait_for_endpoints(&self.ns, name, replicas, TIMEOUT).await?;
+        Ok(())
+    }
+
+    /// curl in the test bed's network namespace; its output, whatever it was.
+    fn curl(&self, args: &[&str]) -> anyhow::Result<Output> {
+        self.net.curl(args)
+    }
+}
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        crds::remove_gateways_blocking(self.ns.name(), std::slice::from_ref(&self.class));
+    }
+}
+
+fn testbed() -> Option<TestbedNet> {
+    TestbedNet::of_testbed().ok()
+}
+
+/// One unary gRPC call (an empty `EchoRequest`) over h2c with prior
+/// knowledge, as a gRPC client makes it: the HTTP status, the response's
+/// headers and body as text (the `EchoResponse` names the pod and method).
+fn grpc_call(
+    bed: &Bed,
+    address: &str,
+    method: &str,
+    metadata: &[(&str, &str)],
+) -> anyhow::Result<(u16, String)> {
+    // A gRPC message frame: not compressed, length 0 (an empty EchoRequest).
+    let frame = tempfile::NamedTempFile::new()?;
+    std::fs::write(frame.path(), [0_u8; 5])?;
+    let frame = frame.into_temp_path();
+    let url = format!("http://{address}/{ECHO_SERVICE}/{method}");
+    let headers: Vec<String> = metadata.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    let data = format!("@{}", frame.to_string_lossy());
+    let mut args = vec![
+        "--http2-prior-knowledge",
+        "--include",
+        "--header",
+        "content-type: application/grpc",
+        "--header",
+        "te: trailers",
+        "--data-binary",
+        &data,
+    ];
+    for h in &headers {
+        args.extend(["--header", h.as_str()]);
+    }
+    args.push(&url);
+    let output = bed.curl(&args)?;
+    ensure!(
+        output.status.success(),
+        "gRPC {method}: curl failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .context("no HTTP status line")?;
+    Ok((status, text))
+}
+
+#[tokio::test]
+async fn grpc_calls_go_where_their_routes_send_them_over_http2() -> anyhow::Result<()> {
+    let Some(net) = testbed() else {
+        return pontoon_tests::skip!("the test bed runs no process pods here (not root)");
+    };
+    let bed = Bed::new("gwp-grpc", net).await?;
+    let grpc = json!([
+        { "name": "GRPC_ECHO_SERVER", "value": "1" },
+        { "name": "HTTP_PORT", "value": "3000" }
+    ]);
+    // One Service says it speaks h2c, the other says nothing: a GRPCRoute's
+    // backends speak HTTP/2 either way.
+    bed.echo(
+        "grpc-one",
+        2,
+        grpc.clone(),
+        json!({ "name": "grpc", "port": 8080, "targetPort": 3000, "appProtocol": "kubernetes.io/h2c" }),
+        json!({}),
+    )
+    .await?;
+    bed.echo(
+        "grpc-two",
+        1,
+        grpc,
+        json!({ "name": "grpc", "port": 8080, "targetPort": 3000 }),
+        json!({}),
+    )
+    .await?;
+    let address = bed
+        .gateway(
+            "grpc",
+            json!([{ "name": "http", "protocol": "HTTP", "port": 80 }]),
+        )
+        .await?;
+    let method = |m: &str| json!({ "service": ECHO_SERVICE, "method": m });
+    bed.create::<GrpcRoute>(json!({
+        "metadata": { "name": "echo" },
+        "spec": {
+            "parentRefs": [{ "name": "grpc" }],
+            "rules": [
+                { "matches": [{ "method": method("Echo") }],
+                  "backendRefs": [{ "name": "grpc-one", "port": 8080 }] },
+                { "matches": [{ "method": method("EchoTwo") }],
+                  "backendRefs": [{ "name": "grpc-two", "port": 8080 }] },
+                // More header matches win over fewer (the spec's precedence).
+                { "matches": [{ "method": method("Echo"),
+                                "headers": [{ "name": "version", "value": "two" }] }],
+                  "backendRefs": [{ "name": "grpc-two", "port": 8080 }] },
+                // Refused, named on the status; the other rules are served.
+                { "matches": [{ "method": { "method": "Echo" } }],
+                  "backendRefs": [{ "name": "grpc-two", "port": 8080 }] }
+            ]
+        }
+    }))
+    .await?;
+    bed.route_condition::<GrpcRoute>("echo", "Accepted", "True")
+        .await?;
+    bed.route_condition::<GrpcRoute>("echo", "PartiallyInvalid", "True")
+        .await?;
+
+    // The config reaches the data plane's pods a moment after the route is
+    // accepted: wait for the first routed call.
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        let (status, text) = grpc_call(&bed, &address, "Echo", &[])?;
+        if status == 200 && text.contains("grpc-one-") {
+            break;
+        }
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "Echo never reached grpc-one: {status} {text:.400}\n--- operator ---\n{}",
+            bed.operator.log_tail(30)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    for _ in 0..6 {
+        let (status, text) = grpc_call(&bed, &address, "Echo", &[])?;
+        ensure!(
+            status == 200 && text.contains("grpc-one-"),
+            "Echo: {text:.400}"
+        );
+        ensure!(
+            text.contains("grpc-status: 0"),
+            "Echo ends with OK: {text:.400}"
+        );
+        ensure!(
+            text.contains(&format!("/{ECHO_SERVICE}/Echo")),
+            "the server saw the method called: {text:.400}"
+        );
+        let (status, text) = grpc_call(&bed, &address, "EchoTwo", &[])?;
+        ensure!(
+            status == 200 && text.contains("grpc-two-"),
+            "EchoTwo: {text:.400}"
+        );
+        let (status, text) = grpc_call(&bed, &address, "Echo", &[("version", "two")])?;
+        ensure!(
+            status == 200 && text.contains("grpc-two-"),
+            "Echo with version: two: {text:.400}"
+        );
+    }
+    // No rule for it: HTTP 404, which gRPC clients read as UNIMPLEMENTED.
+    let (status, _) = grpc_call(&bed, &address, "EchoThree", &[])?;
+    ensure!(status == 404, "EchoThree has no route: got {status}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn tls_passthrough_reaches_the_backend_which_shows_its_own_certificate() -> anyhow::Result<()>
+{
+    let Some(net) = testbed() else {
+        return pontoon_tests::skip!("the test bed runs no process pods here (not root)");
+    };
+    let bed = Bed::new("gwp-tls", net).await?;
+    // The backend's own certificate: the Gateway never has its key.
+    let dir = tempfile::tempdir()?;
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ])
+        .args(["-nodes", "-days", "2", "-subj", "/CN=secure.example.com"])
+        .args(["-addext", "subjectAltName=DNS:secure.example.com"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()?;
+    ensure!(
+        made.status.success(),
+        "openssl: {}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let pem = |p: &Path| -> anyhow::Result<String> { Ok(std::fs::read_to_string(p)?) };
+    bed.create::<Secret>(json!({
+        "metadata": { "name": "secure-cert" },
+        "type": "kubernetes.io/tls",
+        "stringData": { "tls.crt": pem(&cert)?, "tls.key": pem(&key)? }
+    }))
+    .await?;
+    bed.echo(
+        "secure",
+        2,
+        json!([
+            { "name": "HTTP_PORT", "value": "3000" },
+            { "name": "HTTPS_PORT", "value": "8443" },
+            { "name": "TLS_SERVER_CERT", "value": "/etc/secret-volume/crt" },
+            { "name": "TLS_SERVER_PRIVKEY", "value": "/etc/secret-volume/key" }
+        ]),
+        json!({ "name": "https", "port": 443, "targetPort": 8443 }),
+        json!({
+            "volumeMounts": [{ "name": "cert", "mountPath": "/etc/secret-volume" }],
+            "volumes": [{ "name": "cert", "secret": { "secretName": "secure-cert", "items": [
+                { "key": "tls.crt", "path": "crt" }, { "key": "tls.key", "path": "key" }
+            ] } }]
+        }),
+    )
+    .await?;
+    let address = bed
+        .gateway(
+            "tls",
+            json!([{ "name": "tls", "protocol": "TLS", "port": 443, "hostname": "*.example.com",
+                     "tls": { "mode": "Passthrough" } }]),
+        )
+        .await?;
+    bed.create::<TlsRoute>(json!({
+        "metadata": { "name": "secure" },
+        "spec": {
+            "parentRefs": [{ "name": "tls" }],
+            "hostnames": ["secure.example.com"],
+            "rules": [{ "backendRefs": [{ "name": "secure", "port": 443 }] }]
+        }
+    }))
+    .await?;
+    bed.route_condition::<TlsRoute>("secure", "Accepted", "True")
+        .await?;
+    bed.route_condition::<TlsRoute>("secure", "ResolvedRefs", "True")
+        .await?;
+
+    let resolve = format!("secure.example.com:443:{address}");
+    let cacert = cert.display().to_string();
+    let https = |name: &str| -> anyhow::Result<Output> {
+        let resolve = format!("{name}:443:{address}");
+        let url = format!("https://{name}/passthrough");
+        bed.curl(&[
+            "--silent",
+            "--show-error",
+            "--max-time",
+            "5",
+            "--resolve",
+            &resolve,
+            "--cacert",
+            &cacert,
+            &url,
+        ])
+    };
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    let body = loop {
+        let out = https("secure.example.com")?;
+        if out.status.success() {
+            break String::from_utf8_lossy(&out.stdout).into_owned();
+        }
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "secure.example.com never answered through the Gateway ({resolve}): {}\n--- operator ---\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            bed.operator.log_tail(30)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    // curl trusted only the backend's own certificate: the handshake was
+    // the backend's, end to end; and the backend saw the client's server name.
+    let echo: serde_json::Value = serde_json::from_str(&body).context(body.clone())?;
+    ensure!(
+        echo["pod"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("secure-")),
+        "answered by a secure pod: {body}"
+    );
+    ensure!(
+        echo["tls"]["serverName"] == "secure.example.com",
+        "the backend saw the SNI: {body}"
+    );
+    // A name no route takes: the connection is closed, no certificate shown.
+    let other = https("other.example.com")?;
+    ensure!(
+        !other.status.success(),
+        "other.example.com has no route, yet: {}",
+        String::from_utf8_lossy(&other.stdout)
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn h2c_backends_and_timeouts_of_http_routes() -> anyhow::Result<()> {
+    let Some(net) = testbed() else {
+        return pontoon_tests::skip!("the test bed runs no process pods here (not root)");
+    };
+    let bed = Bed::new("gwp-h2c", net).await?;
+    // echo-basic answers HTTP/1.1 on 3000 and only h2c on 3001 ("Expected
+    // h2c request" otherwise), and sleeps for `?delay=`.
+    bed.echo(
+        "web",
+        1,
+        json!([{ "name": "HTTP_PORT", "value": "3000" }, { "name": "H2C_PORT", "value": "3001" }]),
+        json!({ "name": "http", "port": 8080, "targetPort": 3000 }),
+        json!({}),
+    )
+    .await?;
+    bed.create::<Service>(json!({
+        "metadata": { "name": "web-h2c" },
+        "spec": { "selector": { "app": "web" }, "ports": [
+            { "name": "h2c", "port": 8081, "targetPort": 3001, "appProtocol": "kubernetes.io/h2c" }
+        ] }
+    }))
+    .await?;
+    backends::wait_for_endpoints(&bed.ns, "web-h2c", 1, TIMEOUT).await?;
+    let address = bed
+        .gateway(
+            "web",
+            json!([{ "name": "http", "protocol": "HTTP", "port": 80 }]),
+        )
+        .await?;
+    let prefix = |p: &str| json!([{ "path": { "type": "PathPrefix", "value": p } }]);
+    bed.create::<HttpRoute>(json!({
+        "metadata": { "name": "web" },
+        "spec": {
+            "parentRefs": [{ "name": "web" }],
+            "rules": [
+                { "matches": prefix("/h2c"), "backendRefs": [{ "name": "web-h2c", "port": 8081 }] },
+                { "matches": prefix("/slow"), "timeouts": { "request": "500ms" },
+                  "backendRefs": [{ "name": "web", "port": 8080 }] },
+                { "matches": prefix("/backend-slow"), "timeouts": { "backendRequest": "500ms" },
+                  "backendRefs": [{ "name": "web", "port": 8080 }] },
+                { "matches": prefix("/patient"), "timeouts": { "request": "0s" },
+                  "backendRefs": [{ "name": "web", "port": 8080 }] }
+            ]
+        }
+    }))
+    .await?;
+    bed.route_condition::<HttpRoute>("web", "Accepted", "True")
+        .await?;
+    let status = |path: &str, h2: bool| -> anyhow::Result<(u16, String)> {
+        let url = format!("http://{address}{path}");
+        let mut args = vec![
+            "--silent",
+            "--max-time",
+            "8",
+            "--write-out",
+            "\n@@%{http_code}",
+        ];
+        if h2 {
+            args.push("--http2-prior-knowledge");
+        }
+        args.push(&url);
+        let out = bed.curl(&args)?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once("\n@@").context("no status")?;
+        Ok((code.parse().unwrap_or(0), body.to_string()))
+    };
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        let (code, body) = status("/h2c", false)?;
+        if code == 200 {
+            break;
+        }
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "/h2c never answered 200: {code} {body:.300}\n--- operator ---\n{}",
+            bed.operator.log_tail(30)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Both an HTTP/1.1 client and an HTTP/2 (prior knowledge) client reach
+    // the h2c-only port: Praxis speaks h2c to it.
+    for h2 in [false, true] {
+        let (code, body) = status("/h2c/x", h2)?;
+        ensure!(
+            code == 200,
+            "h2c backend, client h2={h2}: {code} {body:.300}"
+        );
+    }
+    let (code, _) = status("/slow?delay=2s", false)?;
+    ensure!(
+        code == 504,
+        "a request past its 500ms timeout gets 504, got {code}"
+    );
+    let (code, _) = status("/slow?delay=10ms", false)?;
+    ensure!(code == 200, "within its timeout it is served, got {code}");
+    let (code, _) = status("/backend-slow?delay=2s", false)?;
+    ensure!(
+        code == 504,
+        "a backend request past 500ms gets 504, got {code}"
+    );
+    let (code, _) = status("/patient?delay=2s", false)?;
+    ensure!(
+        code == 200,
+        "timeout 0s is none: served after 2 s, got {code}"
+    );
+    Ok(())
+}
