@@ -244,7 +244,11 @@ fn every_golden_config_loads_in_praxis() -> anyhow::Result<()> {
             checked += 1;
         }
     }
-    anyhow::ensure!(checked >= 10, "only {checked} golden configs in {}", dir.display());
+    anyhow::ensure!(
+        checked >= 10,
+        "only {checked} golden configs in {}",
+        dir.display()
+    );
     Ok(())
 }
 

@@ -21,13 +21,19 @@ use crate::conditions::{Observed, merged};
 /// query-parameter matching, mirroring and prefix-replacing redirects, which
 /// Praxis 0.7.5 cannot express (see docs/gateway-api-support.md).
 pub const SUPPORTED_FEATURES: &[&str] = &[
+    "GRPCRoute",
     "Gateway",
+    "GatewayAddressEmpty",
+    "GatewayFrontendClientCertificateValidation",
+    "GatewayHTTPListenerIsolation",
     "GatewayInfrastructurePropagation",
     "GatewayPort8080",
     "HTTPRoute",
     "HTTPRoute307RedirectStatusCode",
     "HTTPRoute308RedirectStatusCode",
+    "HTTPRouteBackendProtocolH2C",
     "HTTPRouteBackendProtocolWebSocket",
+    "HTTPRouteBackendTimeout",
     "HTTPRouteDestinationPortMatching",
     "HTTPRouteHostRewrite",
     "HTTPRouteMethodMatching",
@@ -35,9 +41,11 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRouteParentRefPort",
     "HTTPRoutePathRewrite",
     "HTTPRoutePortRedirect",
+    "HTTPRouteRequestTimeout",
     "HTTPRouteResponseHeaderModification",
     "HTTPRouteSchemeRedirect",
     "ReferenceGrant",
+    "TLSRoute",
 ];
 
 pub async fn reconcile(

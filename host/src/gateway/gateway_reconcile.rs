@@ -429,7 +429,7 @@ impl Children {
             .filter_map(|s| {
                 Some((
                     listeners::client_ca_file(s.port),
-                    s.client_ca.as_ref()?.pem.clone(),
+                    s.client_ca.as_ref().ok()?.as_ref()?.pem.clone(),
                 ))
             })
             .collect();

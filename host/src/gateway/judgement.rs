@@ -131,29 +131,32 @@ pub struct Built {
 /// routes that name the Gateway (in their precedence order).
 pub fn build(gateway: &Gateway, states: &[ListenerState], verdicts: &[RouteVerdict]) -> Built {
     let mut attached = vec![0_i32; states.len()];
-    let mut model = GatewayModel {
-        namespace: gateway.namespace().unwrap_or_default(),
-        name: gateway.name_any(),
-        listeners: states
-            .iter()
-            .map(|s| model::Listener {
-                name: s.name.clone(),
-                port: s.port,
-                protocol: s.protocol.unwrap_or(model::Protocol::Http),
-                hostname: s.hostname.clone(),
-                certificates: s.certificates.iter().map(|c| c.files()).collect(),
-                client_validation: s.client_ca.as_ref().map(|ca| model::ClientValidation {
-                    ca_path: format!(
-                        "{}/{}",
-                        listeners::TLS_MOUNT_ROOT,
-                        listeners::client_ca_file(s.port)
+    let mut model =
+        GatewayModel {
+            namespace: gateway.namespace().unwrap_or_default(),
+            name: gateway.name_any(),
+            listeners: states
+                .iter()
+                .map(|s| model::Listener {
+                    name: s.name.clone(),
+                    port: s.port,
+                    protocol: s.protocol.unwrap_or(model::Protocol::Http),
+                    hostname: s.hostname.clone(),
+                    certificates: s.certificates.iter().map(|c| c.files()).collect(),
+                    client_validation: s.client_ca.as_ref().ok().and_then(Option::as_ref).map(
+                        |ca| model::ClientValidation {
+                            ca_path: format!(
+                                "{}/{}",
+                                listeners::TLS_MOUNT_ROOT,
+                                listeners::client_ca_file(s.port)
+                            ),
+                            required: !ca.insecure_fallback,
+                        },
                     ),
-                    required: !ca.insecure_fallback,
-                }),
-                routes: Vec::new(),
-            })
-            .collect(),
-    };
+                    routes: Vec::new(),
+                })
+                .collect(),
+        };
     for verdict in verdicts.iter().filter(|v| v.attached()) {
         let mut on: BTreeMap<usize, Vec<String>> = BTreeMap::new();
         for parent in &verdict.parents {

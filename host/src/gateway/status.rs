@@ -124,7 +124,7 @@ pub fn listeners(
         .enumerate()
         .map(|(i, s)| {
             let mut observed = Vec::new();
-            observed.push(match &s.accepted {
+            observed.push(match &s.accepted_condition() {
                 Ok(()) => Observed::new("Accepted", true, "Accepted", "listener is valid"),
                 Err(issue) => Observed::new("Accepted", false, issue.reason, issue.message.clone()),
             });

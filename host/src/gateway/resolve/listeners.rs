@@ -101,8 +101,13 @@ pub struct ListenerState {
     /// `Err` when a reference (certificate, route kind, CA) does not resolve.
     pub resolved_refs: Result<(), Issue>,
     /// For HTTPS: the client certificates it asks for (the Gateway's
-    /// `spec.tls.frontend` for its port), resolved.
-    pub client_ca: Option<ClientCa>,
+    /// `spec.tls.frontend` for its port), resolved; `Err` when they cannot
+    /// be (the listener is then not Accepted, `NoValidCACertificate`, and
+    /// not programmed: serving it would let in clients it must refuse).
+    /// Routes still attach to it, as to a listener whose certificate is
+    /// missing: the route controllers judge without the CA ConfigMaps, which
+    /// only the Gateway's reconcile fetches.
+    pub client_ca: Result<Option<ClientCa>, Issue>,
 }
 
 /// Client-certificate validation on a listener: the CA certificates (PEM)
@@ -124,7 +129,22 @@ impl ListenerState {
 
     /// It goes into the data plane's config.
     pub fn programmable(&self) -> bool {
-        self.usable() && self.resolved_refs.is_ok() && self.protocol.is_some()
+        self.usable()
+            && self.resolved_refs.is_ok()
+            && self.client_ca.is_ok()
+            && self.protocol.is_some()
+    }
+
+    /// Its `Accepted` condition: `Err` with why when it is not.
+    pub fn accepted_condition(&self) -> Result<(), Issue> {
+        self.accepted.clone()?;
+        match &self.client_ca {
+            Err(issue) => Err(Issue::new(
+                "NoValidCACertificate",
+                format!("client certificates cannot be validated: {}", issue.message),
+            )),
+            Ok(_) => Ok(()),
+        }
     }
 }
 
@@ -206,7 +226,7 @@ fn one(
         accepted: Ok(()),
         conflicted: None,
         resolved_refs: Ok(()),
-        client_ca: None,
+        client_ca: Ok(None),
     };
     let protocol = match protocol {
         Ok(protocol) => protocol,
@@ -307,20 +327,15 @@ fn one(
                 .collect();
             match ca_bundles::resolve(&validation.refs, GATEWAY, namespace, view) {
                 Ok(pem) => {
-                    state.client_ca = Some(ClientCa {
+                    state.client_ca = Ok(Some(ClientCa {
                         pem,
                         insecure_fallback: validation.insecure_fallback,
                         config_maps,
-                    })
+                    }))
                 }
                 Err(issue) => {
-                    // Serving it without the validation asked for would let
-                    // in clients it must refuse.
-                    state.accepted = Err(Issue::new(
-                        "NoValidCACertificate",
-                        format!("client certificates cannot be validated: {}", issue.message),
-                    ));
-                    state.resolved_refs = Err(issue);
+                    state.resolved_refs = Err(issue.clone());
+                    state.client_ca = Err(issue);
                 }
             }
         }
@@ -625,6 +640,47 @@ mod tests {
             "InvalidRouteKinds"
         );
         assert_eq!(states[0].supported_kinds, [RouteKind::Http]);
+    }
+
+    #[test]
+    fn client_certificates_are_asked_for_per_port_and_a_bad_ca_unprograms_the_listener() {
+        let ca: Arc<k8s_openapi::api::core::v1::ConfigMap> = Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": { "name": "clients", "namespace": "infra" },
+                "data": { "ca.crt": CERT }
+            }))
+            .unwrap(),
+        );
+        let view = ListView {
+            secrets: vec![secret("infra", "cert", "kubernetes.io/tls", CERT, KEY)],
+            config_maps: vec![ca],
+            ..Default::default()
+        };
+        let mut gw = gateway(serde_json::json!([
+            { "name": "a", "port": 443, "protocol": "HTTPS",
+              "tls": { "certificateRefs": [{ "name": "cert" }] } },
+            { "name": "b", "port": 8443, "protocol": "HTTPS",
+              "tls": { "certificateRefs": [{ "name": "cert" }] } },
+            { "name": "plain", "port": 80, "protocol": "HTTP" }
+        ]));
+        gw.spec.tls = serde_json::from_value(serde_json::json!({ "frontend": {
+            "default": { "validation": { "caCertificateRefs": [
+                { "group": "", "kind": "ConfigMap", "name": "clients" }] } },
+            "perPort": [{ "port": 8443, "tls": { "validation": { "caCertificateRefs": [
+                { "group": "", "kind": "ConfigMap", "name": "missing" }] } } }]
+        } }))
+        .unwrap();
+        let states = evaluate(&gw, &view);
+        let ok = states[0].client_ca.as_ref().unwrap().as_ref().unwrap();
+        assert!(ok.pem.contains("BEGIN CERTIFICATE"));
+        assert!(states[0].programmable());
+        let bad = &states[1];
+        assert_eq!(bad.client_ca.as_ref().unwrap_err().reason, "InvalidCACertificateRef");
+        assert_eq!(bad.resolved_refs.as_ref().unwrap_err().reason, "InvalidCACertificateRef");
+        assert_eq!(bad.accepted_condition().unwrap_err().reason, "NoValidCACertificate");
+        assert!(bad.usable(), "routes still attach, as to a listener missing its certificate");
+        assert!(!bad.programmable(), "never served without the validation asked for");
+        assert_eq!(states[2].client_ca, Ok(None), "plain HTTP takes no client certificates");
     }
 
     #[test]
