@@ -188,6 +188,26 @@ route add $service_cidr dev lo src 169.254.1.1
 route add $load_balancer_cidr dev lo src 169.254.1.1
 EOF
   in_netns sh -c 'echo 1 > /proc/sys/net/ipv4/ip_forward'
+  # A load-balancer address kube-proxy has not programmed yet (its rules
+  # follow a new Service by a second or so, while the test bed hands out
+  # load-balancer addresses at once) would take a TCP connection down the
+  # route above to nowhere: its conntrack entry, made without NAT, then
+  # holds every retransmission of that SYN, and the client hangs until its
+  # own timeout. Refuse it instead, as an unready load balancer does, so the
+  # client's next attempt meets kube-proxy's rules. (An unprogrammed
+  # ClusterIP is kube-proxy's own to drop, as in any cluster.)
+  in_netns nft -f - <<EOF
+table inet pontoon-testbed {
+  chain unprogrammed-output {
+    type filter hook output priority filter + 10; policy accept;
+    ip daddr $load_balancer_cidr meta l4proto tcp ct status & dnat == 0 reject with tcp reset
+  }
+  chain unprogrammed-forward {
+    type filter hook forward priority filter + 10; policy accept;
+    ip daddr $load_balancer_cidr meta l4proto tcp ct status & dnat == 0 reject with tcp reset
+  }
+}
+EOF
 }
 process_images=()
 rm -f "$run/netns"

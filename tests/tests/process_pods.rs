@@ -256,3 +256,86 @@ async fn a_failing_readiness_probe_keeps_a_process_pod_not_ready() -> anyhow::Re
     assert_eq!(container_ready, Some(false));
     Ok(())
 }
+
+#[tokio::test]
+async fn a_deleted_pod_serves_through_its_pre_stop_sleep_then_stops() -> anyhow::Result<()> {
+    let net = match TestbedNet::of_testbed() {
+        Ok(net) => net,
+        Err(reason) => return pontoon_tests::skip!("{reason}"),
+    };
+    let ns = TestNamespace::new("prestop").await?;
+    site_config_map(&ns, "still here").await?;
+    let mut spec = web_pod_spec("/pod/name");
+    spec["containers"][0]["lifecycle"] = json!({ "preStop": { "sleep": { "seconds": 4 } } });
+    let pod: Pod =
+        serde_json::from_value(json!({ "metadata": { "name": "draining" }, "spec": spec }))?;
+    ns.api::<Pod>().create(&PostParams::default(), &pod).await?;
+    let pod = wait_for(
+        &ns.api::<Pod>(),
+        "draining",
+        |p: Option<&Pod>| p.is_some_and(ready),
+        TIMEOUT,
+    )
+    .await?
+    .context("the pod went away")?;
+    let ip = pod.status.and_then(|s| s.pod_ip).context("no pod IP")?;
+    let url = format!("http://{ip}:8080/config/greeting");
+    ns.api::<Pod>()
+        .delete("draining", &DeleteParams::default())
+        .await?;
+    let deleted = tokio::time::Instant::now();
+    // As with a kubelet: the preStop sleep runs first, the pod serving on.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        net.get(&url)?,
+        "still here",
+        "served during its preStop sleep"
+    );
+    while net.get(&url).is_ok() {
+        anyhow::ensure!(
+            deleted.elapsed() < TIMEOUT,
+            "the deleted pod still answers on {ip}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let stopped = deleted.elapsed();
+    anyhow::ensure!(
+        stopped >= Duration::from_secs(4),
+        "it stopped {stopped:?} after deletion, before its 4 s preStop sleep ended"
+    );
+    Ok(())
+}
+
+/// A load-balancer address kube-proxy has not programmed (yet) refuses a
+/// TCP connection at once, as an unready load balancer does, rather than
+/// swallowing the SYN: a client that dialled a new Gateway's address a
+/// moment too early would otherwise hang on its one conntrack entry.
+#[test]
+fn an_unprogrammed_load_balancer_address_refuses_at_once() -> anyhow::Result<()> {
+    let net = match TestbedNet::of_testbed() {
+        Ok(net) => net,
+        Err(reason) => return pontoon_tests::skip!("{reason}"),
+    };
+    for address in ["10.97.255.254", "10.97.0.3"] {
+        let started = std::time::Instant::now();
+        let out = net.curl(&[
+            "--silent",
+            "--max-time",
+            "5",
+            &format!("http://{address}:81/"),
+        ])?;
+        // curl's 7: "Failed to connect" (refused); 28 would be a timeout.
+        anyhow::ensure!(
+            out.status.code() == Some(7),
+            "{address}: curl exit {:?} after {:?}",
+            out.status.code(),
+            started.elapsed()
+        );
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(2),
+            "{address} took {:?}",
+            started.elapsed()
+        );
+    }
+    Ok(())
+}

@@ -177,7 +177,7 @@ func (a *agent) sync(ctx context.Context, key string) error {
 		a.stopping.Add(1)
 		go func(run *podRun) {
 			defer a.stopping.Done()
-			run.stop()
+			run.stop(true)
 			klog.InfoS("pod stopped", "pod", key)
 		}(current)
 		current = nil
@@ -215,7 +215,7 @@ func (a *agent) stopAll() {
 	var wg sync.WaitGroup
 	for _, r := range runs {
 		wg.Add(1)
-		go func() { defer wg.Done(); r.stop() }()
+		go func() { defer wg.Done(); r.stop(false) }()
 	}
 	wg.Wait()
 }

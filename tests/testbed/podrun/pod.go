@@ -28,18 +28,20 @@ import (
 
 // podRun is one running process pod.
 type podRun struct {
-	agent      *agent
-	uid        types.UID
-	namespace  string
-	name       string
-	ip         string
-	netns      string
-	veth       string
-	dir        string
-	ctx        context.Context // lives as long as the pod runs
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup
-	containers []*containerRun
+	agent     *agent
+	uid       types.UID
+	namespace string
+	name      string
+	ip        string
+	netns     string
+	veth      string
+	dir       string
+	ctx       context.Context // lives as long as the pod runs
+	cancel    context.CancelFunc
+	// gracePeriod is the pod's terminationGracePeriodSeconds (default 30).
+	gracePeriod time.Duration
+	wg          sync.WaitGroup
+	containers  []*containerRun
 
 	statusMu sync.Mutex // one status write at a time
 }
@@ -72,6 +74,11 @@ func (a *agent) start(ctx context.Context, pod *corev1.Pod) (*podRun, error) {
 		ip:        pod.Status.PodIP,
 		netns:     a.netns + "-" + short,
 		dir:       filepath.Join(a.state, string(pod.UID)),
+		// The API server defaults it; 30 s should it be absent.
+		gracePeriod: 30 * time.Second,
+	}
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		r.gracePeriod = time.Duration(*g) * time.Second
 	}
 	if err := materialise(ctx, a.client, pod, r.volumes()); err != nil {
 		return nil, err
@@ -597,8 +604,14 @@ func setCondition(status *corev1.PodStatus, t corev1.PodConditionType, ok bool, 
 }
 
 // stop ends the processes (TERM, then KILL after two seconds), then removes
-// the pod's network namespace and files.
-func (r *podRun) stop() {
+// the pod's network namespace and files. For a deleted pod (drain) it first
+// runs its containers' preStop sleep, as a kubelet does: the pod keeps
+// serving while the endpoint controllers and kube-proxy take it out of its
+// Services, so that no connection is sent to an address that is gone.
+func (r *podRun) stop(drain bool) {
+	if drain {
+		time.Sleep(r.preStopSleep())
+	}
 	r.cancel()
 	for _, c := range r.containers {
 		c.mu.Lock()
@@ -624,6 +637,19 @@ func (r *podRun) stop() {
 	}
 	unwirePod(r.agent.netns, r.netns, r.veth)
 	_ = os.RemoveAll(r.dir)
+}
+
+// preStopSleep is the longest `lifecycle.preStop.sleep` of the pod's
+// containers, bounded by its termination grace period (as the kubelet
+// bounds a preStop hook); other preStop handlers are not run.
+func (r *podRun) preStopSleep() time.Duration {
+	var longest int64
+	for _, c := range r.containers {
+		if l := c.spec.Lifecycle; l != nil && l.PreStop != nil && l.PreStop.Sleep != nil {
+			longest = max(longest, l.PreStop.Sleep.Seconds)
+		}
+	}
+	return min(time.Duration(longest)*time.Second, r.gracePeriod)
 }
 
 // identity is the user and group a container runs as: its securityContext,

@@ -675,12 +675,31 @@ mod tests {
         assert!(ok.pem.contains("BEGIN CERTIFICATE"));
         assert!(states[0].programmable());
         let bad = &states[1];
-        assert_eq!(bad.client_ca.as_ref().unwrap_err().reason, "InvalidCACertificateRef");
-        assert_eq!(bad.resolved_refs.as_ref().unwrap_err().reason, "InvalidCACertificateRef");
-        assert_eq!(bad.accepted_condition().unwrap_err().reason, "NoValidCACertificate");
-        assert!(bad.usable(), "routes still attach, as to a listener missing its certificate");
-        assert!(!bad.programmable(), "never served without the validation asked for");
-        assert_eq!(states[2].client_ca, Ok(None), "plain HTTP takes no client certificates");
+        assert_eq!(
+            bad.client_ca.as_ref().unwrap_err().reason,
+            "InvalidCACertificateRef"
+        );
+        assert_eq!(
+            bad.resolved_refs.as_ref().unwrap_err().reason,
+            "InvalidCACertificateRef"
+        );
+        assert_eq!(
+            bad.accepted_condition().unwrap_err().reason,
+            "NoValidCACertificate"
+        );
+        assert!(
+            bad.usable(),
+            "routes still attach, as to a listener missing its certificate"
+        );
+        assert!(
+            !bad.programmable(),
+            "never served without the validation asked for"
+        );
+        assert_eq!(
+            states[2].client_ca,
+            Ok(None),
+            "plain HTTP takes no client certificates"
+        );
     }
 
     #[test]
