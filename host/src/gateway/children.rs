@@ -12,9 +12,9 @@ use k8s_openapi::{
         apps::v1::{Deployment, DeploymentSpec},
         core::v1::{
             Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort,
-            HTTPGetAction, Lifecycle, LifecycleHandler, PodSecurityContext, PodSpec,
-            PodTemplateSpec, Probe, SeccompProfile, Secret, SecretVolumeSource, SecurityContext,
-            Service, ServicePort, ServiceSpec, SleepAction, Volume, VolumeMount,
+            HTTPGetAction, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile,
+            Secret, SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec, Volume,
+            VolumeMount,
         },
     },
     apimachinery::pkg::{
@@ -220,10 +220,6 @@ fn hex_prefix(digest: &[u8], bytes: usize) -> String {
         .collect()
 }
 
-/// How long a data-plane pod keeps serving once deleted, before Praxis is
-/// told to stop (`lifecycle.preStop.sleep`).
-pub const PRE_STOP_SECONDS: i64 = 5;
-
 /// The Praxis Deployment: the config and the certificates mounted
 /// read-only, probes on the admin port, a non-root, read-only, capability-
 /// less container, and the config's hash on the pods.
@@ -300,21 +296,6 @@ pub fn deployment(
         volume_mounts: Some(mounts),
         liveness_probe: Some(probe("/healthy")),
         readiness_probe: Some(probe("/ready")),
-        // A config change rolls the pods. Praxis closes its listeners the
-        // moment it is told to stop, while kube-proxy still sends the pod
-        // new connections until the endpoint update reaches it (about a
-        // second, more under churn): they would go to an address about to
-        // vanish and hang. Staying up a little first lets the Service drop
-        // the pod, so a rollout loses no connection.
-        lifecycle: Some(Lifecycle {
-            pre_stop: Some(LifecycleHandler {
-                sleep: Some(SleepAction {
-                    seconds: PRE_STOP_SECONDS,
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
         security_context: Some(SecurityContext {
             run_as_user: Some(100),
             run_as_non_root: Some(true),
@@ -533,18 +514,6 @@ mod tests {
         let caps = sc.capabilities.unwrap();
         assert_eq!(caps.drop.unwrap(), ["ALL"]);
         assert_eq!(caps.add.unwrap(), ["NET_BIND_SERVICE"]);
-        let pre_stop = c
-            .lifecycle
-            .clone()
-            .unwrap()
-            .pre_stop
-            .unwrap()
-            .sleep
-            .unwrap();
-        assert_eq!(
-            pre_stop.seconds, PRE_STOP_SECONDS,
-            "drains before it stops listening"
-        );
         let probe_path =
             |p: &Option<Probe>| p.as_ref().unwrap().http_get.as_ref().unwrap().path.clone();
         assert_eq!(probe_path(&c.liveness_probe).as_deref(), Some("/healthy"));

@@ -68,6 +68,11 @@ type agent struct {
 
 	mu   sync.Mutex
 	pods map[string]*podRun // by namespace/name
+	// Deleted pods in their preStop sleep, by IP: kwok gives a deleted
+	// pod's IP to the next pod at once, while a kubelet's network would keep
+	// it until the pod's sandbox is gone. A new pod that needs the IP cuts
+	// the old one's drain short (see podRun.stop).
+	draining map[string]*podRun
 	// Pods being stopped (in the background, so that stopping one never
 	// delays starting another).
 	stopping sync.WaitGroup
@@ -146,6 +151,7 @@ func run(kubeconfig, imagesFile, binDirs, state, logs, netns, relay, execRoot, d
 		client:   client,
 		lister:   pq.Lister,
 		pods:     map[string]*podRun{},
+		draining: map[string]*podRun{},
 	}
 	ready := func() { klog.InfoS("pod-runner ready", "images", len(mapping.Images), "netns", netns) }
 	if err := pq.Run(ctx, 4, ready, a.sync); err != nil {

@@ -40,8 +40,11 @@ type podRun struct {
 	cancel    context.CancelFunc
 	// gracePeriod is the pod's terminationGracePeriodSeconds (default 30).
 	gracePeriod time.Duration
-	wg          sync.WaitGroup
-	containers  []*containerRun
+	// Closed (once) to end its preStop sleep early.
+	drainCut     chan struct{}
+	drainCutOnce sync.Once
+	wg           sync.WaitGroup
+	containers   []*containerRun
 
 	statusMu sync.Mutex // one status write at a time
 }
@@ -76,7 +79,14 @@ func (a *agent) start(ctx context.Context, pod *corev1.Pod) (*podRun, error) {
 		dir:       filepath.Join(a.state, string(pod.UID)),
 		// The API server defaults it; 30 s should it be absent.
 		gracePeriod: 30 * time.Second,
+		drainCut:    make(chan struct{}),
 	}
+	// A deleted pod still draining on this IP gives it up now.
+	a.mu.Lock()
+	if old := a.draining[r.ip]; old != nil {
+		old.drainCutOnce.Do(func() { close(old.drainCut) })
+	}
+	a.mu.Unlock()
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
 		r.gracePeriod = time.Duration(*g) * time.Second
 	}
@@ -609,8 +619,20 @@ func setCondition(status *corev1.PodStatus, t corev1.PodConditionType, ok bool, 
 // serving while the endpoint controllers and kube-proxy take it out of its
 // Services, so that no connection is sent to an address that is gone.
 func (r *podRun) stop(drain bool) {
-	if drain {
-		time.Sleep(r.preStopSleep())
+	if d := r.preStopSleep(); drain && d > 0 {
+		r.agent.mu.Lock()
+		r.agent.draining[r.ip] = r
+		r.agent.mu.Unlock()
+		select {
+		case <-time.After(d):
+		case <-r.drainCut:
+			klog.InfoS("preStop sleep cut short: its IP is another pod's now", "pod", r.namespace+"/"+r.name, "ip", r.ip)
+		}
+		r.agent.mu.Lock()
+		if r.agent.draining[r.ip] == r {
+			delete(r.agent.draining, r.ip)
+		}
+		r.agent.mu.Unlock()
 	}
 	r.cancel()
 	for _, c := range r.containers {
