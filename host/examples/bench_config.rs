@@ -119,6 +119,33 @@ fn model(translated: Vec<TranslatedFilter>) -> GatewayModel {
     }
 }
 
+/// `model` with GRPCRoutes for its HTTPRoutes: each a method of its own (an
+/// exact path), the same filters, h2c backends.
+fn as_grpc(mut model: GatewayModel) -> GatewayModel {
+    let grpc: Vec<Route> = model.listeners[0]
+        .routes
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let mut route = r.clone();
+            route.kind = RouteKind::Grpc;
+            route.name = format!("grpc-{i}");
+            for rule in &mut route.rules {
+                rule.matches = vec![Match {
+                    path: Some(PathMatch::Exact(format!("/bench.Svc{i}/Call"))),
+                    ..Match::default()
+                }];
+                for backend in &mut rule.backends {
+                    backend.protocol = BackendProtocol::H2c;
+                }
+            }
+            route
+        })
+        .collect();
+    model.listeners[0].routes = grpc;
+    model
+}
+
 fn entries(module: &str, kind: &str, texts: &[String]) -> anyhow::Result<TranslatedFilter> {
     Ok(TranslatedFilter {
         kind: kind.to_string(),
@@ -238,6 +265,8 @@ fn main() -> anyhow::Result<()> {
         })
         .collect::<anyhow::Result<_>>()?;
     let (generation, _) = best(|| Ok(generate(&model(translated_once.clone()), &options)?.len()))?;
+    let (grpc_generation, grpc_len) =
+        best(|| Ok(generate(&as_grpc(model(translated_once.clone())), &options)?.len()))?;
 
     // The component.
     let runtime = PluginRuntime::new(Limits::default())?;
@@ -287,6 +316,11 @@ fn main() -> anyhow::Result<()> {
         size / 1024
     );
     println!("generate alone                  {:>10}", ms(generation));
+    println!(
+        "generate, {ROUTES} GRPCRoutes        {:>10}   (config {} KiB; h2c clusters, exact method paths)",
+        ms(grpc_generation),
+        grpc_len / 1024
+    );
     println!("native filters + generate       {:>10}   1.00x", ms(native));
     println!(
         "wasm, instance per call         {:>10}  {:5.2}x",

@@ -17,8 +17,9 @@
 //!   p99 over 20 changes, again with faked pods and with a real praxis (where
 //!   each change also rolls praxis processes on the same cores);
 //! - the operator's RSS idle (class accepted, nothing else), then with 1000
-//!   HTTPRoutes of two filters each on one Gateway (all in its config), and
-//!   its peak RSS over the run.
+//!   HTTPRoutes of two filters each on one Gateway (all in its config), then
+//!   with 1000 GRPCRoutes (a method match and a header filter each) on a
+//!   second Gateway besides, and its peak RSS over the run.
 
 use std::{
     collections::HashMap,
@@ -30,6 +31,7 @@ use anyhow::Context;
 use futures::{StreamExt, TryStreamExt, stream};
 use gateway_api::{
     apis::standard::{gatewayclasses::GatewayClass, gateways::Gateway},
+    grpcroutes::GrpcRoute,
     httproutes::HttpRoute,
 };
 use k8s_openapi::api::{
@@ -137,11 +139,20 @@ async fn main() -> anyhow::Result<()> {
         figures.created.as_secs_f64(),
         figures.configured.as_secs_f64()
     );
+    println!(
+        "{ROUTES} GRPCRoutes x 1 filter on a second Gateway: created in {:.2} s, all in its config {:.2} s after the last",
+        figures.grpc_created.as_secs_f64(),
+        figures.grpc_configured.as_secs_f64()
+    );
     println!("operator RSS:");
     println!("  idle                 {:>7.1} MiB", mib(figures.idle_kib));
     println!(
         "  with {ROUTES} routes     {:>7.1} MiB (goal: <= 48 MiB)",
         mib(figures.loaded_kib)
+    );
+    println!(
+        "  with {ROUTES} HTTPRoutes and {ROUTES} GRPCRoutes  {:>7.1} MiB",
+        mib(figures.grpc_loaded_kib)
     );
     println!("  peak over the run    {:>7.1} MiB", mib(peak?));
     Ok(())
@@ -154,6 +165,9 @@ struct Figures {
     configured: Duration,
     idle_kib: u64,
     loaded_kib: u64,
+    grpc_created: Duration,
+    grpc_configured: Duration,
+    grpc_loaded_kib: u64,
 }
 
 async fn run(
@@ -208,9 +222,60 @@ async fn run(
     let configured = last.elapsed();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let loaded_kib = memory_kib(pid, "VmRSS:")?;
-    gateways.delete(&edge, &DeleteParams::default()).await?;
-    let gone = |g: Option<&Gateway>| g.is_none();
-    wait_for(&gateways, &edge, gone, TIMEOUT).await?;
+
+    // And 1000 GRPCRoutes on a second Gateway (one config holds about a
+    // thousand routes: a ConfigMap takes 1 MiB), each a method of its own.
+    let grpc_edge = "gw-grpc".to_string();
+    let grpc_config_map = format!("praxis-{grpc_edge}");
+    let gateway: Gateway = serde_json::from_value(json!({
+        "metadata": { "name": grpc_edge },
+        "spec": {
+            "gatewayClassName": class,
+            "listeners": [{ "name": "http", "protocol": "HTTP", "port": 80 }]
+        }
+    }))?;
+    gateways.create(&PostParams::default(), &gateway).await?;
+    let grpc_routes: Api<GrpcRoute> = ns.api();
+    let started = Instant::now();
+    stream::iter(0..ROUTES)
+        .map(|i| {
+            let grpc_routes = grpc_routes.clone();
+            let edge = grpc_edge.clone();
+            async move {
+                let route: GrpcRoute = serde_json::from_value(json!({
+                    "metadata": { "name": format!("grpc-{i}") },
+                    "spec": {
+                        "parentRefs": [{ "name": edge }],
+                        "rules": [{
+                            "matches": [{ "method": { "service": format!("bench.Svc{i}"), "method": "Call" } }],
+                            "filters": [{ "type": "RequestHeaderModifier", "requestHeaderModifier": {
+                                "set": [{ "name": "x-route", "value": format!("grpc-{i}") }] } }],
+                            "backendRefs": [{ "name": "web", "port": 80 }]
+                        }]
+                    }
+                }))?;
+                grpc_routes.create(&PostParams::default(), &route).await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(8)
+        .try_collect::<()>()
+        .await?;
+    let grpc_created = started.elapsed();
+    let last = Instant::now();
+    let all_in = |m: Option<&ConfigMap>| {
+        m.and_then(|m| m.data.as_ref()?.get("config.yaml"))
+            .is_some_and(|c| (0..ROUTES).all(|i| c.contains(&format!("\"/bench.Svc{i}/Call\""))))
+    };
+    wait_for(&maps, &grpc_config_map, all_in, TIMEOUT).await?;
+    let grpc_configured = last.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let grpc_loaded_kib = memory_kib(pid, "VmRSS:")?;
+    for gateway in [&edge, &grpc_edge] {
+        gateways.delete(gateway, &DeleteParams::default()).await?;
+        let gone = |g: Option<&Gateway>| g.is_none();
+        wait_for(&gateways, gateway, gone, TIMEOUT).await?;
+    }
     Ok(Figures {
         programmed,
         changed,
@@ -218,6 +283,9 @@ async fn run(
         configured,
         idle_kib,
         loaded_kib,
+        grpc_created,
+        grpc_configured,
+        grpc_loaded_kib,
     })
 }
 

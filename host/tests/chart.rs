@@ -1054,7 +1054,11 @@ async fn run_installed(
                 "metadata": {"name": "edge"},
                 "spec": {
                     "gatewayClassName": release,
-                    "listeners": [{"name": "web", "port": 80, "protocol": "HTTP"}]
+                    "listeners": [
+                        {"name": "web", "port": 80, "protocol": "HTTP"},
+                        {"name": "tls", "port": 443, "protocol": "TLS",
+                         "tls": {"mode": "Passthrough"}}
+                    ]
                 }
             }))?,
         )
@@ -1073,15 +1077,50 @@ async fn run_installed(
             }))?,
         )
         .await?;
-    let accepted = |r: Option<&gateway_api::apis::standard::httproutes::HttpRoute>| {
-        r.and_then(|r| r.status.as_ref()).is_some_and(|s| {
-            s.parents.iter().any(|p| {
-                p.conditions
-                    .iter()
-                    .any(|c| c.type_ == "Accepted" && c.status == "True")
+    // And one of each other route kind.
+    let grpc_routes: Api<gateway_api::grpcroutes::GrpcRoute> = ns.api();
+    grpc_routes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "grpc"},
+                "spec": {
+                    "parentRefs": [{"name": "edge", "sectionName": "web"}],
+                    "rules": [{"matches": [{"method": {"service": "echo.Echo", "method": "Ping"}}],
+                               "backendRefs": [{"name": "web", "port": 80}]}]
+                }
+            }))?,
+        )
+        .await?;
+    let tls_routes: Api<gateway_api::tlsroutes::TlsRoute> = ns.api();
+    tls_routes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "tls"},
+                "spec": {
+                    "parentRefs": [{"name": "edge", "sectionName": "tls"}],
+                    "hostnames": ["db.example.com"],
+                    "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]
+                }
+            }))?,
+        )
+        .await?;
+    fn accepted<K: serde::Serialize>(r: Option<&K>) -> bool {
+        let status = r
+            .and_then(|r| serde_json::to_value(r).ok())
+            .unwrap_or_default();
+        status["status"]["parents"]
+            .as_array()
+            .is_some_and(|parents| {
+                parents.iter().any(|p| {
+                    p["conditions"].as_array().is_some_and(|cs| {
+                        cs.iter()
+                            .any(|c| c["type"] == "Accepted" && c["status"] == "True")
+                    })
+                })
             })
-        })
-    };
+    }
     let programmed = |g: Option<&gateway_api::apis::standard::gateways::Gateway>| {
         g.and_then(|g| g.status.as_ref())
             .and_then(|s| s.conditions.as_ref())
@@ -1090,10 +1129,14 @@ async fn run_installed(
                     .any(|c| c.type_ == "Programmed" && c.status == "True")
             })
     };
-    let reached = match wait_for(&gateways, "edge", programmed, TIMEOUT).await {
-        Ok(_) => wait_for(&routes, "web", accepted, TIMEOUT).await.map(drop),
-        Err(err) => Err(err),
-    };
+    let reached = async {
+        wait_for(&gateways, "edge", programmed, TIMEOUT).await?;
+        wait_for(&routes, "web", accepted, TIMEOUT).await?;
+        wait_for(&grpc_routes, "grpc", accepted, TIMEOUT).await?;
+        wait_for(&tls_routes, "tls", accepted, TIMEOUT).await?;
+        anyhow::Ok(())
+    }
+    .await;
     if let Err(err) = reached {
         bail!(
             "{err}: the Gateway is not Programmed\n--- operator ---\n{}",

@@ -16,10 +16,10 @@ use super::{Error, context::GatewayContext};
 use crate::conditions::{Observed, merged};
 
 /// The Gateway API features the tests show working (`host/tests/gateway.rs`,
-/// `host/tests/gateway_traffic.rs`, and the official suite, which `make
-/// conformance` runs for exactly these), sorted as the spec asks. Not claimed:
-/// query-parameter matching, mirroring and prefix-replacing redirects, which
-/// Praxis 0.7.5 cannot express (see docs/gateway-api-support.md).
+/// `gateway_traffic.rs`, `gateway_protocols.rs`, and the official suite,
+/// which `make gateway-conformance` runs for exactly these), sorted as the
+/// spec asks. docs/gateway-api-support.md says why each other one is not
+/// claimed (most are what Praxis 0.7.5 cannot express).
 pub const SUPPORTED_FEATURES: &[&str] = &[
     "GRPCRoute",
     "Gateway",
