@@ -243,13 +243,43 @@ impl Life {
                 .list(&ListParams::default().labels(&kind.selector()))
                 .await?
                 .items
-                .first()
-                .map(|p| p.name_any())
+                .into_iter()
+                .next()
                 .context("no pod to lose")?;
-            pods.delete(&victim, &DeleteParams::default()).await?;
-            self.until("ACTIVE again after RESTORING", async |bed| {
-                in_state(bed, "ACTIVE", Some("RESTORING")).await
-            })
+            let lost = victim.uid().context("a pod without a uid")?;
+            pods.delete(&victim.name_any(), &DeleteParams::default())
+                .await?;
+            // The replacement runs the original image: the mount intercepts
+            // it again, through RESTORING, or in ACTIVE itself when an
+            // operator that restarted meanwhile renders its bridges into
+            // the pods it finds (an install, the new pod's restore record
+            // written first). Either way the user sees an ACTIVE mount whose
+            // every original pod, the replacement too, runs Carrier2.
+            let selector = kind.selector();
+            let replicas = kind.replicas();
+            self.until(
+                "ACTIVE again, the lost pod's replacement intercepted",
+                async |bed| {
+                    let Some(mount) = in_state(bed, "ACTIVE", None).await? else {
+                        return Ok(None);
+                    };
+                    let pods = live(
+                        bed.target
+                            .api::<Pod>()
+                            .list(&ListParams::default().labels(&selector))
+                            .await?
+                            .items,
+                    );
+                    let intercepted = pods.len() == replicas
+                        && pods.iter().all(|p| {
+                            p.uid().as_deref() != Some(lost.as_str())
+                                && pontoon_tests::pod_ready(p)
+                                && app_of(p)
+                                    .is_ok_and(|c| c.image.as_deref() == Some(CARRIER_IMAGE))
+                        });
+                    Ok(intercepted.then_some(mount))
+                },
+            )
             .await?;
         }
 

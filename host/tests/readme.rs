@@ -173,6 +173,7 @@ impl Shell {
     }
 
     fn run(&mut self, block: &Block) -> anyhow::Result<String> {
+        let started = Instant::now();
         let state = self.state.path().display();
         let script = format!(
             "set -euo pipefail\nsource '{state}'\n{}\n{SAVE} >'{state}'\n",
@@ -187,6 +188,12 @@ impl Shell {
             .stdin(Stdio::null())
             .output()
             .with_context(|| format!("cannot run README line {}", block.line))?;
+        // Where the walk-through's time goes (`--nocapture` shows it).
+        eprintln!(
+            "readme: line {} took {:.1} s",
+            block.line,
+            started.elapsed().as_secs_f64()
+        );
         let out = String::from_utf8_lossy(&output.stdout).into_owned();
         let err = String::from_utf8_lossy(&output.stderr);
         ensure!(
@@ -239,9 +246,14 @@ impl Terminal {
 
     /// Waits until the output shows `text`; fails if the block ends first.
     fn wait_for(&mut self, text: &str, timeout: Duration) -> anyhow::Result<()> {
-        let deadline = Instant::now() + timeout;
+        let started = Instant::now();
+        let deadline = started + timeout;
         loop {
             if self.output().contains(text) {
+                eprintln!(
+                    "readme: terminal 1 printed {text:?} after {:.1} s",
+                    started.elapsed().as_secs_f64()
+                );
                 return Ok(());
             }
             if let Some(status) = self.child.try_wait()? {
