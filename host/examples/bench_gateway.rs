@@ -214,11 +214,13 @@ async fn run(
         .await?;
     let created = started.elapsed();
     let last = Instant::now();
-    let all_in = |m: Option<&ConfigMap>| {
-        m.and_then(|m| m.data.as_ref()?.get("config.yaml"))
-            .is_some_and(|c| (0..ROUTES).all(|i| c.contains(&format!("\"/svc-{i}\""))))
-    };
-    wait_for(&maps, &config_map, all_in, TIMEOUT).await?;
+    wait_for(
+        &maps,
+        &config_map,
+        every_route_in(|i| format!("/svc-{i}")),
+        TIMEOUT,
+    )
+    .await?;
     let configured = last.elapsed();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let loaded_kib = memory_kib(pid, "VmRSS:")?;
@@ -263,11 +265,8 @@ async fn run(
         .await?;
     let grpc_created = started.elapsed();
     let last = Instant::now();
-    let all_in = |m: Option<&ConfigMap>| {
-        m.and_then(|m| m.data.as_ref()?.get("config.yaml"))
-            .is_some_and(|c| (0..ROUTES).all(|i| c.contains(&format!("\"/bench.Svc{i}/Call\""))))
-    };
-    wait_for(&maps, &grpc_config_map, all_in, TIMEOUT).await?;
+    let grpc_path = |i| format!("/bench.Svc{i}/Call");
+    wait_for(&maps, &grpc_config_map, every_route_in(grpc_path), TIMEOUT).await?;
     let grpc_configured = last.elapsed();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let grpc_loaded_kib = memory_kib(pid, "VmRSS:")?;
@@ -598,5 +597,13 @@ impl Timeline {
             })
             .collect();
         println!("    p50 since creation (s): {}", figures.join(", "));
+    }
+}
+
+/// Whether a Gateway's config holds the path of each of the `ROUTES` routes.
+fn every_route_in(path: impl Fn(usize) -> String) -> impl Fn(Option<&ConfigMap>) -> bool {
+    move |m| {
+        m.and_then(|m| m.data.as_ref()?.get("config.yaml"))
+            .is_some_and(|c| (0..ROUTES).all(|i| c.contains(&format!("\"{}\"", path(i)))))
     }
 }
