@@ -5,7 +5,7 @@
 #   ${PONTOON_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pontoon}/praxis-<version>/bin/praxis
 #
 # A second run, or a fresh clone on the same machine, compiles nothing. The
-# build (~9 minutes on two cores) uses its own target dir inside the cache
+# build (a few minutes on two cores) uses its own target dir inside the cache
 # entry, not the shared CARGO_TARGET_DIR, and removes it once the binary is
 # installed. One build at a time per machine (flock). Needs cmake, a C
 # compiler, make, pkg-config and OpenSSL's headers (scripts/deps.sh).
@@ -30,7 +30,11 @@ if [[ ! -x "$binary" ]]; then
     # --locked: the crate's own Cargo.lock; the target dir lives (and dies)
     # with this partial entry, so a failed build leaves nothing behind. Flags
     # meant for the repository's own build (coverage, sanitizers) stay out.
+    # opt-level 1: this binary only serves the test bed's traffic (tests, the
+    # conformance suite), where it is nowhere near a bottleneck, and LLVM's
+    # full optimisation was most of a cold CI run's praxis build.
     env -u RUSTFLAGS -u CARGO_ENCODED_RUSTFLAGS -u CARGO_BUILD_TARGET \
+      CARGO_PROFILE_RELEASE_OPT_LEVEL=1 \
       CARGO_TARGET_DIR="$partial/target" cargo install --locked --quiet \
       praxis-proxy --version "$version" --root "$partial" >&2
     rm -rf "$partial/target" "$partial/.crates.toml" "$partial/.crates2.json"
