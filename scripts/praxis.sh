@@ -22,7 +22,7 @@ if [[ ! -x "$binary" ]]; then
   exec 9>"$cache_root/.praxis.lock"
   flock 9
   if [[ ! -x "$binary" ]]; then
-    echo "praxis: building praxis-proxy $version into $entry (once; ~10 minutes on two cores)" >&2
+    echo "praxis: building praxis-proxy $version into $entry (once; ~7 minutes on two cores)" >&2
     start=$(date +%s)
     partial=$(mktemp -d "$entry.partial.XXXXXX")
     chmod 755 "$partial"
