@@ -5,7 +5,7 @@
 #   ${PONTOON_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pontoon}/praxis-<version>/bin/praxis
 #
 # A second run, or a fresh clone on the same machine, compiles nothing. The
-# build (a few minutes on two cores) uses its own target dir inside the cache
+# build (about 7 minutes on two cores) uses its own target dir inside the cache
 # entry, not the shared CARGO_TARGET_DIR, and removes it once the binary is
 # installed. One build at a time per machine (flock). Needs cmake, a C
 # compiler, make, pkg-config and OpenSSL's headers (scripts/deps.sh).
