@@ -248,10 +248,18 @@ fn grpc_call(
         args.extend(["--header", h.as_str()]);
     }
     args.push(&url);
-    let output = bed.curl(&args)?;
     // Praxis answers a call it has no route for at once, and resets the
     // stream the client is still sending on: curl then reports a framing
     // error after the response's headers, which are what a client reads.
+    // When the reset overtakes the headers curl shows nothing (error 92):
+    // the call is made again, up to three times.
+    let mut output = bed.curl(&args)?;
+    for _ in 0..2 {
+        if !output.stdout.is_empty() || !String::from_utf8_lossy(&output.stderr).contains("(92)") {
+            break;
+        }
+        output = bed.curl(&args)?;
+    }
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
     let status = text
         .split_whitespace()
