@@ -5,7 +5,7 @@
 
 use std::{future::Future, sync::Arc};
 
-use futures::{FutureExt, StreamExt, channel::mpsc, stream::BoxStream};
+use futures::{FutureExt, StreamExt, stream::BoxStream};
 use gateway_api::{
     gatewayclasses::GatewayClass, gateways::Gateway, grpcroutes::GrpcRoute, httproutes::HttpRoute,
     referencegrants::ReferenceGrant, tlsroutes::TlsRoute,
@@ -19,12 +19,11 @@ use kube::{
     Api, Client, Resource, ResourceExt,
     core::PartialObjectMeta,
     runtime::{
-        Controller, WatchStreamExt,
+        Controller,
         controller::Action,
         events::Recorder,
         finalizer,
-        reflector::{self, ObjectRef, ReflectHandle, Store},
-        watcher,
+        reflector::{ObjectRef, Store},
     },
 };
 use serde::de::DeserializeOwned;
@@ -36,85 +35,15 @@ use super::{
     resolve::view::SERVICE_NAME_LABEL,
     route_kinds::{RouteKind, RouteResource},
     route_reconcile,
+    shared_watch::SharedWatch,
     translate::Translator,
 };
 use crate::{
-    controller_support::{
-        ApiFailure, ensure_crd, metadata_watch, other_failure, watch_backoff, watch_config,
-    },
+    controller_support::{ApiFailure, ensure_crd, metadata_watch, other_failure, watch_config},
     health::Health,
     metrics::{METRICS, ReconcileResult},
     plugins::Registry,
 };
-
-/// Events a subscriber may lag behind before the watch waits for it.
-const BUFFER: usize = 1024;
-
-/// A watch shared by several controllers: its store and one stream per subscriber.
-struct SharedWatch<K: Resource + Clone + 'static>
-where
-    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
-{
-    store: Store<K>,
-    writer: Option<reflector::store::Writer<K>>,
-    /// Subscribers to deletions, which a shared store's dispatcher does not
-    /// pass on (it sends applied objects only).
-    deleted: Vec<mpsc::UnboundedSender<Arc<K>>>,
-}
-
-impl<K> SharedWatch<K>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
-{
-    fn new() -> Self {
-        let (store, writer) = reflector::store_shared(BUFFER);
-        Self {
-            store,
-            writer: Some(writer),
-            deleted: Vec::new(),
-        }
-    }
-
-    /// Every object applied or deleted: what a controller watching this kind
-    /// must hear of (a ReferenceGrant or route going away changes a config
-    /// as much as one arriving).
-    fn changes(&mut self) -> impl futures::Stream<Item = Arc<K>> + Send + 'static {
-        let (tx, rx) = mpsc::unbounded();
-        self.deleted.push(tx);
-        futures::stream::select(self.subscribe(), rx)
-    }
-
-    fn subscribe(&self) -> ReflectHandle<K> {
-        #[allow(clippy::expect_used)]
-        self.writer
-            .as_ref()
-            .and_then(|w| w.subscribe())
-            .expect("a shared store has a dispatcher until its watch starts")
-    }
-
-    /// Starts the watch (after every subscription was taken).
-    fn start(&mut self, api: Api<K>, config: watcher::Config) {
-        if let Some(writer) = self.writer.take() {
-            // Nothing reads managedFields, and parsed they are most of a
-            // small object's memory (1000 routes: several MiB).
-            let objects = watcher(api, config).modify(|o| o.managed_fields_mut().clear());
-            let deleted = std::mem::take(&mut self.deleted);
-            let stream = reflector::reflector(writer, objects)
-                .backoff(watch_backoff())
-                .for_each(move |event| {
-                    if let Ok(watcher::Event::Delete(object)) = event {
-                        let object = Arc::new(object);
-                        for subscriber in &deleted {
-                            let _ = subscriber.unbounded_send(object.clone());
-                        }
-                    }
-                    std::future::ready(())
-                });
-            tokio::spawn(stream);
-        }
-    }
-}
 
 /// Runs the Gateway API controllers until `shutdown` completes.
 pub async fn run(
@@ -236,9 +165,9 @@ pub async fn run(
         services: services.changes().boxed(),
         namespaces: namespaces.changes().boxed(),
     };
-    let http_route_controller = route_controller(&routes, triggers());
-    let grpc_route_controller = serve_grpc.then(|| route_controller(&grpc_routes, triggers()));
-    let tls_route_controller = serve_tls.then(|| route_controller(&tls_routes, triggers()));
+    let http_route_controller = route_controller(&mut routes, triggers());
+    let grpc_route_controller = serve_grpc.then(|| route_controller(&mut grpc_routes, triggers()));
+    let tls_route_controller = serve_tls.then(|| route_controller(&mut tls_routes, triggers()));
 
     let config = watch_config();
     classes.start(Api::all(client.clone()), config.clone());
@@ -330,7 +259,7 @@ struct RouteTriggers {
 /// Gateways it names, their classes, ReferenceGrants, its Services and the
 /// labels of its own namespace.
 fn route_controller<K: RouteResource>(
-    routes: &SharedWatch<K>,
+    routes: &mut SharedWatch<K>,
     triggers: RouteTriggers,
 ) -> Controller<K> {
     let store = routes.store.clone();

@@ -14,6 +14,7 @@ pub mod resolve;
 pub mod route_kinds;
 pub mod route_reconcile;
 pub mod routes;
+mod shared_watch;
 pub mod status;
 pub mod translate;
 
