@@ -98,6 +98,7 @@ fn model(translated: Vec<TranslatedFilter>) -> GatewayModel {
                     endpoints: endpoints.clone(),
                     protocol: BackendProtocol::Http1,
                     service_address: None,
+                    ..Backend::default()
                 }],
                 filters: translated.by_ref().take(2).collect(),
                 timeouts: Timeouts::default(),

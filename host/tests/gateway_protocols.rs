@@ -11,8 +11,8 @@ use std::{path::Path, process::Output, time::Duration};
 
 use anyhow::{Context, ensure};
 use gateway_api::{
-    apis::standard::gateways::Gateway, grpcroutes::GrpcRoute, httproutes::HttpRoute,
-    tlsroutes::TlsRoute,
+    apis::standard::gateways::Gateway, backendtlspolicies::BackendTlsPolicy, grpcroutes::GrpcRoute,
+    httproutes::HttpRoute, tlsroutes::TlsRoute,
 };
 use k8s_openapi::api::{
     apps::v1::Deployment,
@@ -86,11 +86,16 @@ impl Bed {
     /// Creates a Gateway of the test's class and waits until it is
     /// Programmed with an address; returns the address.
     async fn gateway(&self, name: &str, listeners: serde_json::Value) -> anyhow::Result<String> {
-        self.create::<Gateway>(json!({
-            "metadata": { "name": name },
-            "spec": { "gatewayClassName": self.class, "listeners": listeners }
-        }))
-        .await?;
+        self.gateway_with(name, json!({ "listeners": listeners }))
+            .await
+    }
+
+    /// [`Self::gateway`] with more of the spec than its listeners.
+    async fn gateway_with(&self, name: &str, spec: serde_json::Value) -> anyhow::Result<String> {
+        let mut spec = spec;
+        spec["gatewayClassName"] = json!(self.class);
+        self.create::<Gateway>(json!({ "metadata": { "name": name }, "spec": spec }))
+            .await?;
         let programmed = |g: Option<&Gateway>| {
             g.and_then(|g| g.status.as_ref()).is_some_and(|s| {
                 s.conditions
@@ -627,5 +632,330 @@ async fn h2c_backends_and_timeouts_of_http_routes() -> anyhow::Result<()> {
         code == 200,
         "timeout 0s is none: served after 2 s, got {code}"
     );
+    Ok(())
+}
+
+/// `openssl` with `args`; fails with its stderr.
+fn openssl(args: &[&str]) -> anyhow::Result<()> {
+    let out = std::process::Command::new("openssl").args(args).output()?;
+    ensure!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+/// A CA, and a certificate for `name` it signs: (CA PEM, cert PEM, key PEM).
+fn signed(dir: &Path, ca: &str, name: &str) -> anyhow::Result<(String, String, String)> {
+    let at = |f: &str| dir.join(f).display().to_string();
+    if !dir.join(format!("{ca}.crt")).exists() {
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            &format!("/CN={ca}"),
+            "-keyout",
+            &at(&format!("{ca}.key")),
+            "-out",
+            &at(&format!("{ca}.crt")),
+        ])?;
+    }
+    openssl(&[
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-subj",
+        &format!("/CN={name}"),
+        "-keyout",
+        &at(&format!("{name}.key")),
+        "-out",
+        &at(&format!("{name}.csr")),
+    ])?;
+    std::fs::write(
+        dir.join(format!("{name}.ext")),
+        format!("subjectAltName=DNS:{name}\nextendedKeyUsage=serverAuth,clientAuth\n"),
+    )?;
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        &at(&format!("{name}.csr")),
+        "-CA",
+        &at(&format!("{ca}.crt")),
+        "-CAkey",
+        &at(&format!("{ca}.key")),
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        &at(&format!("{name}.ext")),
+        "-out",
+        &at(&format!("{name}.crt")),
+    ])?;
+    let read = |f: String| std::fs::read_to_string(dir.join(f));
+    Ok((
+        read(format!("{ca}.crt"))?,
+        read(format!("{name}.crt"))?,
+        read(format!("{name}.key"))?,
+    ))
+}
+
+#[tokio::test]
+async fn backend_tls_policies_make_the_data_plane_speak_verified_tls_to_the_backend()
+-> anyhow::Result<()> {
+    let Some(net) = testbed() else {
+        return pontoon_tests::skip!("the test bed runs no process pods here (not root)");
+    };
+    let bed = Bed::new("gwp-btls", net).await?;
+    let dir = tempfile::tempdir()?;
+    let (ca, server_cert, server_key) = signed(dir.path(), "backend-ca", "abc.example.com")?;
+    let (_, client_cert, client_key) = signed(dir.path(), "backend-ca", "gateway.example.com")?;
+    let (other_ca, _, _) = signed(dir.path(), "other-ca", "abc.other.com")?;
+    for (name, cert, key) in [
+        ("server-cert", &server_cert, &server_key),
+        ("client-cert", &client_cert, &client_key),
+    ] {
+        bed.create::<Secret>(json!({
+            "metadata": { "name": name },
+            "type": "kubernetes.io/tls",
+            "stringData": { "tls.crt": cert, "tls.key": key }
+        }))
+        .await?;
+    }
+    for (name, pem) in [("backend-ca", &ca), ("other-ca", &other_ca)] {
+        bed.create::<k8s_openapi::api::core::v1::ConfigMap>(json!({
+            "metadata": { "name": name }, "data": { "ca.crt": pem }
+        }))
+        .await?;
+    }
+    // An HTTPS-only backend that asks for a client certificate (and checks
+    // it against the CA) and echoes what it saw of the TLS connection.
+    bed.echo(
+        "secure",
+        2,
+        json!([
+            { "name": "HTTP_PORT", "value": "3000" },
+            { "name": "HTTPS_PORT", "value": "8443" },
+            { "name": "TLS_SERVER_CERT", "value": "/etc/secret-volume/crt" },
+            { "name": "TLS_SERVER_PRIVKEY", "value": "/etc/secret-volume/key" },
+            { "name": "TLS_CLIENT_CACERTS", "value": "/etc/ca-volume/ca.crt" }
+        ]),
+        json!({ "name": "https", "port": 443, "targetPort": 8443 }),
+        json!({
+            "volumeMounts": [
+                { "name": "cert", "mountPath": "/etc/secret-volume" },
+                { "name": "ca", "mountPath": "/etc/ca-volume" }
+            ],
+            "volumes": [
+                { "name": "cert", "secret": { "secretName": "server-cert", "items": [
+                    { "key": "tls.crt", "path": "crt" }, { "key": "tls.key", "path": "key" }
+                ] } },
+                { "name": "ca", "configMap": { "name": "backend-ca" } }
+            ]
+        }),
+    )
+    .await?;
+    let address = bed
+        .gateway_with(
+            "web",
+            json!({
+                "listeners": [{ "name": "http", "protocol": "HTTP", "port": 80 }],
+                "tls": { "backend": { "clientCertificateRef": { "name": "client-cert" } } }
+            }),
+        )
+        .await?;
+    bed.create::<HttpRoute>(json!({
+        "metadata": { "name": "secure" },
+        "spec": {
+            "parentRefs": [{ "name": "web" }],
+            "rules": [{ "matches": [{ "path": { "type": "PathPrefix", "value": "/secure" } }],
+                        "backendRefs": [{ "name": "secure", "port": 443 }] }]
+        }
+    }))
+    .await?;
+    let policies: Api<BackendTlsPolicy> = bed.ns.api();
+    let policy: BackendTlsPolicy = serde_json::from_value(json!({
+        "metadata": { "name": "secure" },
+        "spec": {
+            "targetRefs": [{ "group": "", "kind": "Service", "name": "secure", "sectionName": "https" }],
+            "validation": {
+                "hostname": "abc.example.com",
+                "caCertificateRefs": [{ "group": "", "kind": "ConfigMap", "name": "backend-ca" }]
+            }
+        }
+    }))?;
+    policies.create(&PostParams::default(), &policy).await?;
+    let condition = |type_: &'static str, status: &'static str, reason: &'static str| {
+        move |p: Option<&BackendTlsPolicy>| {
+            p.and_then(|p| p.status.as_ref()).is_some_and(|s| {
+                s.ancestors.iter().any(|a| {
+                    a.ancestor_ref.name == "web"
+                        && a.conditions
+                            .iter()
+                            .any(|c| c.type_ == type_ && c.status == status && c.reason == reason)
+                })
+            })
+        }
+    };
+    wait_for(
+        &policies,
+        "secure",
+        condition("Accepted", "True", "Accepted"),
+        TIMEOUT,
+    )
+    .await
+    .context("the policy is never Accepted for Gateway web")?;
+    let gateways: Api<Gateway> = bed.ns.api();
+    let resolved = |g: Option<&Gateway>| {
+        g.and_then(|g| g.status.as_ref()).is_some_and(|s| {
+            s.conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "ResolvedRefs" && c.status == "True")
+        })
+    };
+    wait_for(&gateways, "web", resolved, TIMEOUT)
+        .await
+        .context("the Gateway's client certificate never resolved")?;
+
+    let get = |path: &str| -> anyhow::Result<(u16, String)> {
+        let url = format!("http://{address}{path}");
+        let out = bed.curl(&[
+            "--silent",
+            "--max-time",
+            "5",
+            "--write-out",
+            "\n%{http_code}",
+            &url,
+        ])?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        Ok((code.trim().parse().unwrap_or(0), body.to_string()))
+    };
+    // Until the data plane answers as the policy says (it rolls out).
+    let until = |want: fn(u16) -> bool, what: &'static str| {
+        let get = &get;
+        let operator = &bed.operator;
+        async move {
+            let deadline = tokio::time::Instant::now() + TIMEOUT;
+            loop {
+                let (code, body) = get("/secure")?;
+                if want(code) {
+                    return anyhow::Ok(body);
+                }
+                ensure!(
+                    tokio::time::Instant::now() < deadline,
+                    "{what}: still {code} {body}\n--- operator ---\n{}",
+                    operator.log_tail(30)
+                );
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+    };
+    let body = until(|c| c == 200, "TLS to the backend never answered 200").await?;
+    let echo: serde_json::Value = serde_json::from_str(&body).context(body.clone())?;
+    ensure!(
+        echo["pod"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("secure-")),
+        "answered by a secure pod: {body}"
+    );
+    ensure!(
+        echo["tls"]["serverName"] == "abc.example.com",
+        "the backend saw the policy's hostname as SNI: {body}"
+    );
+    let peer = echo["tls"]["peerCertificates"].to_string();
+    let client_body: String = client_cert
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .collect();
+    ensure!(
+        peer.replace("\\n", "").contains(&client_body),
+        "the backend saw the Gateway's client certificate: {body}"
+    );
+
+    // The backend's certificate is not for the policy's hostname: refused,
+    // never sent in the clear instead.
+    let mut wrong_host = policies.get("secure").await?;
+    wrong_host.spec.validation.hostname = "mismatch.example.com".into();
+    policies
+        .replace("secure", &PostParams::default(), &wrong_host)
+        .await?;
+    until(
+        |c| c >= 500,
+        "a certificate not for the hostname was accepted",
+    )
+    .await?;
+    // The right hostname again: served again.
+    let mut right_host = policies.get("secure").await?;
+    right_host.spec.validation.hostname = "abc.example.com".into();
+    policies
+        .replace("secure", &PostParams::default(), &right_host)
+        .await?;
+    until(|c| c == 200, "the right hostname again never answered 200").await?;
+    // Trusting another CA: refused.
+    let mut wrong_ca = policies.get("secure").await?;
+    wrong_ca.spec.validation.ca_certificate_refs = Some(serde_json::from_value(json!([
+        { "group": "", "kind": "ConfigMap", "name": "other-ca" }
+    ]))?);
+    policies
+        .replace("secure", &PostParams::default(), &wrong_ca)
+        .await?;
+    until(
+        |c| c >= 500,
+        "a certificate of an untrusted CA was accepted",
+    )
+    .await?;
+    // A CA ConfigMap that does not exist: the policy says so, and the
+    // requests get 5xx.
+    let mut missing = policies.get("secure").await?;
+    missing.spec.validation.ca_certificate_refs = Some(serde_json::from_value(json!([
+        { "group": "", "kind": "ConfigMap", "name": "no-such-ca" }
+    ]))?);
+    policies
+        .replace("secure", &PostParams::default(), &missing)
+        .await?;
+    wait_for(
+        &policies,
+        "secure",
+        condition("ResolvedRefs", "False", "InvalidCACertificateRef"),
+        TIMEOUT,
+    )
+    .await
+    .context("a missing CA ConfigMap is never reported")?;
+    wait_for(
+        &policies,
+        "secure",
+        condition("Accepted", "False", "NoValidCACertificate"),
+        TIMEOUT,
+    )
+    .await?;
+    until(|c| c >= 500, "a policy without a CA let requests through").await?;
+    // Deleting the route: the Gateway's entry leaves the policy's status.
+    bed.ns
+        .api::<HttpRoute>()
+        .delete("secure", &Default::default())
+        .await?;
+    let unlisted = |p: Option<&BackendTlsPolicy>| {
+        p.is_some_and(|p| {
+            p.status
+                .as_ref()
+                .is_none_or(|s| s.ancestors.iter().all(|a| a.ancestor_ref.name != "web"))
+        })
+    };
+    wait_for(&policies, "secure", unlisted, TIMEOUT)
+        .await
+        .context("the Gateway's entry stays in the policy's status after its route went")?;
     Ok(())
 }

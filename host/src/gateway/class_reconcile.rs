@@ -21,9 +21,11 @@ use crate::conditions::{Observed, merged};
 /// spec asks. docs/gateway-api-support.md says why each other one is not
 /// claimed (most are what Praxis 0.7.5 cannot express).
 pub const SUPPORTED_FEATURES: &[&str] = &[
+    "BackendTLSPolicy",
     "GRPCRoute",
     "Gateway",
     "GatewayAddressEmpty",
+    "GatewayBackendClientCertificate",
     "GatewayFrontendClientCertificateValidation",
     "GatewayHTTPListenerIsolation",
     "GatewayInfrastructurePropagation",

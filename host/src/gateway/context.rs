@@ -9,8 +9,9 @@ use std::{
 };
 
 use gateway_api::{
-    gatewayclasses::GatewayClass, gateways::Gateway, grpcroutes::GrpcRoute, httproutes::HttpRoute,
-    referencegrants::ReferenceGrant, tlsroutes::TlsRoute,
+    backendtlspolicies::BackendTlsPolicy, gatewayclasses::GatewayClass, gateways::Gateway,
+    grpcroutes::GrpcRoute, httproutes::HttpRoute, referencegrants::ReferenceGrant,
+    tlsroutes::TlsRoute,
 };
 use k8s_openapi::api::{
     apps::v1::Deployment,
@@ -63,6 +64,8 @@ pub struct Stores {
     pub config_maps: Store<PartialObjectMeta<ConfigMap>>,
     /// The data planes' pods.
     pub pods: Store<Pod>,
+    /// BackendTLSPolicies (empty where their CRD is not installed).
+    pub backend_tls_policies: Store<BackendTlsPolicy>,
 }
 
 /// What one Gateway's config was built from, besides its routes.
@@ -223,6 +226,12 @@ impl<'a> StoreView<'a> {
             fetched,
             slices: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Adds what was fetched later in the reconcile (a policy's CA ConfigMaps).
+    pub fn add(&mut self, fetched: Fetched) {
+        self.fetched.secrets.extend(fetched.secrets);
+        self.fetched.config_maps.extend(fetched.config_maps);
     }
 
     fn slices(&self) -> &SlicesByService {

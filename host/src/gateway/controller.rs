@@ -7,8 +7,9 @@ use std::{future::Future, sync::Arc};
 
 use futures::{FutureExt, StreamExt, stream::BoxStream};
 use gateway_api::{
-    gatewayclasses::GatewayClass, gateways::Gateway, grpcroutes::GrpcRoute, httproutes::HttpRoute,
-    referencegrants::ReferenceGrant, tlsroutes::TlsRoute,
+    backendtlspolicies::BackendTlsPolicy, gatewayclasses::GatewayClass, gateways::Gateway,
+    grpcroutes::GrpcRoute, httproutes::HttpRoute, referencegrants::ReferenceGrant,
+    tlsroutes::TlsRoute,
 };
 use k8s_openapi::api::{
     apps::v1::Deployment,
@@ -59,6 +60,7 @@ pub async fn run(
     // cluster with an older Gateway API may lack TLSRoute v1).
     let serve_grpc = installed::<GrpcRoute>(&client).await?;
     let serve_tls = installed::<TlsRoute>(&client).await?;
+    let serve_backend_tls = installed::<BackendTlsPolicy>(&client).await?;
     health.expect(CACHES);
     let mut classes = SharedWatch::<GatewayClass>::new();
     let mut gateways = SharedWatch::<Gateway>::new();
@@ -76,6 +78,7 @@ pub async fn run(
     // And their pods: a first rollout is served once its pods are Ready,
     // before the ReplicaSet and then the Deployment report it.
     let mut pods = SharedWatch::<Pod>::new();
+    let mut backend_tls_policies = SharedWatch::<BackendTlsPolicy>::new();
 
     let stores = Stores {
         classes: classes.store.clone(),
@@ -90,6 +93,7 @@ pub async fn run(
         deployments: deployments.store.clone(),
         config_maps: config_maps.store.clone(),
         pods: pods.store.clone(),
+        backend_tls_policies: backend_tls_policies.store.clone(),
     };
     let ctx = Arc::new(GatewayContext::new(
         client.clone(),
@@ -137,6 +141,30 @@ pub async fn run(
             c.gateways_using_config_map(&m.namespace().unwrap_or_default(), &m.name_any())
         };
         let c = ctx.clone();
+        let by_policy = move |p: Arc<BackendTlsPolicy>| {
+            let namespace = p.namespace().unwrap_or_default();
+            let mut gateways: Vec<_> = p
+                .spec
+                .target_refs
+                .iter()
+                .filter(|t| t.group.is_empty() && t.kind == "Service")
+                .flat_map(|t| c.gateways_using_service(&namespace, &t.name))
+                .collect();
+            // And every Gateway whose entry its status carries: one that
+            // stopped using it must take that entry out.
+            gateways.extend(
+                p.status
+                    .iter()
+                    .flat_map(|s| &s.ancestors)
+                    .filter(|a| a.controller_name == c.settings.controller_name)
+                    .map(|a| {
+                        ObjectRef::new(&a.ancestor_ref.name)
+                            .within(a.ancestor_ref.namespace.as_deref().unwrap_or(&namespace))
+                    }),
+            );
+            gateways
+        };
+        let c = ctx.clone();
         let by_secret = move |s: PartialObjectMeta<Secret>| {
             c.gateways_using_secret(&s.namespace().unwrap_or_default(), &s.name_any())
         };
@@ -154,6 +182,7 @@ pub async fn run(
             .watches_shared_stream(services.changes(), by_service)
             .watches_shared_stream(slices.changes(), by_slice)
             .watches_shared_stream(namespaces.changes(), by_namespace)
+            .watches_shared_stream(backend_tls_policies.changes(), by_policy)
             .watches_stream(metadata_watch::<Secret>(&client), by_secret)
             .watches_stream(metadata_watch::<ConfigMap>(&client), by_config_map)
     };
@@ -179,6 +208,9 @@ pub async fn run(
     if serve_tls {
         tls_routes.start(Api::all(client.clone()), config.clone());
     }
+    if serve_backend_tls {
+        backend_tls_policies.start(Api::all(client.clone()), config.clone());
+    }
     grants.start(Api::all(client.clone()), config.clone());
     services.start(Api::all(client.clone()), config.clone());
     slices.start(Api::all(client.clone()), config.clone());
@@ -197,6 +229,10 @@ pub async fn run(
         stores.routes.wait_until_ready(),
         optional(serve_grpc, stores.grpc_routes.wait_until_ready()),
         optional(serve_tls, stores.tls_routes.wait_until_ready()),
+        optional(
+            serve_backend_tls,
+            stores.backend_tls_policies.wait_until_ready()
+        ),
         stores.grants.wait_until_ready(),
         stores.services.wait_until_ready(),
         stores.slices.wait_until_ready(),
@@ -319,7 +355,7 @@ where
             tracing::warn!(
                 kind = %K::kind(&()),
                 version = %K::version(&()),
-                "the cluster has no CRD for this route kind: its routes are not served"
+                "the cluster has no CRD for this kind: its objects are not served"
             );
             Ok(false)
         }

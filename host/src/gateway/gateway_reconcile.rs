@@ -38,13 +38,13 @@ use serde_json::json;
 use super::{
     Error,
     apply_plan::{self, Applied, Desired, Order, Shown},
-    children,
+    backend_tls, children,
     config::{self, ConfigError},
     context::{Fetched, GatewayContext, StoreView},
     judgement,
     model::GatewayModel,
     resolve::{
-        ca_bundles,
+        self, ca_bundles,
         listeners::{self, ListenerState},
     },
     route_reconcile, routes,
@@ -169,6 +169,7 @@ async fn cleanup(gateway: &Gateway, ctx: &GatewayContext) -> Result<(), Error> {
     for route in ctx.stores.tls_routes.state() {
         route_reconcile::forget_gateway(&route, gateway, ctx).await?;
     }
+    backend_tls::forget_gateway(gateway, ctx).await?;
     Ok(())
 }
 
@@ -203,12 +204,15 @@ async fn fetch(gateway: &Gateway, ctx: &GatewayContext) -> Result<Fetched, Error
             get_into(ctx, &mut fetched.config_maps, ns, &r.name).await?;
         }
     }
+    if let Some((ns, name)) = resolve::backend_tls::client_certificate_ref(gateway) {
+        get_into(ctx, &mut fetched.secrets, ns, &name).await?;
+    }
     Ok(fetched)
 }
 
 /// Reads `namespace/name` into `into`, once; a missing one, or one the
 /// operator may not read, stays out (the listener says what is wrong).
-async fn get_into<K>(
+pub(super) async fn get_into<K>(
     ctx: &GatewayContext,
     into: &mut BTreeMap<(String, String), Arc<K>>,
     namespace: String,
@@ -249,11 +253,13 @@ async fn apply(
     let now = Timestamp::now();
     let fetched = fetch(gateway, ctx).await?;
     let secrets = fetched.secrets.clone();
-    let view = StoreView::new(&ctx.stores, fetched);
+    let mut view = StoreView::new(&ctx.stores, fetched);
     let states = listeners::evaluate(gateway, &view);
     let accepted = judgement::acceptance(gateway, &view, &states);
+    let client_certificate = resolve::backend_tls::client_certificate(gateway, &view);
 
     let mut verdicts = Vec::new();
+    let mut judged_policies = Vec::new();
     let mut attached = vec![0_i32; states.len()];
     let mut served = Served {
         data_plane: DataPlane::Absent,
@@ -276,9 +282,24 @@ async fn apply(
             routes::evaluate_all(&candidates, gateway, &states, &view, &ctx.translator).await;
         let built = judgement::build(gateway, &states, &verdicts);
         attached = built.attached;
-        served = serve(gateway, ctx, &built.model, &states, &secrets).await?;
+        let mut model = built.model;
+        let client = client_certificate.as_ref().and_then(|c| c.as_ref().ok());
+        let files = client.map(listeners::CertificateSecret::files);
+        let outcome = backend_tls::apply(ctx, &mut model, files.as_ref(), &mut view).await?;
+        let extra = ExtraFiles {
+            ca_files: outcome.ca_files,
+            client_certificate: client.cloned(),
+        };
+        judged_policies = outcome.judged;
+        served = serve(gateway, ctx, &model, &states, &secrets, &extra).await?;
     }
-    let references = judgement::references(gateway, &states, secrets.keys(), &verdicts);
+    let mut references = judgement::references(gateway, &states, secrets.keys(), &verdicts);
+    references
+        .config_maps
+        .extend(backend_tls::config_maps(&judged_policies));
+    references
+        .secrets
+        .extend(resolve::backend_tls::client_certificate_ref(gateway));
     ctx.remember(ObjectRef::from_obj(gateway), references);
     if let Some(claim) = claim {
         claim.await.map_err(|e| Error::Claim(e.to_string()))??;
@@ -296,8 +317,10 @@ async fn apply(
         addresses,
         generation: gateway.metadata.generation,
         now,
+        resolved_refs: client_certificate.map(|c| c.map(|_| ())),
     };
     write_status(gateway, ctx, update).await?;
+    backend_tls::write_status(gateway, ctx, &judged_policies).await?;
     tracing::debug!(gateway = %ObjectRef::from_obj(gateway), ?data_plane, "reconciled");
     let next = match data_plane {
         DataPlane::Pending(_) => PENDING,
@@ -335,6 +358,7 @@ async fn serve(
     model: &GatewayModel,
     states: &[ListenerState],
     secrets: &BTreeMap<(String, String), Arc<Secret>>,
+    extra: &ExtraFiles,
 ) -> Result<Served, Error> {
     // Rules Praxis cannot express were left out by `routes::evaluate_all`
     // (and reported on their routes), with `config::check_rule`.
@@ -354,7 +378,7 @@ async fn serve(
             )));
         }
     };
-    match apply_children(gateway, ctx, &yaml, states, secrets).await {
+    match apply_children(gateway, ctx, &yaml, states, secrets, extra).await {
         Ok(served) => Ok(served),
         // Refused for what it is (invalid, forbidden): trying again at once
         // would be refused again; the status says why.
@@ -397,6 +421,14 @@ async fn publish(
     }
 }
 
+/// Files the data plane needs besides its listeners' certificates and CAs:
+/// what BackendTLSPolicies trust, and the Gateway's backend client certificate.
+#[derive(Debug, Default)]
+struct ExtraFiles {
+    ca_files: BTreeMap<String, String>,
+    client_certificate: Option<listeners::CertificateSecret>,
+}
+
 /// A Gateway's children as this reconcile would write them.
 struct Children {
     config_map: ConfigMap,
@@ -415,11 +447,13 @@ impl Children {
         config: &str,
         states: &[ListenerState],
         secrets: &BTreeMap<(String, String), Arc<Secret>>,
+        extra: &ExtraFiles,
     ) -> Self {
         let mut certificates: Vec<_> = states
             .iter()
             .filter(|s| s.programmable())
             .flat_map(|s| s.certificates.iter().cloned())
+            .chain(extra.client_certificate.iter().cloned())
             .collect();
         certificates.sort();
         certificates.dedup();
@@ -432,6 +466,7 @@ impl Children {
                     s.client_ca.as_ref().ok()?.as_ref()?.pem.clone(),
                 ))
             })
+            .chain(extra.ca_files.clone())
             .collect();
         let certificate_secret = children::certificates(gateway, &certificates, secrets, &ca_files);
         let hash = children::data_plane_hash(config, certificate_secret.as_ref());
@@ -459,6 +494,7 @@ async fn apply_children(
     config: &str,
     states: &[ListenerState],
     secrets: &BTreeMap<(String, String), Arc<Secret>>,
+    extra: &ExtraFiles,
 ) -> Result<Served, Error> {
     let namespace = gateway.namespace().unwrap_or_default();
     let name = children::name(gateway);
@@ -468,7 +504,7 @@ async fn apply_children(
         deployment,
         service,
         hash,
-    } = Children::new(gateway, ctx, config, states, secrets);
+    } = Children::new(gateway, ctx, config, states, secrets, extra);
     let desired = Desired {
         data_plane: &hash,
         deployment: apply_plan::fingerprint(&deployment)?,

@@ -2,6 +2,7 @@
 //! TLSRoute controllers, and the Praxis configuration generated from them.
 
 pub mod apply_plan;
+pub mod backend_tls;
 pub mod children;
 pub mod class_reconcile;
 pub mod config;

@@ -130,10 +130,15 @@ pub enum MatchKind {
     RegularExpression,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Backend {
     /// A cluster name unique within the config: `<namespace>/<service>:<port>`.
     pub cluster: String,
+    /// The Service's namespace and name, and its port's name (what a
+    /// BackendTLSPolicy's `targetRefs` and `sectionName` name).
+    pub namespace: String,
+    pub service: String,
+    pub port_name: Option<String>,
     pub weight: u32,
     /// Ready endpoint addresses from the Service's EndpointSlices.
     pub endpoints: Vec<SocketAddr>,
@@ -143,6 +148,19 @@ pub struct Backend {
     /// The Service's cluster address and port, where it has one: a TLS
     /// stream is sent there whole (kube-proxy spreads the connections).
     pub service_address: Option<SocketAddr>,
+    /// TLS to the backend, when a BackendTLSPolicy applies to its port.
+    pub tls: Option<BackendTls>,
+}
+
+/// TLS from the data plane to a backend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackendTls {
+    /// The server name sent, and verified against the backend's certificate.
+    pub sni: String,
+    /// The CA certificates trusted; `None`: the data plane's system roots.
+    pub ca_path: Option<String>,
+    /// The Gateway's client certificate, for backends that ask for one.
+    pub client_certificate: Option<CertificateFiles>,
 }
 
 /// The application protocol a backend speaks.

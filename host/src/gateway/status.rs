@@ -17,7 +17,7 @@ use k8s_openapi::{
 use serde_json::json;
 
 use super::{
-    resolve::listeners::{GATEWAY_GROUP, ListenerState},
+    resolve::listeners::{GATEWAY_GROUP, Issue, ListenerState},
     routes::ParentVerdict,
 };
 use crate::conditions::{Observed, merged};
@@ -46,6 +46,9 @@ pub struct GatewayStatusUpdate<'a> {
     pub addresses: Vec<GatewayStatusAddresses>,
     pub generation: Option<i64>,
     pub now: Timestamp,
+    /// The Gateway's own references (its backend client certificate):
+    /// `None` when it has none, else whether they resolved.
+    pub resolved_refs: Option<Result<(), Issue>>,
 }
 
 impl GatewayStatusUpdate<'_> {
@@ -57,6 +60,7 @@ impl GatewayStatusUpdate<'_> {
             current.conditions.as_deref().unwrap_or_default(),
             self.accepted,
             self.data_plane,
+            self.resolved_refs,
             self.generation,
             self.now,
         );
@@ -294,11 +298,12 @@ pub fn gateway_conditions(
     previous: &[Condition],
     accepted: Result<(), (&str, String)>,
     data_plane: &DataPlane,
+    resolved_refs: Option<Result<(), Issue>>,
     generation: Option<i64>,
     now: Timestamp,
 ) -> Vec<Condition> {
     let accepted_ok = accepted.is_ok();
-    let observed = vec![
+    let mut observed = vec![
         match accepted {
             Ok(()) => Observed::new(
                 "Accepted",
@@ -331,6 +336,17 @@ pub fn gateway_conditions(
             ),
         },
     ];
+    // A reference that does not resolve leaves the Gateway accepted: its
+    // backends that would need it are the ones that fail.
+    observed.extend(resolved_refs.map(|r| match r {
+        Ok(()) => Observed::new(
+            "ResolvedRefs",
+            true,
+            "ResolvedRefs",
+            "the backend client certificate resolved",
+        ),
+        Err(issue) => Observed::new("ResolvedRefs", false, issue.reason, issue.message),
+    }));
     merged(previous, &observed, generation, now)
 }
 
@@ -458,6 +474,7 @@ mod tests {
             addresses,
             generation: Some(2),
             now: at("2026-01-01T00:00:00Z"),
+            resolved_refs: None,
         }
     }
 

@@ -12,8 +12,8 @@
 
 use std::{collections::BTreeMap, net::SocketAddr};
 
-use super::praxis::{Cluster, ClusterHttp, Endpoint};
-use crate::gateway::model::{Backend, BackendProtocol, Rule};
+use super::praxis::{CaFile, Cluster, ClusterHttp, ClusterTls, Endpoint, KeyPair};
+use crate::gateway::model::{Backend, BackendProtocol, BackendTls, Rule};
 
 /// Praxis's ceiling for one endpoint's weight.
 const MAX_WEIGHT: u64 = 1000;
@@ -144,6 +144,25 @@ pub fn protocol(backends: &[Backend]) -> Result<BackendProtocol, String> {
     }
 }
 
+/// The TLS the backends of a rule are spoken to with. One cluster has one
+/// `tls` block, so they must agree (a BackendTLSPolicy applies per Service
+/// port, and the Gateway's client certificate is the same for all).
+pub fn tls(backends: &[Backend]) -> Result<Option<&BackendTls>, String> {
+    let mut weighted = backends.iter().filter(|b| b.weight > 0);
+    let Some(first) = weighted.next() else {
+        return Ok(None);
+    };
+    match weighted.find(|b| b.tls != first.tls) {
+        None => Ok(first.tls.as_ref()),
+        Some(other) => Err(format!(
+            "backends {} and {} are spoken to with different TLS (BackendTLSPolicy): Praxis \
+             sends a rule to one cluster, which has one TLS setting; give them the same policy, \
+             or split the rule",
+            first.cluster, other.cluster
+        )),
+    }
+}
+
 /// Praxis's longest cluster timeout (one hour).
 pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
 
@@ -159,11 +178,12 @@ pub fn check_timeouts(rule: &Rule) -> Result<(), String> {
 }
 
 /// A rule's cluster settings besides its endpoints.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Settings {
     /// `http.version` (`h2` for h2c backends).
     version: Option<&'static str>,
     read_timeout_ms: Option<u64>,
+    tls: Option<BackendTls>,
 }
 
 impl Settings {
@@ -185,6 +205,8 @@ impl Settings {
         Self {
             version,
             read_timeout_ms,
+            // A rule whose backends disagree is refused (`tls`) before this.
+            tls: tls(&rule.backends).ok().flatten().cloned(),
         }
     }
 }
@@ -195,7 +217,7 @@ pub fn cluster(
     rule_tag: &str,
     match_tag: String,
     backends: &Backends,
-    settings: Settings,
+    settings: &Settings,
 ) -> Cluster {
     let endpoints = match backends {
         Backends::Endpoints(endpoints) => endpoints
@@ -220,6 +242,14 @@ pub fn cluster(
             application_provider: match_tag,
         },
         read_timeout_ms: settings.read_timeout_ms,
+        tls: settings.tls.as_ref().map(|t| ClusterTls {
+            sni: t.sni.clone(),
+            ca: t.ca_path.clone().map(|ca_path| CaFile { ca_path }),
+            client_cert: t.client_certificate.as_ref().map(|c| KeyPair {
+                cert_path: c.cert_path.clone(),
+                key_path: c.key_path.clone(),
+            }),
+        }),
     }
 }
 
@@ -234,6 +264,7 @@ mod tests {
             endpoints: endpoints.iter().map(|e| e.parse().unwrap()).collect(),
             protocol: BackendProtocol::Http1,
             service_address: None,
+            ..Backend::default()
         }
     }
 

@@ -210,6 +210,7 @@ pub fn check_rule(kind: RouteKind, rule: &Rule) -> Result<Vec<CheckedMatch>, Str
     let matches = routes::check_matches(rule)?;
     filters::check(&rule.filters, &matches)?;
     clusters::protocol(&rule.backends)?;
+    clusters::tls(&rule.backends)?;
     clusters::check_timeouts(rule)?;
     Ok(matches)
 }
@@ -419,7 +420,7 @@ fn pipeline<'a>(
                         &rule_tag,
                         match_tag(k),
                         &backends,
-                        settings,
+                        &settings,
                     ));
                     for (h, host) in hosts.iter().enumerate() {
                         candidates.push(Candidate {
@@ -458,7 +459,7 @@ fn pipeline<'a>(
             &rule_tag,
             format!("{rule_tag}-m0"),
             &clusters::Backends::Invalid,
-            clusters::Settings::default(),
+            &clusters::Settings::default(),
         ));
         candidates.push(Candidate {
             path: routes::PathSpec::Prefix("/".into()),

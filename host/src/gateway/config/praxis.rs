@@ -257,6 +257,26 @@ pub struct Cluster {
     /// gets 504 when it passes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub read_timeout_ms: Option<u64>,
+    /// TLS to the endpoints (a BackendTLSPolicy): absent, plain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<ClusterTls>,
+}
+
+/// A cluster's `tls`: the certificate is verified (Praxis's default) against
+/// `sni`, with `ca` as the trust (else the system's roots).
+#[derive(Debug, Serialize)]
+pub struct ClusterTls {
+    pub sni: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca: Option<CaFile>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_cert: Option<KeyPair>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct KeyPair {
+    pub cert_path: String,
+    pub key_path: String,
 }
 
 #[derive(Debug, Serialize)]

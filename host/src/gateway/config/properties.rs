@@ -118,6 +118,7 @@ fn backend() -> impl Strategy<Value = Backend> {
                     BackendProtocol::Http1
                 },
                 service_address: cluster_ip.map(|ip| SocketAddr::new(ip, port)),
+                ..Backend::default()
             },
         )
 }

@@ -8,8 +8,8 @@ use serde_json::json;
 
 use super::*;
 use crate::gateway::model::{
-    Backend, BackendProtocol, CertificateFiles, Listener, Match, MatchKind, PathMatch, Protocol,
-    Route, Rule, Timeouts, TranslatedFilter, ValueMatch,
+    Backend, BackendProtocol, BackendTls, CertificateFiles, Listener, Match, MatchKind, PathMatch,
+    Protocol, Route, Rule, Timeouts, TranslatedFilter, ValueMatch,
 };
 
 // ----- model builders ------------------------------------------------------
@@ -111,6 +111,7 @@ fn backend(service: &str, weight: u32, endpoints: &[&str]) -> Backend {
             .collect(),
         protocol: BackendProtocol::Http1,
         service_address: None,
+        ..Backend::default()
     }
 }
 
@@ -954,6 +955,91 @@ fn grpc_routes_and_h2c_backends_speak_http2_to_their_endpoints() {
             && versions.iter().filter(|v| v.ends_with("None")).count() == 1,
         "gRPC and h2c clusters speak h2, the HTTP/1.1 one does not: {versions:?}"
     );
+}
+
+fn tls_backend(service: &str, sni: &str, ca: Option<&str>, client: bool) -> Backend {
+    Backend {
+        tls: Some(BackendTls {
+            sni: sni.into(),
+            ca_path: ca.map(Into::into),
+            client_certificate: client.then(|| CertificateFiles {
+                cert_path: "/etc/praxis-tls/infra-client.crt".into(),
+                key_path: "/etc/praxis-tls/infra-client.key".into(),
+            }),
+        }),
+        ..backend(service, 1, &["10.244.4.10:8443"])
+    }
+}
+
+#[test]
+fn backend_tls_policies_become_cluster_tls_verified_against_their_hostname() {
+    let ca = "/etc/praxis-tls/backend-ca.shop.policy.pem";
+    let model = gateway(vec![http(
+        "web",
+        80,
+        None,
+        vec![route(
+            "secure",
+            &[],
+            vec![
+                rule(
+                    vec![prefix("/private")],
+                    vec![tls_backend("private", "abc.example.com", Some(ca), true)],
+                ),
+                rule(
+                    vec![prefix("/public")],
+                    vec![tls_backend("public", "www.example.com", None, false)],
+                ),
+                rule(vec![prefix("/")], web()),
+            ],
+        )],
+    )]);
+    let yaml = golden("backend_tls", &model, &options());
+    let config = praxis_loads(&yaml).unwrap();
+    let tls: Vec<String> = config.filter_chains[0]
+        .filters
+        .iter()
+        .filter(|f| f.filter_type == "load_balancer")
+        .flat_map(|f| {
+            f.config["clusters"]
+                .as_sequence()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|c| {
+            let tls = &c["tls"];
+            format!(
+                "{:?} {:?} {:?}",
+                tls["sni"].as_str(),
+                tls["ca"]["ca_path"].as_str(),
+                tls["client_cert"]["cert_path"].as_str()
+            )
+        })
+        .collect();
+    assert_eq!(
+        tls,
+        [
+            format!(
+                "Some(\"abc.example.com\") Some({ca:?}) Some(\"/etc/praxis-tls/infra-client.crt\")"
+            ),
+            "Some(\"www.example.com\") None None".into(),
+            "None None None".into(),
+        ],
+        "each rule's cluster speaks TLS as its backend's policy asks, the plain one not at all"
+    );
+}
+
+#[test]
+fn backends_of_one_rule_must_share_their_tls() {
+    let mixed = rule(
+        vec![prefix("/")],
+        vec![
+            tls_backend("private", "abc.example.com", None, false),
+            backend("web", 1, &["10.244.1.10:8080"]),
+        ],
+    );
+    let why = check_rule(RouteKind::Http, &mixed).unwrap_err();
+    assert!(why.contains("different TLS"), "{why}");
 }
 
 #[test]

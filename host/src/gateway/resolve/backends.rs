@@ -106,10 +106,14 @@ pub fn resolve(
         let port_name = service_port.name.clone().filter(|n| !n.is_empty());
         out.backends.push(Backend {
             cluster: format!("{label}:{port}"),
+            namespace: namespace.to_string(),
+            service: r.name.clone(),
             weight,
             endpoints: ready_endpoints(view, namespace, &r.name, port_name.as_deref()),
             protocol,
             service_address: cluster_address(&service, port),
+            port_name,
+            tls: None,
         });
     }
     out

@@ -344,7 +344,7 @@ fn one(
 }
 
 /// What is wrong with a certificate reference, if anything.
-fn certificate_issue(
+pub(crate) fn certificate_issue(
     group: &Option<String>,
     kind: &Option<String>,
     gateway_namespace: &str,
