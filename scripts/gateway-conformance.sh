@@ -71,9 +71,13 @@ start=$(date +%s)
 status=0
 # In the test bed's network namespace: the Gateways' addresses are reachable
 # there, and the API server is relayed there at its usual address.
+# GatewayStaticAddresses asks for one address the test bed's load balancer
+# gives (its range is 10.97.0.0/16, tests/testbed/stages.yaml) and one it
+# does not.
 in_netns "$bin/gateway-conformance.test" -test.run '^TestConformance$' -test.v -test.timeout 60m \
   --gateway-class pontoon --conformance-profiles "${CONFORMANCE_PROFILES:-GATEWAY-HTTP,GATEWAY-GRPC,GATEWAY-TLS}" \
   --supported-features "$features" \
+  --usable-address 10.97.255.254 --unusable-address 10.98.0.1 \
   --organization pontoon --project pontoon --url https://github.com/pontoon-dev/pontoon \
   --version "$(git describe --always --dirty 2>/dev/null || echo dev)" --contact pontoon-maintainers \
   --report-output "$report" ${CONFORMANCE_ARGS:-} >"$logs/conformance.log" 2>&1 || status=$?

@@ -129,6 +129,41 @@ impl Bed {
         }
     }
 
+    /// Waits until the Gateway's `type_` condition has `status` and `reason`
+    /// and a message containing `says`.
+    async fn wait_gateway_reason(
+        &self,
+        name: &str,
+        (type_, status, reason): (&str, &str, &str),
+        says: &str,
+    ) -> anyhow::Result<Condition> {
+        let matching = |g: &Gateway| {
+            let conditions = g.status.as_ref().and_then(|s| s.conditions.as_ref())?;
+            condition(conditions, type_)
+                .filter(|c| c.status == status && c.reason == reason && c.message.contains(says))
+                .cloned()
+        };
+        match wait_for(
+            &self.gateways(),
+            name,
+            |g: Option<&Gateway>| g.and_then(matching).is_some(),
+            TIMEOUT,
+        )
+        .await
+        {
+            Ok(Some(g)) => matching(&g).context("the condition waited for"),
+            other => {
+                let now = self.gateways().get_opt(name).await?;
+                anyhow::bail!(
+                    "Gateway {name} never had {type_}={status} ({reason}, saying {says:?}) ({:?}); \
+                     status: {:#?}",
+                    other.err(),
+                    now.and_then(|g| g.status),
+                )
+            }
+        }
+    }
+
     async fn route(
         &self,
         ns: &str,
@@ -1172,13 +1207,13 @@ async fn an_extension_ref_without_its_module_is_refused_naming_the_filter() -> a
 }
 
 #[tokio::test]
-async fn static_addresses_and_gateways_without_a_valid_listener_are_refused() -> anyhow::Result<()>
+async fn hostname_addresses_and_gateways_without_a_valid_listener_are_refused() -> anyhow::Result<()>
 {
     let bed = Bed::new("gw-refused").await?;
     let addressed: Gateway = serde_json::from_value(json!({
         "metadata": { "name": "addressed" },
         "spec": { "gatewayClassName": bed.class,
-                  "addresses": [{ "type": "IPAddress", "value": "192.0.2.10" }],
+                  "addresses": [{ "type": "Hostname", "value": "gw.example.com" }],
                   "listeners": [{ "name": "http", "port": 80, "protocol": "HTTP" }] }
     }))?;
     bed.gateways()
@@ -1207,6 +1242,107 @@ async fn static_addresses_and_gateways_without_a_valid_listener_are_refused() ->
                 .is_none(),
             "{name}: a refused Gateway gets no data plane"
         );
+    }
+    Ok(())
+}
+
+/// A Gateway may ask for its address: the one IP address a LoadBalancer
+/// Service can ask its load balancer for. An address the load balancer does
+/// not give, or more than one, leaves the Gateway accepted and served, but
+/// not Programmed (AddressNotUsable), saying what to change.
+#[tokio::test]
+async fn a_static_address_is_asked_of_the_load_balancer_and_served_there() -> anyhow::Result<()> {
+    let bed = Bed::new("gw-address").await?;
+    service(&bed.ns, "web").await?;
+    // The test bed's load balancer gives addresses in 10.97.0.0/16 only.
+    let (usable, unusable) = ("10.97.255.253", "10.98.0.1");
+    let addressed = |values: &[&str]| -> anyhow::Result<Gateway> {
+        let addresses: Vec<_> = values
+            .iter()
+            .map(|v| json!({ "type": "IPAddress", "value": v }))
+            .collect();
+        Ok(serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "metadata": { "name": "static" },
+            "spec": { "gatewayClassName": bed.class, "addresses": addresses,
+                      "listeners": [{ "name": "http", "port": 80, "protocol": "HTTP" }] }
+        }))?)
+    };
+    bed.gateways()
+        .create(&PostParams::default(), &addressed(&[unusable, usable])?)
+        .await?;
+    bed.wait_gateway_reason("static", ("Accepted", "True", "Accepted"), "")
+        .await?;
+    bed.wait_gateway_reason(
+        "static",
+        ("Programmed", "False", "AddressNotUsable"),
+        &format!("asks for {unusable} and {usable}: a LoadBalancer Service can be asked for one address; keep one"),
+    )
+    .await?;
+
+    let apply = |values: &[&str]| {
+        let gateway = addressed(values);
+        let api = bed.gateways();
+        async move {
+            let params = PatchParams::apply("pontoon-tests").force();
+            api.patch("static", &params, &Patch::Apply(&gateway?))
+                .await?;
+            anyhow::Ok(())
+        }
+    };
+    apply(&[unusable]).await?;
+    bed.wait_gateway_reason(
+        "static",
+        ("Programmed", "False", "AddressNotUsable"),
+        &format!("did not give the requested address {unusable}"),
+    )
+    .await?;
+
+    apply(&[usable]).await?;
+    bed.wait_gateway_reason("static", ("Programmed", "True", "Programmed"), "")
+        .await?;
+    let gw = bed.gateways().get("static").await?;
+    let addresses = gw.status.and_then(|s| s.addresses).unwrap_or_default();
+    assert_eq!(
+        addresses
+            .iter()
+            .map(|a| (a.r#type.as_deref(), a.value.as_str()))
+            .collect::<Vec<_>>(),
+        [(Some("IPAddress"), usable)],
+        "the Gateway reports the address it asked for"
+    );
+    let service = bed.ns.api::<Service>().get("praxis-static").await?;
+    assert_eq!(
+        service.spec.and_then(|s| s.load_balancer_ip).as_deref(),
+        Some(usable)
+    );
+    // And the data plane answers there (Praxis's 404: no route yet).
+    if let Ok(net) = pontoon_tests::traffic::TestbedNet::of_testbed() {
+        let url = format!("http://{usable}/");
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        loop {
+            let out = net.curl(&[
+                "--silent",
+                "--max-time",
+                "3",
+                "--output",
+                "/dev/null",
+                "--write-out",
+                "%{http_code}",
+                &url,
+            ])?;
+            let code = String::from_utf8_lossy(&out.stdout).into_owned();
+            if code == "404" {
+                break;
+            }
+            anyhow::ensure!(
+                tokio::time::Instant::now() < deadline,
+                "GET {url}: {code} {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
     }
     Ok(())
 }

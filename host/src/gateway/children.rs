@@ -25,7 +25,10 @@ use k8s_openapi::{
 use kube::Resource;
 use sha2::{Digest, Sha256};
 
-use super::resolve::listeners::{CertificateSecret, ListenerState, TLS_MOUNT_ROOT};
+use super::{
+    addresses,
+    resolve::listeners::{CertificateSecret, ListenerState, TLS_MOUNT_ROOT},
+};
 
 /// Where the Deployment mounts the config.
 pub const CONFIG_DIR: &str = "/etc/praxis";
@@ -364,6 +367,7 @@ pub fn service(gateway: &Gateway, listeners: &[ListenerState]) -> Service {
             type_: Some("LoadBalancer".into()),
             selector: Some(labels(gateway)),
             ports: Some(ports),
+            load_balancer_ip: addresses::requested(gateway).load_balancer_ip(),
             ..Default::default()
         }),
         status: None,

@@ -30,6 +30,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "GatewayHTTPListenerIsolation",
     "GatewayInfrastructurePropagation",
     "GatewayPort8080",
+    "GatewayStaticAddresses",
     "HTTPRoute",
     "HTTPRoute307RedirectStatusCode",
     "HTTPRoute308RedirectStatusCode",

@@ -36,7 +36,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use serde_json::json;
 
 use super::{
-    Error,
+    Error, addresses,
     apply_plan::{self, Applied, Desired, Order, Shown},
     backend_tls, children,
     config::{self, ConfigError},
@@ -323,7 +323,7 @@ async fn apply(
     backend_tls::write_status(gateway, ctx, &judged_policies).await?;
     tracing::debug!(gateway = %ObjectRef::from_obj(gateway), ?data_plane, "reconciled");
     let next = match data_plane {
-        DataPlane::Pending(_) => PENDING,
+        DataPlane::Pending(_) | DataPlane::AddressNotUsable(_) => PENDING,
         _ => RESYNC,
     };
     Ok(Action::requeue(recheck.map_or(next, |r| r.min(next))))
@@ -635,6 +635,13 @@ fn serving(
         return Served::pending(format!(
             "waiting for Service {name} to get a load-balancer address"
         ));
+    }
+    if let Err(why) = addresses::usable(&addresses::requested(gateway), &addresses) {
+        return Served {
+            data_plane: DataPlane::AddressNotUsable(why),
+            addresses,
+            recheck: None,
+        };
     }
     Served {
         data_plane: DataPlane::Ready,

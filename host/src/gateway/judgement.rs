@@ -14,6 +14,7 @@ use gateway_api::gateways::Gateway;
 use kube::ResourceExt;
 
 use super::{
+    addresses,
     context::References,
     model::{self, GatewayModel},
     resolve::{
@@ -55,23 +56,8 @@ pub fn acceptance(
             ),
         ));
     }
-    // An address without a value asks the implementation to choose one,
-    // which the LoadBalancer Service does; a given address cannot be had.
-    if let Some(a) = gateway
-        .spec
-        .addresses
-        .iter()
-        .flatten()
-        .find(|a| a.value.as_deref().is_some_and(|v| !v.is_empty()))
-    {
-        return Err((
-            "UnsupportedAddress",
-            format!(
-                "spec.addresses {} is not supported: the address comes from the data plane's \
-                 LoadBalancer Service; leave out its value to take that one",
-                a.value.as_deref().unwrap_or_default()
-            ),
-        ));
+    if let Some(message) = addresses::unsupported(gateway) {
+        return Err(("UnsupportedAddress", message));
     }
     if !states.iter().any(ListenerState::usable) {
         return Err((
@@ -396,18 +382,20 @@ mod tests {
 
         let mut addressed = http_gateway();
         addressed.spec.addresses =
-            serde_json::from_value(json!([{ "type": "IPAddress", "value": "192.0.2.1" }])).unwrap();
+            serde_json::from_value(json!([{ "type": "Hostname", "value": "gw.example.com" }]))
+                .unwrap();
         assert_eq!(
             judged(&addressed, &view).unwrap_err().0,
             "UnsupportedAddress"
         );
-        let mut empty = http_gateway();
-        empty.spec.addresses = serde_json::from_value(json!([{ "type": "IPAddress" }])).unwrap();
-        assert_eq!(
-            judged(&empty, &view),
-            Ok(()),
-            "an address without value is ours to choose"
-        );
+        for fine in [
+            json!([{ "type": "IPAddress" }]),
+            json!([{ "value": "192.0.2.1" }]),
+        ] {
+            let mut asked = http_gateway();
+            asked.spec.addresses = serde_json::from_value(fine.clone()).unwrap();
+            assert_eq!(judged(&asked, &view), Ok(()), "{fine}");
+        }
 
         let udp_only = gateway(json!({ "gatewayClassName": "pontoon", "listeners": [
             { "name": "udp", "port": 53, "protocol": "UDP" }

@@ -1,6 +1,7 @@
 //! Gateway API for Praxis: GatewayClass, Gateway, HTTPRoute, GRPCRoute and
 //! TLSRoute controllers, and the Praxis configuration generated from them.
 
+pub mod addresses;
 pub mod apply_plan;
 pub mod backend_tls;
 pub mod children;

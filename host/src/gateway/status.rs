@@ -29,6 +29,9 @@ pub enum DataPlane {
     Ready,
     /// Still coming up; the message says what is missing.
     Pending(String),
+    /// Serving, but not at the address `spec.addresses` asks for; the
+    /// message says why.
+    AddressNotUsable(String),
     /// Not deployed (the Gateway is not accepted).
     Absent,
 }
@@ -163,7 +166,9 @@ pub fn listeners(
                 )
             } else {
                 match data_plane {
-                    DataPlane::Ready => Observed::new(
+                    // Served, if not at the address the Gateway asks for
+                    // (which is the Gateway's condition).
+                    DataPlane::Ready | DataPlane::AddressNotUsable(_) => Observed::new(
                         "Programmed",
                         true,
                         "Programmed",
@@ -327,6 +332,9 @@ pub fn gateway_conditions(
                     "Pending"
                 };
                 Observed::new("Programmed", false, reason, why.clone())
+            }
+            (true, DataPlane::AddressNotUsable(why)) => {
+                Observed::new("Programmed", false, "AddressNotUsable", why.clone())
             }
             _ => Observed::new(
                 "Programmed",
@@ -506,6 +514,30 @@ mod tests {
             .unwrap();
         assert_eq!(later["status"]["addresses"], json!([address]));
         assert_eq!(later["status"]["listeners"][0]["attachedRoutes"], 1);
+    }
+
+    #[test]
+    fn an_address_not_asked_for_leaves_the_gateway_unprogrammed_and_its_listeners_served() {
+        let states = states();
+        let address = GatewayStatusAddresses {
+            r#type: Some("IPAddress".into()),
+            value: "10.97.0.12".into(),
+        };
+        let why = "the load balancer did not give the requested address 10.98.0.1";
+        let unusable = DataPlane::AddressNotUsable(why.into());
+        let patch = update(&states, &unusable, vec![address.clone()])
+            .patch(None)
+            .unwrap();
+        let written: GatewayStatus = serde_json::from_value(patch["status"].clone()).unwrap();
+        let programmed = condition(written.conditions.as_deref().unwrap(), "Programmed");
+        assert_eq!(
+            (programmed.status.as_str(), programmed.reason.as_str()),
+            ("False", "AddressNotUsable")
+        );
+        assert_eq!(programmed.message, why);
+        assert_eq!(patch["status"]["addresses"], json!([address]));
+        let listener = &written.listeners.as_deref().unwrap()[0];
+        assert_eq!(condition(&listener.conditions, "Programmed").status, "True");
     }
 
     #[test]

@@ -782,7 +782,10 @@ mod tests {
             ["10.96.0.10:443".parse().unwrap()],
             "one trust per pooled address: the Service's"
         );
-        assert_eq!(rules[2].backends[0].endpoints, ["10.244.0.5:8443".parse().unwrap()]);
+        assert_eq!(
+            rules[2].backends[0].endpoints,
+            ["10.244.0.5:8443".parse().unwrap()]
+        );
         assert_eq!(outcome.ca_files["backend-ca.shop.good.pem"], CA);
         assert!(
             rules[1].backends.is_empty(),
