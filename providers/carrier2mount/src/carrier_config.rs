@@ -381,17 +381,36 @@ pub fn desired_files(config: &CarrierConfig, tls: &TlsFiles) -> Vec<(String, Str
     files
 }
 
-/// A script (for `busybox sh` on stdin) that prints every file framed by its
-/// path; compare its output with [`expected_read_back`].
-pub fn read_back_script(files: &[(String, String)]) -> String {
-    let mut script: String = files
+/// What [`configure_script`] prints when every file already holds its
+/// content (and Carrier2 is left alone).
+pub const UNCHANGED_MARK: &str = "carrier2mount: config unchanged";
+
+/// A script (for `busybox sh` on stdin) that compares every file with what
+/// it should hold and, unless all do, writes them and reloads Carrier2 (see
+/// [`write_script`]): one exec per pod and change, not a read-back and then
+/// a write (each exec is a round trip through the API server and kubelet).
+///
+/// Each file is framed by its path and followed by `|`, so a difference in
+/// trailing newlines is still a difference (`$(...)` strips them).
+pub fn configure_script(files: &[(String, String)]) -> String {
+    let want: String = files
+        .iter()
+        .map(|(path, content)| format!("== {path}\n{content}|"))
+        .collect();
+    let end = delimiter(&want);
+    let got: String = files
         .iter()
         .map(|(path, _)| {
             let quoted = shell_quote(path);
-            format!("printf '== %s\\n' {quoted}; cat {quoted} 2>/dev/null\n")
+            format!("printf '== %s\\n' {quoted}; cat {quoted} 2>/dev/null; printf '|'; ")
         })
         .collect();
-    script.push_str(SCRIPT_END);
+    let mut script = format!(
+        "want=$(cat <<'{end}'\n{want}\n{end}\n)\n\
+         got=$({{ {got}}})\n\
+         if [ \"$got\" = \"$want\" ]; then echo '{UNCHANGED_MARK}'; exit 0; fi\n"
+    );
+    script.push_str(&write_script(files));
     script
 }
 
@@ -402,14 +421,6 @@ pub const SCRIPT_END: &str = "exit 0\n";
 /// A script that prints the config.
 pub fn cat_config_script() -> String {
     format!("cat {CONFIG_PATH}\n{SCRIPT_END}")
-}
-
-/// What [`read_back_script`] prints when every file already holds its content.
-pub fn expected_read_back(files: &[(String, String)]) -> String {
-    files
-        .iter()
-        .map(|(path, content)| format!("== {path}\n{content}"))
-        .collect()
 }
 
 /// A script (for `busybox sh` on stdin) that writes every file, reloads
@@ -774,7 +785,7 @@ proxy:
     }
 
     #[test]
-    fn read_back_matches_exactly_what_was_written() {
+    fn the_configure_script_compares_every_file_before_it_writes() {
         let tls: TlsFiles = [(
             "/tmp/from_k8s_secret_cert_all.pem".to_string(),
             "PEM".to_string(),
@@ -784,15 +795,21 @@ proxy:
         assert_eq!(files.len(), 2);
         assert_eq!(files[0].1, "PEM\n");
         assert_eq!(files[1].0, CONFIG_PATH);
-        assert_eq!(
-            read_back_script(&files),
-            "printf '== %s\\n' '/tmp/from_k8s_secret_cert_all.pem'; cat '/tmp/from_k8s_secret_cert_all.pem' 2>/dev/null\n\
-             printf '== %s\\n' '/tmp/config.yaml'; cat '/tmp/config.yaml' 2>/dev/null\n\
-             exit 0\n"
+        let script = configure_script(&files);
+        assert!(
+            script.starts_with(
+                "want=$(cat <<'PONTOON_EOF'\n== /tmp/from_k8s_secret_cert_all.pem\nPEM\n|== /tmp/config.yaml\nversion: 1\n"
+            ),
+            "{script}"
         );
-        assert!(expected_read_back(&files).starts_with(
-            "== /tmp/from_k8s_secret_cert_all.pem\nPEM\n== /tmp/config.yaml\nversion: 1\n"
+        assert!(script.contains(
+            "got=$({ printf '== %s\\n' '/tmp/from_k8s_secret_cert_all.pem'; cat '/tmp/from_k8s_secret_cert_all.pem' 2>/dev/null; printf '|'; \
+             printf '== %s\\n' '/tmp/config.yaml'; cat '/tmp/config.yaml' 2>/dev/null; printf '|'; })\n"
         ));
+        assert!(script.contains(&format!(
+            "if [ \"$got\" = \"$want\" ]; then echo '{UNCHANGED_MARK}'; exit 0; fi\n"
+        )));
+        assert!(script.ends_with(&write_script(&files)));
     }
 
     #[test]

@@ -326,20 +326,16 @@ impl Plan<'_> {
                 })?;
         let files = carrier_config::desired_files(&config, &tls_files);
 
-        let current = match ctx.run_script(name, &carrier_config::read_back_script(&files)) {
+        let output = match ctx.run_script(name, &carrier_config::configure_script(&files)) {
             Ok(output) => output,
             Err(ClusterError::NotFound(_)) => return Ok(PodState::Waiting),
             Err(err) => return Err(err.into()),
         };
-        if String::from_utf8_lossy(&current.stdout) == carrier_config::expected_read_back(&files) {
+        if output.exit_code == 0
+            && String::from_utf8_lossy(&output.stdout).trim_end() == carrier_config::UNCHANGED_MARK
+        {
             return Ok(PodState::Configured);
         }
-
-        let output = match ctx.run_script(name, &carrier_config::write_script(&files)) {
-            Ok(output) => output,
-            Err(ClusterError::NotFound(_)) => return Ok(PodState::Waiting),
-            Err(err) => return Err(err.into()),
-        };
         let stdout = String::from_utf8_lossy(&output.stdout);
         if carrier_config::reload_succeeded(output.exit_code, &stdout) {
             api::event(
