@@ -1,5 +1,6 @@
-//! `uninstall`: removes the shadow and gives the original pods back what they
-//! ran. Safe in any state and repeatable; `Done` only when all is back.
+//! `uninstall`: gives the original pods back what they ran, then, once none
+//! runs Carrier2 any more (which sends to the shadow), removes the shadow.
+//! Safe in any state and repeatable; `Done` only when all is back.
 
 use std::{
     collections::BTreeMap,
@@ -32,12 +33,12 @@ pub fn uninstall(ctx: &Ctx) -> Result<Progress, Error> {
     // Decided before anything is touched: an original that cannot be
     // trusted stops the uninstall with the shadow still serving.
     let plan = restore_plan(ctx, workload.as_ref())?;
-    remove_shadow(ctx)?;
     let unrestorable = plan.unrestorable.clone();
     plan.apply(ctx, workload.as_ref())?;
     let store = Store::of(ctx.mount);
     store.delete_if_empty()?;
     if !unrestorable.is_empty() {
+        remove_shadow(ctx)?;
         return Err(Error::failed(format!(
             "cannot restore {}: {}",
             ctx.target,
@@ -45,11 +46,15 @@ pub fn uninstall(ctx: &Ctx) -> Result<Progress, Error> {
         )));
     }
     let Some(workload) = workload else {
+        remove_shadow(ctx)?;
         info!("target {} is gone: nothing to restore", ctx.target);
         return Ok(Progress::Done);
     };
     let lagging = lagging_pods(ctx, &workload)?;
     if lagging.is_empty() {
+        // Only now: a pod still running Carrier2 sends its traffic to the
+        // shadow's Service, and would answer 502 without it.
+        remove_shadow(ctx)?;
         Ok(Progress::Done)
     } else {
         info!("waiting for original pods: {}", lagging.join("; "));
