@@ -227,6 +227,58 @@ impl Workload {
     }
 }
 
+impl Workload {
+    /// Waits until the workload's pods are its own again and stay: the
+    /// restore restarts a Deployment or StatefulSet (as `kubectl rollout
+    /// restart`), and until that rollout is over its old pods go away one by
+    /// one, each still an endpoint for a moment after its process ended.
+    async fn rolled_out(self, ns: &TestNamespace) -> anyhow::Result<()> {
+        let want = i32::try_from(self.replicas())?;
+        let started = Instant::now();
+        loop {
+            let done = match self {
+                Workload::Deployment => {
+                    let d = ns.api::<Deployment>().get("echo").await?;
+                    let generation = d.metadata.generation;
+                    d.status.is_some_and(|s| {
+                        s.observed_generation >= generation
+                            && s.updated_replicas == Some(want)
+                            && s.available_replicas == Some(want)
+                            && s.replicas == Some(want)
+                    })
+                }
+                Workload::StatefulSet => {
+                    let set = ns.api::<StatefulSet>().get("echo").await?;
+                    let generation = set.metadata.generation;
+                    set.status.is_some_and(|s| {
+                        s.observed_generation >= generation
+                            && s.update_revision.is_some()
+                            && s.current_revision == s.update_revision
+                            && s.ready_replicas == Some(want)
+                    })
+                }
+                Workload::Pod => true,
+            };
+            let pods = ns
+                .api::<Pod>()
+                .list(&kube::api::ListParams::default().labels("app=echo"))
+                .await?;
+            let leaving = pods
+                .items
+                .iter()
+                .any(|p| p.metadata.deletion_timestamp.is_some());
+            if done && !leaving {
+                return Ok(());
+            }
+            ensure!(
+                started.elapsed() < TIMEOUT,
+                "{self:?} echo was not rolled out within {TIMEOUT:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
 /// A "developer": a one-pod echo server of its own; its pod's IP.
 async fn developer(ns: &TestNamespace, name: &str) -> anyhow::Result<(String, String)> {
     let d: Deployment = serde_json::from_value(json!({
@@ -568,6 +620,7 @@ async fn traffic_in(bed: &Bed, testbed: TestbedNet, workload: Workload) -> anyho
         bridges.list(&Default::default()).await?.items.is_empty(),
         "bridges are left after their mount was deleted"
     );
+    workload.rolled_out(ns).await?;
     let restored = net.send(&mixed[..30])?;
     ensure!(
         restored
