@@ -24,7 +24,7 @@ use crate::repo_root;
 pub const VERSION: &str = "0.7.5";
 
 /// The `praxis` binary: `PRAXIS_BIN` if set, else the one scripts/praxis.sh
-/// built (building it first, ~10 minutes on two cores, if this machine never
+/// built (building it first, about 7 minutes on two cores, if this machine never
 /// did; `make test` does that before the tests). Once per process.
 pub fn binary() -> anyhow::Result<PathBuf> {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
