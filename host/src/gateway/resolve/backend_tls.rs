@@ -627,7 +627,9 @@ mod tests {
             web(None),
             with_ca("abc.example.com", "ca"),
         );
-        let trust = judge(&p, &[p.clone()], &view()).verdict.unwrap();
+        let trust = judge(&p, std::slice::from_ref(&p), &view())
+            .verdict
+            .unwrap();
         assert_eq!(trust.hostname, "abc.example.com");
         assert_eq!(trust.ca_pem.as_deref(), Some(CA));
         let system = policy(
@@ -637,7 +639,7 @@ mod tests {
             json!({ "hostname": "abc.example.com", "wellKnownCACertificates": "System" }),
         );
         assert_eq!(
-            judge(&system, &[system.clone()], &view())
+            judge(&system, std::slice::from_ref(&system), &view())
                 .verdict
                 .unwrap()
                 .ca_pem,
@@ -665,7 +667,7 @@ mod tests {
         .clone();
         p.metadata.generation = Some(4);
         let p = Arc::new(p);
-        let judged = judge(&p, &[p.clone()], &view());
+        let judged = judge(&p, std::slice::from_ref(&p), &view());
         let ancestors = ancestors(&p, &gateway("a"), Some(&judged), "pontoon.dev/c", now).unwrap();
         assert_eq!(ancestors.len(), 1);
         assert_eq!(ancestors[0].ancestor_ref.name, "a");
@@ -800,7 +802,9 @@ mod tests {
     fn what_cannot_be_kept_says_why() {
         let refusal = |validation| {
             let p = policy("p", "2026-01-01T00:00:00Z", web(None), validation);
-            judge(&p, &[p.clone()], &view()).verdict.unwrap_err()
+            judge(&p, std::slice::from_ref(&p), &view())
+                .verdict
+                .unwrap_err()
         };
         let missing = refusal(with_ca("abc.example.com", "gone"));
         assert_eq!(missing.accepted_reason, "NoValidCACertificate");
