@@ -233,16 +233,50 @@ fn parent(gateway: &str) -> serde_json::Value {
 /// praxis-proxy-core parses a config but leaves each filter's own keys to
 /// the filter, which only the `praxis` binary builds: every golden config
 /// (one per feature, `host/src/gateway/config/testdata`) must pass `praxis -t`.
+/// `praxis -t` reads a cluster's TLS files (CA, client certificate), which a
+/// Gateway's pod mounts at `/etc/praxis-tls`: the check gets a directory of
+/// real PEM files of those names instead.
 #[test]
 fn every_golden_config_loads_in_praxis() -> anyhow::Result<()> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/gateway/config/testdata");
+    let tls = tempfile::tempdir()?;
+    let (cert, key) = (tls.path().join("cert.pem"), tls.path().join("key.pem"));
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args(["-subj", "/CN=golden.example.com", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .context("cannot run openssl")?;
+    anyhow::ensure!(
+        made.status.success(),
+        "openssl: {}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let mount = format!("{}/", listeners_tls_root());
     let mut checked = 0;
     for entry in std::fs::read_dir(&dir)? {
         let path = entry?.path();
-        if path.extension().is_some_and(|e| e == "yaml") {
-            praxis::check_config(&path).with_context(|| format!("{}", path.display()))?;
-            checked += 1;
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
         }
+        let text = std::fs::read_to_string(&path)?;
+        for file in text.split(&mount).skip(1) {
+            let name: String = file
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || "._-".contains(*c))
+                .collect();
+            let source = if name.ends_with(".key") { &key } else { &cert };
+            std::fs::copy(source, tls.path().join(&name))?;
+        }
+        let local = tls.path().join(path.file_name().context("a file name")?);
+        let dir_in_config = format!("{}/", tls.path().display());
+        std::fs::write(&local, text.replace(&mount, &dir_in_config))?;
+        praxis::check_config(&local).with_context(|| format!("{}", path.display()))?;
+        checked += 1;
     }
     anyhow::ensure!(
         checked >= 10,
@@ -250,6 +284,11 @@ fn every_golden_config_loads_in_praxis() -> anyhow::Result<()> {
         dir.display()
     );
     Ok(())
+}
+
+/// Where a Gateway's pod mounts its certificates, as the golden configs name it.
+fn listeners_tls_root() -> &'static str {
+    pontoon::gateway::resolve::listeners::TLS_MOUNT_ROOT
 }
 
 #[tokio::test]
