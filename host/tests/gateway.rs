@@ -95,8 +95,6 @@ impl Bed {
         Ok(self.gateways().create(&PostParams::default(), &gw).await?)
     }
 
-    /// Waits until the Gateway's condition `type_` has `status`; on timeout
-    /// shows the status and the operator's log.
     /// Service `web` and an HTTP Gateway on port 80, waited for until Programmed.
     async fn programmed_http_gateway(&self, name: &str) -> anyhow::Result<Gateway> {
         service(&self.ns, "web").await?;
@@ -108,57 +106,59 @@ impl Bed {
         self.wait_gateway(name, "Programmed", "True").await
     }
 
+    /// Waits until the Gateway's condition `type_` has `status`; on timeout
+    /// shows the status and the operator's log.
     async fn wait_gateway(&self, name: &str, type_: &str, status: &str) -> anyhow::Result<Gateway> {
-        let ok = |g: Option<&Gateway>| {
-            g.and_then(|g| g.status.as_ref())
-                .and_then(|s| s.conditions.as_ref())
-                .and_then(|cs| cs.iter().find(|c| c.type_ == type_))
-                .is_some_and(|c| c.status == status)
-        };
-        match wait_for(&self.gateways(), name, ok, TIMEOUT).await {
-            Ok(Some(g)) => Ok(g),
-            other => {
-                let now = self.gateways().get_opt(name).await?;
-                anyhow::bail!(
-                    "Gateway {name} never had {type_}={status} ({:?}); status: {:#?}\n--- operator ---\n{}",
-                    other.err(),
-                    now.and_then(|g| g.status),
-                    self.operator.log_tail(30)
-                )
-            }
-        }
+        self.wait_gateway_condition(name, type_, &format!("{type_}={status}"), |c| {
+            c.status == status
+        })
+        .await
     }
 
     /// Waits until the Gateway's `type_` condition has `status` and `reason`
-    /// and a message containing `says`.
+    /// and a message containing `says`; that condition.
     async fn wait_gateway_reason(
         &self,
         name: &str,
         (type_, status, reason): (&str, &str, &str),
         says: &str,
     ) -> anyhow::Result<Condition> {
-        let matching = |g: &Gateway| {
-            let conditions = g.status.as_ref().and_then(|s| s.conditions.as_ref())?;
-            condition(conditions, type_)
-                .filter(|c| c.status == status && c.reason == reason && c.message.contains(says))
-                .cloned()
+        let matches =
+            |c: &Condition| c.status == status && c.reason == reason && c.message.contains(says);
+        let what = format!("{type_}={status} ({reason}, saying {says:?})");
+        let gw = self
+            .wait_gateway_condition(name, type_, &what, matches)
+            .await?;
+        let conditions = gw.status.and_then(|s| s.conditions).unwrap_or_default();
+        condition(&conditions, type_)
+            .cloned()
+            .context("the condition waited for")
+    }
+
+    /// Waits until the Gateway has a `type_` condition that `matches`
+    /// (`what` names it); on timeout shows the status and the operator's log.
+    async fn wait_gateway_condition(
+        &self,
+        name: &str,
+        type_: &str,
+        what: &str,
+        matches: impl Fn(&Condition) -> bool,
+    ) -> anyhow::Result<Gateway> {
+        let ok = |g: Option<&Gateway>| {
+            g.and_then(|g| g.status.as_ref())
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|cs| condition(cs, type_))
+                .is_some_and(&matches)
         };
-        match wait_for(
-            &self.gateways(),
-            name,
-            |g: Option<&Gateway>| g.and_then(matching).is_some(),
-            TIMEOUT,
-        )
-        .await
-        {
-            Ok(Some(g)) => matching(&g).context("the condition waited for"),
+        match wait_for(&self.gateways(), name, ok, TIMEOUT).await {
+            Ok(Some(g)) => Ok(g),
             other => {
                 let now = self.gateways().get_opt(name).await?;
                 anyhow::bail!(
-                    "Gateway {name} never had {type_}={status} ({reason}, saying {says:?}) ({:?}); \
-                     status: {:#?}",
+                    "Gateway {name} never had {what} ({:?}); status: {:#?}\n--- operator ---\n{}",
                     other.err(),
                     now.and_then(|g| g.status),
+                    self.operator.log_tail(30)
                 )
             }
         }
@@ -1319,27 +1319,23 @@ async fn a_static_address_is_asked_of_the_load_balancer_and_served_there() -> an
     );
     // And the data plane answers there (Praxis's 404: no route yet).
     if let Ok(net) = pontoon_tests::traffic::TestbedNet::of_testbed() {
-        let url = format!("http://{usable}/");
+        let root = [pontoon_tests::traffic::Request {
+            path: "/",
+            header: None,
+        }];
+        let authority = format!("{usable}:80");
         let deadline = tokio::time::Instant::now() + TIMEOUT;
         loop {
-            let out = net.curl(&[
-                "--silent",
-                "--max-time",
-                "3",
-                "--output",
-                "/dev/null",
-                "--write-out",
-                "%{http_code}",
-                &url,
-            ])?;
-            let code = String::from_utf8_lossy(&out.stdout).into_owned();
-            if code == "404" {
+            let answers = net.send(&authority, &root, Duration::from_secs(3))?;
+            if answers[0]
+                .as_ref()
+                .is_err_and(|why| why.starts_with("HTTP 404"))
+            {
                 break;
             }
             anyhow::ensure!(
                 tokio::time::Instant::now() < deadline,
-                "GET {url}: {code} {}",
-                String::from_utf8_lossy(&out.stderr)
+                "GET http://{authority}/: {answers:?}"
             );
             tokio::time::sleep(Duration::from_millis(300)).await;
         }

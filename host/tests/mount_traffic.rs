@@ -225,9 +225,7 @@ impl Workload {
         }
         Ok(())
     }
-}
 
-impl Workload {
     /// Waits until the workload's pods are its own again and stay: the
     /// restore restarts a Deployment or StatefulSet (as `kubectl rollout
     /// restart`), and until that rollout is over its old pods go away one by
