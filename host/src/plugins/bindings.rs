@@ -41,7 +41,7 @@ pub use provider::exports::pontoon::provider::bridge_mount::{
 /// provider renders them.
 pub use provider::pontoon::provider::bridges as provider_bridges;
 pub use provider::pontoon::provider::cluster::{
-    ClusterError, EventType, ExecOutput, ObjectRef, PatchType,
+    ClusterError, EventType, ExecOutput, ExecRequest, ObjectRef, PatchType,
 };
 pub use provider::pontoon::provider::log::Level;
 pub use provider::pontoon::provider::types::{

@@ -5,7 +5,7 @@
 use pontoon_provider_sdk::{
     Target, TargetKind,
     bridge_mount::{Error, Mount},
-    cluster::{self, ClusterError, EventType, ExecOutput, ObjectRef},
+    cluster::{self, ClusterError, EventType, ExecOutput, ExecRequest, ObjectRef},
     k8s_openapi::api::core::v1::Pod,
     warn,
 };
@@ -138,15 +138,20 @@ impl<'a> Ctx<'a> {
             .collect())
     }
 
-    /// Runs a `busybox sh` script (on stdin) in the target container of `pod`.
-    pub fn run_script(&self, pod: &str, script: &str) -> Result<ExecOutput, ClusterError> {
-        cluster::exec(
-            self.target_namespace(),
-            pod,
-            self.container(),
-            &["busybox", "sh"],
-            Some(script.as_bytes()),
-        )
+    /// Runs `busybox sh` scripts (on stdin) in the target container of
+    /// pods, all at once: `(pod, script)` each; the results in that order.
+    pub fn run_scripts(&self, scripts: &[(&str, String)]) -> Vec<Result<ExecOutput, ClusterError>> {
+        let requests: Vec<ExecRequest> = scripts
+            .iter()
+            .map(|(pod, script)| ExecRequest {
+                namespace: self.target_namespace().to_string(),
+                pod: pod.to_string(),
+                container: self.container().to_string(),
+                command: vec!["busybox".into(), "sh".into()],
+                stdin: Some(script.as_bytes().to_vec()),
+            })
+            .collect();
+        cluster::exec_all(&requests)
     }
 }
 

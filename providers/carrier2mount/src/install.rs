@@ -13,7 +13,7 @@ use pontoon_provider_sdk::{
         Error, Progress, TRANSIENT_RETRY_SECONDS,
         bridges::{self, Bridge},
     },
-    cluster::{self, ClusterError, EventType, PatchType},
+    cluster::{self, ClusterError, EventType, ExecOutput, PatchType},
     info,
     k8s_openapi::api::core::v1::{Container, Pod, Secret, Service},
     warn,
@@ -42,6 +42,18 @@ enum PodState {
     Configured,
     /// Its container is restarting (with Carrier2) or the pod changed.
     Waiting,
+    /// It runs Carrier2, which gets its config from this commit.
+    Commit(Commit),
+}
+
+/// The script that gives one pod's Carrier2 its config, and what its
+/// outcome is reported with.
+struct Commit {
+    pod: String,
+    index: usize,
+    container: String,
+    ports: Vec<i32>,
+    script: String,
 }
 
 /// What every pod of one call shares.
@@ -98,16 +110,51 @@ pub fn install(ctx: &Ctx) -> Result<Progress, Error> {
         total: pods.len(),
         bridges: bridges::list(),
     };
+    // The original of every pod is in both places before (and while) it
+    // runs Carrier2: first each pod's restore entry, all in one write, and
+    // only then any pod patched.
     let mut data = plan.store.data()?;
+    let mut unsaved = BTreeMap::new();
+    let containers = pods
+        .iter()
+        .map(|pod| {
+            let container = plan.container(pod)?;
+            plan.keep_original(pod, container, &mut data, &mut unsaved)?;
+            Ok(container)
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    plan.store.save_all(&unsaved)?;
     let mut waiting = false;
-    for (index, pod) in pods.iter().enumerate() {
+    let mut commits = Vec::new();
+    for (index, (pod, container)) in pods.iter().zip(containers).enumerate() {
         if started.elapsed() > WORK_BUDGET {
             return Ok(Progress::RetryAfter(1));
         }
-        match plan.pod(pod, index, &mut data)? {
+        match plan.pod(pod, container, index)? {
             PodState::Configured => {}
             PodState::Waiting => waiting = true,
+            PodState::Commit(commit) => commits.push(commit),
         }
+    }
+    // Every pod's config at once: the pods answer in parallel.
+    let scripts: Vec<(&str, String)> = commits
+        .iter()
+        .map(|c| (c.pod.as_str(), c.script.clone()))
+        .collect();
+    let outputs = ctx.run_scripts(&scripts);
+    let mut failure = None;
+    for (commit, output) in commits.into_iter().zip(outputs) {
+        match plan.committed(commit, output) {
+            Ok(PodState::Configured) => {}
+            Ok(_) => waiting = true,
+            // Each pod's outcome is reported; the first failure is returned.
+            Err(err) => {
+                failure.get_or_insert(err);
+            }
+        }
+    }
+    if let Some(err) = failure {
+        return Err(err);
     }
     Ok(if waiting {
         Progress::WhenPodsChange
@@ -117,25 +164,23 @@ pub fn install(ctx: &Ctx) -> Result<Progress, Error> {
 }
 
 impl Plan<'_> {
-    fn pod(
-        &self,
-        pod: &Pod,
-        index: usize,
-        data: &mut BTreeMap<String, String>,
-    ) -> Result<PodState, Error> {
-        let ctx = self.ctx;
-        let (ns, name, carrier) = (ctx.target_namespace(), pods::name(pod), ctx.carrier_image());
-        let container = pods::container(pod, ctx.container()).ok_or_else(|| {
+    /// The target container of `pod`.
+    fn container<'p>(&self, pod: &'p Pod) -> Result<&'p Container, Error> {
+        pods::container(pod, self.ctx.container()).ok_or_else(|| {
             Error::invalid_input(format!(
-                "container `{}` not found in pod `{name}` of {}",
-                ctx.container(),
+                "container `{}` not found in pod `{}` of {}",
+                self.ctx.container(),
+                pods::name(pod),
                 self.workload.describe()
             ))
-        })?;
+        })
+    }
 
-        // The original is in both places before (and while) the pod runs Carrier2.
-        self.keep_original(pod, container, data)?;
-
+    /// Puts Carrier2 into `pod` (whose original is kept already), or, once
+    /// it runs, the commit of its config.
+    fn pod(&self, pod: &Pod, container: &Container, index: usize) -> Result<PodState, Error> {
+        let ctx = self.ctx;
+        let (ns, name, carrier) = (ctx.target_namespace(), pods::name(pod), ctx.carrier_image());
         let spec_runs_carrier = container
             .image
             .as_deref()
@@ -179,7 +224,7 @@ impl Plan<'_> {
             Some(running) if pods::same_image(running, carrier) => {}
             _ => return Ok(PodState::Waiting),
         }
-        self.configure(pod, container, index)
+        self.commit(pod, container, index).map(PodState::Commit)
     }
 
     /// Makes sure the original of `container` is in the restore ConfigMap
@@ -193,6 +238,7 @@ impl Plan<'_> {
         pod: &Pod,
         container: &Container,
         data: &mut BTreeMap<String, String>,
+        unsaved: &mut BTreeMap<String, String>,
     ) -> Result<(), Error> {
         let ctx = self.ctx;
         let (ns, name, carrier) = (ctx.target_namespace(), pods::name(pod), ctx.carrier_image());
@@ -213,7 +259,10 @@ impl Plan<'_> {
                 {
                     Ok(())
                 }
-                _ => self.save(data, &entry),
+                _ => {
+                    self.save(data, unsaved, &entry);
+                    Ok(())
+                }
             };
         }
         let stored = original::from_entry(found.map(|(_, e)| e), pod, carrier);
@@ -249,7 +298,11 @@ impl Plan<'_> {
             original::Choice::Unknown => (self.template_original(pod, container)?, true, true),
         };
         if save_entry {
-            self.save(data, &self.entry(pod, &container.name, original.clone()))?;
+            self.save(
+                data,
+                unsaved,
+                &self.entry(pod, &container.name, original.clone()),
+            );
         }
         if annotate {
             let patch = json!({ "metadata": { "annotations": {
@@ -278,15 +331,21 @@ impl Plan<'_> {
         }
     }
 
-    fn save(&self, data: &mut BTreeMap<String, String>, entry: &Entry) -> Result<(), Error> {
+    /// Notes `entry` as saved in `data` and as still to be written in
+    /// `unsaved` (written, all at once, before any pod is patched).
+    fn save(
+        &self,
+        data: &mut BTreeMap<String, String>,
+        unsaved: &mut BTreeMap<String, String>,
+        entry: &Entry,
+    ) {
         let key = entry_key(
             self.ctx.target_namespace(),
             entry.pod.as_deref().unwrap_or_default(),
             entry.container.as_deref().unwrap_or_default(),
         );
-        self.store.save(&key, entry)?;
-        data.insert(key, entry.encode());
-        Ok(())
+        data.insert(key.clone(), entry.encode());
+        unsaved.insert(key, entry.encode());
     }
 
     /// The original of a container that runs Carrier2 with its original
@@ -312,9 +371,9 @@ impl Plan<'_> {
         Ok(current_config(self.template_container))
     }
 
-    /// Writes the Carrier2 config (and TLS files) into the pod unless it
-    /// holds them already, and reloads Carrier2.
-    fn configure(&self, pod: &Pod, container: &Container, index: usize) -> Result<PodState, Error> {
+    /// The script that writes the Carrier2 config (and TLS files) into the
+    /// pod unless it holds them already, and reloads Carrier2.
+    fn commit(&self, pod: &Pod, container: &Container, index: usize) -> Result<Commit, Error> {
         let ctx = self.ctx;
         let (ns, name) = (ctx.target_namespace(), pods::name(pod));
         let ports = carrier_config::container_ports(container);
@@ -325,8 +384,24 @@ impl Plan<'_> {
                     Error::invalid_input(format!("{why} (pod `{name}` in namespace `{ns}`)"))
                 })?;
         let files = carrier_config::desired_files(&config, &tls_files);
+        Ok(Commit {
+            pod: name.to_string(),
+            index,
+            container: container.name.clone(),
+            ports,
+            script: carrier_config::configure_script(&files),
+        })
+    }
 
-        let output = match ctx.run_script(name, &carrier_config::configure_script(&files)) {
+    /// What the commit's script did in its pod.
+    fn committed(
+        &self,
+        commit: Commit,
+        output: Result<ExecOutput, ClusterError>,
+    ) -> Result<PodState, Error> {
+        let ns = self.ctx.target_namespace();
+        let name = &commit.pod;
+        let output = match output {
             Ok(output) => output,
             Err(ClusterError::NotFound(_)) => return Ok(PodState::Waiting),
             Err(err) => return Err(err.into()),
@@ -344,9 +419,10 @@ impl Plan<'_> {
                 &format!(
                     "Pod `{name}` ({} of {}) in namespace `{ns}`: Carrier2 proxies port(s) {} to \
                      Service `{}`",
-                    index + 1,
+                    commit.index + 1,
                     self.total,
-                    ports
+                    commit
+                        .ports
                         .iter()
                         .map(i32::to_string)
                         .collect::<Vec<_>>()
@@ -361,14 +437,14 @@ impl Plan<'_> {
         if all.contains(carrier_config::PANIC_MARK) {
             return Err(Error::failed(format!(
                 "Carrier2 in pod `{name}` (namespace `{ns}`, container `{}`) refused its config: {tail}",
-                container.name
+                commit.container
             )));
         }
         Err(Error::temporary(
             format!(
                 "Carrier2 in pod `{name}` (namespace `{ns}`, container `{}`) did not start with \
                  its config (exit code {}): {tail}",
-                container.name, output.exit_code
+                commit.container, output.exit_code
             ),
             TRANSIENT_RETRY_SECONDS,
         ))

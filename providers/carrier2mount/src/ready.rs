@@ -127,17 +127,26 @@ fn upstream_condition(ctx: &Ctx, originals: &[Pod]) -> Condition {
     if total == 0 {
         return Condition::new(UPSTREAM_SET, false, "no original pods found");
     }
+    let runs_carrier = |pod: &Pod| {
+        pods::running_image(pod, ctx.container())
+            .is_some_and(|image| pods::same_image(image, ctx.carrier_image()))
+    };
+    // Read back from every pod that runs Carrier2 at once.
+    let reading: Vec<(&str, String)> = originals
+        .iter()
+        .filter(|pod| runs_carrier(pod))
+        .map(|pod| (pods::name(pod), carrier_config::cat_config_script()))
+        .collect();
+    let mut outputs = ctx.run_scripts(&reading).into_iter();
     let mut missing = Vec::new();
     for pod in originals {
         let name = pods::name(pod);
-        let runs_carrier = pods::running_image(pod, ctx.container())
-            .is_some_and(|image| pods::same_image(image, ctx.carrier_image()));
-        if !runs_carrier {
+        if !runs_carrier(pod) {
             missing.push(format!("{name} does not run Carrier2 yet"));
             continue;
         }
-        match ctx.run_script(name, &carrier_config::cat_config_script()) {
-            Ok(output) if output.exit_code == 0 => {
+        match outputs.next() {
+            Some(Ok(output)) if output.exit_code == 0 => {
                 if !carrier_config::has_cluster_upstream(&String::from_utf8_lossy(&output.stdout)) {
                     missing.push(format!(
                         "{name}: {} has no clusterUpstream",
@@ -145,12 +154,13 @@ fn upstream_condition(ctx: &Ctx, originals: &[Pod]) -> Condition {
                     ));
                 }
             }
-            Ok(output) => missing.push(format!(
+            Some(Ok(output)) => missing.push(format!(
                 "{name}: cannot read {} ({})",
                 carrier_config::CONFIG_PATH,
                 carrier_config::tail(&String::from_utf8_lossy(&output.stderr), 1)
             )),
-            Err(err) => missing.push(format!("{name}: exec failed: {err:?}")),
+            Some(Err(err)) => missing.push(format!("{name}: exec failed: {err:?}")),
+            None => missing.push(format!("{name}: the host answered no read-back")),
         }
     }
     if missing.is_empty() {

@@ -187,9 +187,13 @@ impl Store {
         Ok(self.read()?.and_then(|cm| cm.data).unwrap_or_default())
     }
 
-    /// Writes one entry, creating the ConfigMap if needed.
-    pub fn save(&self, key: &str, entry: &Entry) -> Result<(), Error> {
-        let patch = json!({ "data": { key: entry.encode() } });
+    /// Writes `entries` (key -> encoded entry) in one write, creating the
+    /// ConfigMap if needed; nothing to write is no write.
+    pub fn save_all(&self, entries: &BTreeMap<String, String>) -> Result<(), Error> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let patch = json!({ "data": entries });
         match self.merge(&patch) {
             Err(ClusterError::NotFound(_)) => {}
             other => return other.map_err(Error::from),
@@ -200,7 +204,7 @@ impl Store {
                 namespace: Some(self.namespace.clone()),
                 ..Default::default()
             },
-            data: Some([(key.to_string(), entry.encode())].into()),
+            data: Some(entries.clone()),
             ..Default::default()
         };
         match cluster::create(&self.namespace, &config_map) {

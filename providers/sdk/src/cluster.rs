@@ -10,7 +10,7 @@ use serde::{Serialize, de::DeserializeOwned};
 
 use crate::bridge_mount::bindings::pontoon::provider::cluster as imports;
 
-pub use imports::{ClusterError, EventType, ExecOutput, ObjectRef, PatchType};
+pub use imports::{ClusterError, EventType, ExecOutput, ExecRequest, ObjectRef, PatchType};
 
 /// The generated, JSON-text functions of the `cluster` interface.
 pub mod raw {
@@ -125,6 +125,13 @@ pub fn exec(
 ) -> Result<ExecOutput, ClusterError> {
     let command: Vec<String> = command.iter().map(|s| s.to_string()).collect();
     imports::exec(namespace, pod, container, &command, stdin)
+}
+
+/// Runs several commands at once, each as [`exec`] would; the results in
+/// the order of `requests`. The same work in every pod of a workload takes
+/// about as long as the slowest pod instead of the sum of all.
+pub fn exec_all(requests: &[ExecRequest]) -> Vec<Result<ExecOutput, ClusterError>> {
+    imports::exec_all(requests)
 }
 
 /// Posts an Event on the mount being served.

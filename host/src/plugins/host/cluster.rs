@@ -1,6 +1,7 @@
 //! The `cluster` interface: what a provider may do on the cluster, checked
 //! against its capability scope before anything is sent.
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api,
@@ -16,7 +17,7 @@ use crate::metrics::METRICS;
 use crate::plugins::{
     Journal,
     access::{ClusterAccess, api_error},
-    bindings::{ClusterError, EventType, ExecOutput, ObjectRef, PatchType, Verb},
+    bindings::{ClusterError, EventType, ExecOutput, ExecRequest, ObjectRef, PatchType, Verb},
     scope::Request,
     state::CallState,
 };
@@ -135,6 +136,53 @@ impl CallState {
         })?;
         let api = access.api(&s.api_version, &s.kind, namespace).await?;
         Ok((access, api))
+    }
+}
+
+/// How many commands of one `exec-all` run at the same time: enough for the
+/// pods of a workload to answer together, few enough that a mount of a
+/// large workload does not open hundreds of streams to the API server at once.
+const EXEC_ALL_CONCURRENCY: usize = 16;
+
+/// One command the scope allowed, with what running it needs.
+struct ExecRun {
+    pods: Api<Pod>,
+    journal: Option<std::sync::Arc<Journal>>,
+    request: ExecRequest,
+}
+
+impl ExecRun {
+    async fn run(self) -> Result<ExecOutput, ClusterError> {
+        let ExecRequest {
+            pod,
+            container,
+            command,
+            stdin,
+            ..
+        } = self.request;
+        let output = exec(&self.pods, &pod, &container, command, stdin).await?;
+        if let Some(journal) = self.journal {
+            journal.executed();
+        }
+        Ok(output)
+    }
+}
+
+impl CallState {
+    /// `request` ready to run, if the scope allows it.
+    fn exec_run(&self, request: ExecRequest) -> Result<ExecRun, ClusterError> {
+        let access = self.allowed(Request {
+            api_version: "v1",
+            kind: "Pod",
+            verb: Verb::Exec,
+            namespace: &request.namespace,
+            name: Some(&request.pod),
+        })?;
+        Ok(ExecRun {
+            pods: Api::namespaced(access.client.clone(), &request.namespace),
+            journal: access.journal.clone(),
+            request,
+        })
     }
 }
 
@@ -291,21 +339,29 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
         command: Vec<String>,
         stdin: Option<Vec<u8>>,
     ) -> Result<ExecOutput, ClusterError> {
-        let request = Request {
-            api_version: "v1",
-            kind: "Pod",
-            verb: Verb::Exec,
-            namespace: &namespace,
-            name: Some(&pod),
-        };
-        let access = self.allowed(request)?;
-        let journal = access.journal.clone();
-        let pods: Api<Pod> = Api::namespaced(access.client.clone(), &namespace);
-        let output = exec(&pods, &pod, &container, command, stdin).await?;
-        if let Some(journal) = journal {
-            journal.executed();
-        }
-        Ok(output)
+        self.exec_run(ExecRequest {
+            namespace,
+            pod,
+            container,
+            command,
+            stdin,
+        })?
+        .run()
+        .await
+    }
+
+    async fn exec_all(
+        &mut self,
+        requests: Vec<ExecRequest>,
+    ) -> Vec<Result<ExecOutput, ClusterError>> {
+        // Each command is checked as `exec` checks it, all before any runs:
+        // a denied one fails on its own and never reaches the API server.
+        let runs: Vec<_> = requests.into_iter().map(|r| self.exec_run(r)).collect();
+        futures::stream::iter(runs)
+            .map(|run| async move { run?.run().await })
+            .buffered(EXEC_ALL_CONCURRENCY)
+            .collect()
+            .await
     }
 
     async fn event(
