@@ -1401,6 +1401,7 @@ fn rbac_is_what_was_called(
         ("coordination.k8s.io", "leases", "update", "leader election"),
         ("events.k8s.io", "events", "patch", "an Event repeated (the recorder counts it on the first)"),
         ("gateway.networking.k8s.io", "backendtlspolicies/status", "patch", "a Gateway whose backends a BackendTLSPolicy names writes its entry in the policy's status (gateway_protocols, the conformance suite)"),
+        ("gateway.networking.k8s.io", "listenersets/status", "patch", "a Gateway writes the status of the ListenerSets naming it (gateway::listener_sets_*, the conformance suite)"),
     ]
     .into_iter()
     .map(|(g, r, v, why)| ((g.to_string(), r.to_string(), v.to_string()), why))

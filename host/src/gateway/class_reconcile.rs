@@ -47,6 +47,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRouteRequestTimeout",
     "HTTPRouteResponseHeaderModification",
     "HTTPRouteSchemeRedirect",
+    "ListenerSet",
     "ReferenceGrant",
     "TLSRoute",
 ];

@@ -10,8 +10,8 @@ use std::{
 
 use gateway_api::{
     backendtlspolicies::BackendTlsPolicy, gatewayclasses::GatewayClass, gateways::Gateway,
-    grpcroutes::GrpcRoute, httproutes::HttpRoute, referencegrants::ReferenceGrant,
-    tlsroutes::TlsRoute,
+    grpcroutes::GrpcRoute, httproutes::HttpRoute, listenersets::ListenerSet,
+    referencegrants::ReferenceGrant, tlsroutes::TlsRoute,
 };
 use k8s_openapi::api::{
     apps::v1::Deployment,
@@ -30,7 +30,10 @@ use kube::{
 use super::{
     apply_plan::Applied,
     config::GenerateOptions,
-    resolve::view::{ClusterView, SERVICE_NAME_LABEL},
+    resolve::{
+        listener_sets::SetRef,
+        view::{ClusterView, SERVICE_NAME_LABEL},
+    },
     route_kinds::RouteKind,
     translate::Translator,
 };
@@ -66,6 +69,8 @@ pub struct Stores {
     pub pods: Store<Pod>,
     /// BackendTLSPolicies (empty where their CRD is not installed).
     pub backend_tls_policies: Store<BackendTlsPolicy>,
+    /// ListenerSets (empty where their CRD is not installed).
+    pub listener_sets: Store<ListenerSet>,
 }
 
 /// What one Gateway's config was built from, besides its routes.
@@ -79,6 +84,8 @@ pub struct References {
     pub config_maps: HashSet<(String, String)>,
     /// (kind, namespace, name) of every route that named it.
     pub routes: HashSet<(RouteKind, String, String)>,
+    /// Every ListenerSet that named it.
+    pub listener_sets: HashSet<SetRef>,
 }
 
 pub struct GatewayContext {
@@ -181,6 +188,15 @@ impl GatewayContext {
         self.references()
             .iter()
             .filter(|(_, r)| r.routes.contains(&key))
+            .map(|(g, _)| g.clone())
+            .collect()
+    }
+
+    /// The Gateways the ListenerSet `set` named last time they were judged.
+    pub fn gateways_serving_listener_set(&self, set: &SetRef) -> Vec<ObjectRef<Gateway>> {
+        self.references()
+            .iter()
+            .filter(|(_, r)| r.listener_sets.contains(set))
             .map(|(g, _)| g.clone())
             .collect()
     }
@@ -305,5 +321,9 @@ impl ClusterView for StoreView<'_> {
             .config_maps
             .get(&(namespace.to_string(), name.to_string()))
             .cloned()
+    }
+
+    fn listener_sets(&self) -> Vec<Arc<ListenerSet>> {
+        self.stores.listener_sets.state()
     }
 }

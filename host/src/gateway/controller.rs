@@ -8,8 +8,8 @@ use std::{future::Future, sync::Arc};
 use futures::{FutureExt, StreamExt, stream::BoxStream};
 use gateway_api::{
     backendtlspolicies::BackendTlsPolicy, gatewayclasses::GatewayClass, gateways::Gateway,
-    grpcroutes::GrpcRoute, httproutes::HttpRoute, referencegrants::ReferenceGrant,
-    tlsroutes::TlsRoute,
+    grpcroutes::GrpcRoute, httproutes::HttpRoute, listenersets::ListenerSet,
+    referencegrants::ReferenceGrant, tlsroutes::TlsRoute,
 };
 use k8s_openapi::api::{
     apps::v1::Deployment,
@@ -33,7 +33,10 @@ use super::{
     Error, children, class_reconcile,
     context::{GatewayContext, GatewaySettings, Stores},
     gateway_reconcile, judgement,
-    resolve::view::SERVICE_NAME_LABEL,
+    resolve::{
+        listener_sets::{self, SetRef},
+        view::SERVICE_NAME_LABEL,
+    },
     route_kinds::{RouteKind, RouteResource},
     route_reconcile,
     shared_watch::SharedWatch,
@@ -61,6 +64,7 @@ pub async fn run(
     let serve_grpc = installed::<GrpcRoute>(&client).await?;
     let serve_tls = installed::<TlsRoute>(&client).await?;
     let serve_backend_tls = installed::<BackendTlsPolicy>(&client).await?;
+    let serve_listener_sets = installed::<ListenerSet>(&client).await?;
     health.expect(CACHES);
     let mut classes = SharedWatch::<GatewayClass>::new();
     let mut gateways = SharedWatch::<Gateway>::new();
@@ -79,6 +83,7 @@ pub async fn run(
     // before the ReplicaSet and then the Deployment report it.
     let mut pods = SharedWatch::<Pod>::new();
     let mut backend_tls_policies = SharedWatch::<BackendTlsPolicy>::new();
+    let mut listener_sets = SharedWatch::<ListenerSet>::new();
 
     let stores = Stores {
         classes: classes.store.clone(),
@@ -94,6 +99,7 @@ pub async fn run(
         config_maps: config_maps.store.clone(),
         pods: pods.store.clone(),
         backend_tls_policies: backend_tls_policies.store.clone(),
+        listener_sets: listener_sets.store.clone(),
     };
     let ctx = Arc::new(GatewayContext::new(
         client.clone(),
@@ -165,6 +171,8 @@ pub async fn run(
             gateways
         };
         let c = ctx.clone();
+        let by_listener_set = move |set: Arc<ListenerSet>| gateways_of_listener_set(&c, &set);
+        let c = ctx.clone();
         let by_secret = move |s: PartialObjectMeta<Secret>| {
             c.gateways_using_secret(&s.namespace().unwrap_or_default(), &s.name_any())
         };
@@ -183,6 +191,7 @@ pub async fn run(
             .watches_shared_stream(slices.changes(), by_slice)
             .watches_shared_stream(namespaces.changes(), by_namespace)
             .watches_shared_stream(backend_tls_policies.changes(), by_policy)
+            .watches_shared_stream(listener_sets.changes(), by_listener_set)
             .watches_stream(metadata_watch::<Secret>(&client), by_secret)
             .watches_stream(metadata_watch::<ConfigMap>(&client), by_config_map)
     };
@@ -193,6 +202,8 @@ pub async fn run(
         grants: grants.changes().boxed(),
         services: services.changes().boxed(),
         namespaces: namespaces.changes().boxed(),
+        listener_sets: listener_sets.changes().boxed(),
+        listener_set_store: stores.listener_sets.clone(),
     };
     let http_route_controller = route_controller(&mut routes, triggers());
     let grpc_route_controller = serve_grpc.then(|| route_controller(&mut grpc_routes, triggers()));
@@ -210,6 +221,9 @@ pub async fn run(
     }
     if serve_backend_tls {
         backend_tls_policies.start(Api::all(client.clone()), config.clone());
+    }
+    if serve_listener_sets {
+        listener_sets.start(Api::all(client.clone()), config.clone());
     }
     grants.start(Api::all(client.clone()), config.clone());
     services.start(Api::all(client.clone()), config.clone());
@@ -233,6 +247,7 @@ pub async fn run(
             serve_backend_tls,
             stores.backend_tls_policies.wait_until_ready()
         ),
+        optional(serve_listener_sets, stores.listener_sets.wait_until_ready()),
         stores.grants.wait_until_ready(),
         stores.services.wait_until_ready(),
         stores.slices.wait_until_ready(),
@@ -289,6 +304,8 @@ struct RouteTriggers {
     grants: BoxStream<'static, Arc<ReferenceGrant>>,
     services: BoxStream<'static, Arc<Service>>,
     namespaces: BoxStream<'static, Arc<PartialObjectMeta<Namespace>>>,
+    listener_sets: BoxStream<'static, Arc<ListenerSet>>,
+    listener_set_store: Store<ListenerSet>,
 }
 
 /// The controller of routes of one kind: a route's status changes with the
@@ -299,8 +316,10 @@ fn route_controller<K: RouteResource>(
     triggers: RouteTriggers,
 ) -> Controller<K> {
     let store = routes.store.clone();
+    let (s, sets) = (store.clone(), triggers.listener_set_store.clone());
+    let by_gateway = move |g: Arc<Gateway>| routes_naming(&s, &sets, &g);
     let s = store.clone();
-    let by_gateway = move |g: Arc<Gateway>| routes_naming(&s, &g);
+    let by_listener_set = move |set: Arc<ListenerSet>| routes_naming_set(&s, &set);
     let s = store.clone();
     let all_by_class = move |_: Arc<GatewayClass>| all_routes(&s);
     let s = store.clone();
@@ -316,6 +335,7 @@ fn route_controller<K: RouteResource>(
         .watches_shared_stream(triggers.grants, all_by_grant)
         .watches_shared_stream(triggers.services, by_service)
         .watches_shared_stream(triggers.namespaces, by_namespace)
+        .watches_shared_stream(triggers.listener_sets, by_listener_set)
 }
 
 fn run_routes<K: RouteResource>(
@@ -484,13 +504,49 @@ fn gateways_of_route<K: RouteResource>(ctx: &GatewayContext, route: &K) -> Vec<O
     out
 }
 
-fn routes_naming<K: RouteResource>(store: &Store<K>, gateway: &Gateway) -> Vec<ObjectRef<K>> {
+/// The routes that name `gateway` or one of the ListenerSets naming it.
+fn routes_naming<K: RouteResource>(
+    store: &Store<K>,
+    sets: &Store<ListenerSet>,
+    gateway: &Gateway,
+) -> Vec<ObjectRef<K>> {
+    let sets = listener_sets::naming(gateway, sets.state());
     store
         .state()
         .iter()
-        .filter(|r| judgement::names_gateway(&***r, gateway))
+        .filter(|r| judgement::names_gateway(&***r, gateway, &sets))
         .map(|r| ObjectRef::from_obj(&**r))
         .collect()
+}
+
+/// The routes whose parent references name `set`.
+fn routes_naming_set<K: RouteResource>(store: &Store<K>, set: &ListenerSet) -> Vec<ObjectRef<K>> {
+    let sets = [SetRef::of(set)];
+    store
+        .state()
+        .iter()
+        .filter(|r| {
+            let ns = r.namespace().unwrap_or_default();
+            r.parent_names()
+                .iter()
+                .any(|p| listener_sets::named_by(p, &ns).is_some_and(|s| sets.contains(&s)))
+        })
+        .map(|r| ObjectRef::from_obj(&**r))
+        .collect()
+}
+
+/// The Gateway a ListenerSet names (its listeners are that Gateway's), and
+/// every Gateway that served it before (one it no longer names must drop them).
+fn gateways_of_listener_set(ctx: &GatewayContext, set: &ListenerSet) -> Vec<ObjectRef<Gateway>> {
+    let parent = &set.spec.parent_ref;
+    let namespace = set.namespace().unwrap_or_default();
+    let mut out = vec![
+        ObjectRef::new(&parent.name).within(parent.namespace.as_deref().unwrap_or(&namespace)),
+    ];
+    out.extend(ctx.gateways_serving_listener_set(&SetRef::of(set)));
+    out.sort_by_key(|r| (r.namespace.clone(), r.name.clone()));
+    out.dedup();
+    out
 }
 
 fn all_routes<K: RouteResource>(store: &Store<K>) -> Vec<ObjectRef<K>> {

@@ -14,7 +14,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use gateway_api::gateways::{Gateway, GatewayStatusAddresses};
+use gateway_api::{
+    gateways::{Gateway, GatewayListeners, GatewayStatusAddresses},
+    listenersets::ListenerSet,
+};
 use k8s_openapi::{
     api::{
         apps::v1::Deployment,
@@ -44,11 +47,12 @@ use super::{
     judgement,
     model::GatewayModel,
     resolve::{
-        self, ca_bundles,
-        listeners::{self, ListenerState},
+        self, attach, ca_bundles,
+        listener_sets::{self, Candidate},
+        listeners::{self, Issue, ListenerState},
     },
     route_reconcile, routes,
-    status::{self, DataPlane, GatewayStatusUpdate},
+    status::{self, DataPlane, GatewayStatusUpdate, SetVerdict},
 };
 
 /// Our finalizer, only ever on Gateways of our classes.
@@ -177,9 +181,29 @@ async fn cleanup(gateway: &Gateway, ctx: &GatewayContext) -> Result<(), Error> {
 /// reconcile (only these are read: the operator does not keep every Secret
 /// and ConfigMap of the cluster).
 async fn fetch(gateway: &Gateway, ctx: &GatewayContext) -> Result<Fetched, Error> {
-    let namespace = gateway.namespace().unwrap_or_default();
+    let gateway_namespace = gateway.namespace().unwrap_or_default();
     let mut fetched = Fetched::default();
-    for listener in &gateway.spec.listeners {
+    // The Gateway's listeners, then those of the ListenerSets it takes
+    // (their certificates' default namespace is the set's).
+    let mut declared: Vec<(String, GatewayListeners)> = gateway
+        .spec
+        .listeners
+        .iter()
+        .map(|l| (gateway_namespace.clone(), l.clone()))
+        .collect();
+    let view = StoreView::new(&ctx.stores, Fetched::default());
+    for candidate in listener_sets::candidates(gateway, &view) {
+        if candidate.allowed.is_ok() {
+            let namespace = candidate.reference().namespace;
+            declared.extend(
+                listener_sets::listeners(&candidate.set)
+                    .into_iter()
+                    .map(|l| (namespace.clone(), l)),
+            );
+        }
+    }
+    for (namespace, listener) in &declared {
+        let namespace = namespace.clone();
         let refs = listener
             .tls
             .as_ref()
@@ -200,7 +224,10 @@ async fn fetch(gateway: &Gateway, ctx: &GatewayContext) -> Result<Fetched, Error
             .flat_map(|v| v.refs)
             .filter(|r| r.group.is_empty() && r.kind == "ConfigMap")
         {
-            let ns = r.namespace.clone().unwrap_or_else(|| namespace.clone());
+            let ns = r
+                .namespace
+                .clone()
+                .unwrap_or_else(|| gateway_namespace.clone());
             get_into(ctx, &mut fetched.config_maps, ns, &r.name).await?;
         }
     }
@@ -268,13 +295,16 @@ async fn apply(
     };
     if accepted.is_ok() {
         let stores = &ctx.stores;
-        let mut candidates = judgement::candidate_routes(gateway, stores.routes.state());
+        let sets = attach::sets_of(&states);
+        let mut candidates = judgement::candidate_routes(gateway, &sets, stores.routes.state());
         candidates.extend(judgement::candidate_routes(
             gateway,
+            &sets,
             stores.grpc_routes.state(),
         ));
         candidates.extend(judgement::candidate_routes(
             gateway,
+            &sets,
             stores.tls_routes.state(),
         ));
         judgement::in_precedence_order(&mut candidates);
@@ -300,6 +330,8 @@ async fn apply(
     references
         .secrets
         .extend(resolve::backend_tls::client_certificate_ref(gateway));
+    let set_candidates = listener_sets::candidates(gateway, &view);
+    references.listener_sets = set_candidates.iter().map(Candidate::reference).collect();
     ctx.remember(ObjectRef::from_obj(gateway), references);
     if let Some(claim) = claim {
         claim.await.map_err(|e| Error::Claim(e.to_string()))??;
@@ -309,8 +341,21 @@ async fn apply(
         addresses,
         recheck,
     } = served;
+    // The sets' status first: a client that sees the Gateway's status
+    // current finds its ListenerSets' current too.
+    let attached_listener_sets = write_listener_sets(
+        ctx,
+        &set_candidates,
+        accepted.is_ok(),
+        &states,
+        &attached,
+        &data_plane,
+        now,
+    )
+    .await?;
     let update = GatewayStatusUpdate {
         accepted,
+        attached_listener_sets,
         states: &states,
         attached: &attached,
         data_plane: &data_plane,
@@ -327,6 +372,77 @@ async fn apply(
         _ => RESYNC,
     };
     Ok(Action::requeue(recheck.map_or(next, |r| r.min(next))))
+}
+
+/// Writes the status of every ListenerSet naming the Gateway; how many are
+/// Accepted (the Gateway's `attachedListenerSets`).
+async fn write_listener_sets(
+    ctx: &GatewayContext,
+    candidates: &[Candidate],
+    gateway_accepted: bool,
+    states: &[ListenerState],
+    attached: &[i32],
+    data_plane: &DataPlane,
+    now: Timestamp,
+) -> Result<i32, Error> {
+    let mut accepted = 0;
+    for candidate in candidates {
+        let set = &candidate.set;
+        let reference = candidate.reference();
+        let verdict = match (&candidate.allowed, gateway_accepted) {
+            (Err(issue), _) => SetVerdict::Refused(issue.clone()),
+            (Ok(()), false) => SetVerdict::Refused(Issue::new(
+                "ParentNotAccepted",
+                "the Gateway is not accepted; see its conditions",
+            )),
+            (Ok(()), true) => {
+                let mine: Vec<usize> = (0..states.len())
+                    .filter(|&i| states[i].set.as_ref() == Some(&reference))
+                    .collect();
+                SetVerdict::Taken {
+                    states: mine.iter().map(|&i| &states[i]).collect(),
+                    attached: mine
+                        .iter()
+                        .map(|&i| attached.get(i).copied().unwrap_or(0))
+                        .collect(),
+                }
+            }
+        };
+        let status = status::listener_set(
+            set.status.as_ref(),
+            &verdict,
+            data_plane,
+            set.metadata.generation,
+            now,
+        );
+        let is_accepted = status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Accepted" && c.status == "True");
+        if is_accepted {
+            accepted += 1;
+        }
+        if set.status.as_ref() == Some(&status) {
+            continue;
+        }
+        let api: Api<ListenerSet> = Api::namespaced(ctx.client.clone(), &reference.namespace);
+        let body = json!({ "status": status });
+        match api
+            .patch_status(
+                &reference.name,
+                &PatchParams::default(),
+                &Patch::Merge(&body),
+            )
+            .await
+        {
+            Ok(_) => {}
+            // Deleted meanwhile: nothing to report on.
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(accepted)
 }
 
 /// What the data plane serves, once its config was generated and applied.

@@ -19,6 +19,7 @@ use super::{
     model::{self, GatewayModel},
     resolve::{
         attach, ca_bundles,
+        listener_sets::SetRef,
         listeners::{self, ListenerState},
         view::ClusterView,
     },
@@ -68,24 +69,26 @@ pub fn acceptance(
     Ok(())
 }
 
-/// Whether one of the route's parent references names the Gateway.
-pub fn names_gateway<K: RouteResource>(route: &K, gateway: &Gateway) -> bool {
+/// Whether one of the route's parent references names the Gateway or one
+/// of `sets` (its ListenerSets).
+pub fn names_gateway<K: RouteResource>(route: &K, gateway: &Gateway, sets: &[SetRef]) -> bool {
     let ns = route.namespace().unwrap_or_default();
     route
         .parent_names()
         .iter()
-        .any(|p| attach::names_gateway(p, &ns, gateway))
+        .any(|p| attach::names_gateway_or_set(p, &ns, gateway, sets))
 }
 
 /// Of `routes` (one kind), the ones that name this Gateway, in HTTPRoute's
 /// shape; [`in_precedence_order`] once every kind is in.
 pub fn candidate_routes<K: RouteResource>(
     gateway: &Gateway,
+    sets: &[SetRef],
     routes: impl IntoIterator<Item = Arc<K>>,
 ) -> Vec<AnyRoute> {
     routes
         .into_iter()
-        .filter(|r| names_gateway(&**r, gateway))
+        .filter(|r| names_gateway(&**r, gateway, sets))
         .map(|r| r.to_any())
         .collect()
 }
@@ -430,7 +433,7 @@ mod tests {
                 json!({ "name": "gw" }),
             ),
         ];
-        let mut candidates = candidate_routes(&gw, routes);
+        let mut candidates = candidate_routes(&gw, &[], routes);
         in_precedence_order(&mut candidates);
         let names: Vec<String> = candidates
             .iter()

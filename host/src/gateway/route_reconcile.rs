@@ -18,7 +18,7 @@ use serde_json::json;
 use super::{
     Error,
     context::{GatewayContext, StoreView},
-    resolve::{attach, listeners},
+    resolve::{attach, listener_sets, listeners},
     route_kinds::{AnyRoute, RouteResource},
     routes,
     status::{route_parent, same_parent},
@@ -40,22 +40,44 @@ pub async fn reconcile<K: RouteResource>(
         .unwrap_or_default();
     let controller = ctx.settings.controller_name.clone();
 
-    // The Gateways of ours this route names, each once.
+    // The Gateways of ours this route names, directly or through one of
+    // their ListenerSets, each once.
     let mut gateways: Vec<Arc<Gateway>> = Vec::new();
     for parent in route.spec.parent_refs.iter().flatten() {
-        if parent.group.as_deref().unwrap_or(listeners::GATEWAY_GROUP) != listeners::GATEWAY_GROUP
-            || parent.kind.as_deref().unwrap_or("Gateway") != "Gateway"
-        {
+        if parent.group.as_deref().unwrap_or(listeners::GATEWAY_GROUP) != listeners::GATEWAY_GROUP {
             continue;
         }
-        let ns = parent
-            .namespace
-            .clone()
-            .unwrap_or_else(|| namespace.clone());
+        let (ns, name) =
+            match parent.kind.as_deref().unwrap_or("Gateway") {
+                "Gateway" => (
+                    parent
+                        .namespace
+                        .clone()
+                        .unwrap_or_else(|| namespace.clone()),
+                    parent.name.clone(),
+                ),
+                listener_sets::KIND => {
+                    let set_ns = parent.namespace.as_deref().unwrap_or(&namespace);
+                    let Some(set) = ctx.stores.listener_sets.get(
+                        &kube::runtime::reflector::ObjectRef::new(&parent.name).within(set_ns),
+                    ) else {
+                        continue;
+                    };
+                    let gateway = &set.spec.parent_ref;
+                    (
+                        gateway
+                            .namespace
+                            .clone()
+                            .unwrap_or_else(|| set_ns.to_string()),
+                        gateway.name.clone(),
+                    )
+                }
+                _ => continue,
+            };
         let Some(gateway) = ctx
             .stores
             .gateways
-            .get(&kube::runtime::reflector::ObjectRef::new(&parent.name).within(&ns))
+            .get(&kube::runtime::reflector::ObjectRef::new(&name).within(&ns))
         else {
             continue;
         };
@@ -126,12 +148,13 @@ pub async fn forget_gateway<K: RouteResource>(
         .map(|s| s.parents.clone())
         .unwrap_or_default();
     let controller = &ctx.settings.controller_name;
+    let sets = listener_sets::naming(gateway, ctx.stores.listener_sets.state());
     let kept: Vec<HttpRouteStatusParents> = previous
         .iter()
         .filter(|p| {
             p.controller_name != *controller
                 || !route.spec.parent_refs.iter().flatten().any(|r| {
-                    attach::names_gateway(r, &namespace, gateway)
+                    attach::names_gateway_or_set(r, &namespace, gateway, &sets)
                         && same_parent(&p.parent_ref, r, &namespace)
                 })
         })

@@ -119,12 +119,13 @@ fn judge(
     let namespace = route.metadata.namespace.clone().unwrap_or_default();
     let name = route.metadata.name.clone().unwrap_or_default();
     let hostnames = route.spec.hostnames.clone().unwrap_or_default();
+    let sets = attach::sets_of(listeners);
     let parents: Vec<ParentVerdict> = route
         .spec
         .parent_refs
         .iter()
         .flatten()
-        .filter(|p| attach::names_gateway(*p, &namespace, gateway))
+        .filter(|p| attach::names_gateway_or_set(*p, &namespace, gateway, &sets))
         .map(|p| ParentVerdict {
             parent: p.clone(),
             accepted: attach::attach(kind, &namespace, &hostnames, p, gateway, listeners, view),

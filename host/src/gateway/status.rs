@@ -10,6 +10,7 @@ use gateway_api::{
         GatewayStatusListenersSupportedKinds,
     },
     httproutes::{HttpRouteParentRefs, HttpRouteStatusParents, HttpRouteStatusParentsParentRef},
+    listenersets::{ListenerSetStatus, ListenerSetStatusListeners},
 };
 use k8s_openapi::{
     api::core::v1::Service, apimachinery::pkg::apis::meta::v1::Condition, jiff::Timestamp,
@@ -41,9 +42,13 @@ pub enum DataPlane {
 pub struct GatewayStatusUpdate<'a> {
     /// `Err` with the reason and message when the Gateway is not accepted.
     pub accepted: Result<(), (&'static str, String)>,
+    /// Its merged listeners (its own first, then its ListenerSets'); its
+    /// status lists its own only.
     pub states: &'a [ListenerState],
-    /// Routes attached to each listener, in the Gateway's order.
+    /// Routes attached to each listener, in the same order.
     pub attached: &'a [i32],
+    /// ListenerSets it takes that are Accepted.
+    pub attached_listener_sets: i32,
     pub data_plane: &'a DataPlane,
     /// The data plane Service's load-balancer addresses.
     pub addresses: Vec<GatewayStatusAddresses>,
@@ -67,17 +72,19 @@ impl GatewayStatusUpdate<'_> {
             self.generation,
             self.now,
         );
+        let own = self.states.iter().take_while(|s| s.set.is_none()).count();
         let listeners = listeners(
             current.listeners.as_deref().unwrap_or_default(),
-            self.states,
-            self.attached,
+            &self.states[..own],
+            &self.attached[..own.min(self.attached.len())],
             self.data_plane,
             self.generation,
             self.now,
         );
         let unchanged = current.conditions.as_ref() == Some(&conditions)
             && current.listeners.as_ref() == Some(&listeners)
-            && current.addresses.clone().unwrap_or_default() == self.addresses;
+            && current.addresses.clone().unwrap_or_default() == self.addresses
+            && current.attached_listener_sets.unwrap_or(0) == self.attached_listener_sets;
         if unchanged {
             return None;
         }
@@ -90,6 +97,7 @@ impl GatewayStatusUpdate<'_> {
             "conditions": conditions,
             "listeners": listeners,
             "addresses": addresses,
+            "attachedListenerSets": self.attached_listener_sets,
         } }))
     }
 }
@@ -298,6 +306,106 @@ pub fn same_parent(
         && entry.port == p.port
 }
 
+/// Where a ListenerSet stands with its Gateway.
+#[derive(Clone, Debug)]
+pub enum SetVerdict<'a> {
+    /// Its Gateway's `allowedListeners` refuses it (reason NotAllowed), or
+    /// the Gateway is not accepted (ParentNotAccepted).
+    Refused(Issue),
+    /// Taken: its listeners in the merged list, with their attached routes.
+    Taken {
+        states: Vec<&'a ListenerState>,
+        attached: Vec<i32>,
+    },
+}
+
+/// A ListenerSet's status: `Accepted`/`Programmed` and its listeners.
+/// `Accepted` when at least one of its listeners is valid.
+pub fn listener_set(
+    previous: Option<&ListenerSetStatus>,
+    verdict: &SetVerdict<'_>,
+    data_plane: &DataPlane,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> ListenerSetStatus {
+    let previous = previous.cloned().unwrap_or_default();
+    let (observed, listeners) = match verdict {
+        SetVerdict::Refused(issue) => (
+            vec![
+                Observed::new("Accepted", false, issue.reason, issue.message.clone()),
+                Observed::new("Programmed", false, issue.reason, issue.message.clone()),
+            ],
+            Vec::new(),
+        ),
+        SetVerdict::Taken { states, attached } => {
+            let before: Vec<GatewayStatusListeners> = previous
+                .listeners
+                .iter()
+                .flatten()
+                .filter_map(|l| convert(l))
+                .collect();
+            let owned: Vec<ListenerState> = states.iter().map(|s| (*s).clone()).collect();
+            let listeners: Vec<ListenerSetStatusListeners> =
+                listeners(&before, &owned, attached, data_plane, generation, now)
+                    .iter()
+                    .filter_map(convert)
+                    .collect();
+            let observed = if !states.iter().any(|s| s.programmable()) {
+                let why = "no listener of the ListenerSet is valid; see its listeners' conditions";
+                vec![
+                    Observed::new("Accepted", false, "ListenersNotValid", why),
+                    Observed::new("Programmed", false, "ListenersNotValid", why),
+                ]
+            } else {
+                let programmed = match data_plane {
+                    DataPlane::Ready | DataPlane::AddressNotUsable(_) => Observed::new(
+                        "Programmed",
+                        true,
+                        "Programmed",
+                        "its valid listeners are served by the Gateway's Praxis data plane",
+                    ),
+                    DataPlane::Pending(why) => {
+                        Observed::new("Programmed", false, "Pending", why.clone())
+                    }
+                    DataPlane::Absent => Observed::new(
+                        "Programmed",
+                        false,
+                        "ParentNotProgrammed",
+                        "the Gateway is not served",
+                    ),
+                };
+                vec![
+                    Observed::new(
+                        "Accepted",
+                        true,
+                        "Accepted",
+                        "the Gateway takes the ListenerSet",
+                    ),
+                    programmed,
+                ]
+            };
+            (observed, listeners)
+        }
+    };
+    ListenerSetStatus {
+        conditions: Some(merged(
+            previous.conditions.as_deref().unwrap_or_default(),
+            &observed,
+            generation,
+            now,
+        )),
+        listeners: Some(listeners),
+    }
+}
+
+/// Between the Gateway's and a ListenerSet's listener status (the same
+/// fields under two names).
+fn convert<From: serde::Serialize, To: serde::de::DeserializeOwned>(from: &From) -> Option<To> {
+    serde_json::to_value(from)
+        .ok()
+        .and_then(|v| serde_json::from_value(v).ok())
+}
+
 /// The Gateway's own conditions.
 pub fn gateway_conditions(
     previous: &[Condition],
@@ -476,6 +584,7 @@ mod tests {
     ) -> GatewayStatusUpdate<'a> {
         GatewayStatusUpdate {
             accepted: Ok(()),
+            attached_listener_sets: 0,
             states,
             attached: &[1, 0],
             data_plane,

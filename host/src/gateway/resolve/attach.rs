@@ -11,6 +11,7 @@ use gateway_api::{
 
 use super::{
     hostnames,
+    listener_sets::{self, SetRef},
     listeners::{AllowedNamespaces, GATEWAY_GROUP, Issue, ListenerState},
     view::ClusterView,
 };
@@ -34,8 +35,27 @@ pub fn names_gateway(parent: &impl NamesParent, route_namespace: &str, gateway: 
         && Some(parent.name()) == gateway.metadata.name.as_deref()
 }
 
+/// Whether `parent` names `gateway` or one of `sets` (its ListenerSets).
+pub fn names_gateway_or_set(
+    parent: &impl NamesParent,
+    route_namespace: &str,
+    gateway: &Gateway,
+    sets: &[SetRef],
+) -> bool {
+    names_gateway(parent, route_namespace, gateway)
+        || listener_sets::named_by(parent, route_namespace).is_some_and(|s| sets.contains(&s))
+}
+
+/// The ListenerSets among `listeners`' declarers.
+pub fn sets_of(listeners: &[ListenerState]) -> Vec<SetRef> {
+    let mut sets: Vec<SetRef> = listeners.iter().filter_map(|l| l.set.clone()).collect();
+    sets.dedup();
+    sets
+}
+
 /// The listeners `parent` attaches the route (of `kind`) to, or why it
-/// attaches to none.
+/// attaches to none. A parent reference to the Gateway reaches its own
+/// listeners only; one to a ListenerSet, that set's only.
 pub fn attach(
     kind: RouteKind,
     route_namespace: &str,
@@ -46,9 +66,15 @@ pub fn attach(
     view: &dyn ClusterView,
 ) -> Result<Vec<Attachment>, Issue> {
     let gateway_namespace = gateway.metadata.namespace.as_deref().unwrap_or_default();
+    let set = listener_sets::named_by(parent, route_namespace);
+    let parent_name = match &set {
+        None => format!("Gateway {gateway_namespace}/{}", parent.name),
+        Some(set) => format!("ListenerSet {set}"),
+    };
     let candidates: Vec<(usize, &ListenerState)> = listeners
         .iter()
         .enumerate()
+        .filter(|(_, l)| l.set == set)
         .filter(|(_, l)| parent.section_name.as_deref().is_none_or(|s| s == l.name))
         .filter(|(_, l)| parent.port.is_none_or(|p| i32::from(l.port) == p))
         .collect();
@@ -61,20 +87,19 @@ pub fn attach(
         };
         return Err(Issue::new(
             "NoMatchingParent",
-            format!("Gateway {gateway_namespace}/{} has no {what}", parent.name),
+            format!("{parent_name} has no {what}"),
         ));
     }
     let allowed: Vec<(usize, &ListenerState)> = candidates
         .into_iter()
         .filter(|(_, l)| l.usable() && l.supported_kinds.contains(&kind))
-        .filter(|(_, l)| namespace_allowed(&l.allowed, gateway_namespace, route_namespace, view))
+        .filter(|(_, l)| namespace_allowed(&l.allowed, &l.namespace, route_namespace, view))
         .collect();
     if allowed.is_empty() {
         return Err(Issue::new(
             "NotAllowedByListeners",
             format!(
-                "no listener of Gateway {gateway_namespace}/{} allows {kind}s from namespace `{route_namespace}`",
-                parent.name
+                "no listener of {parent_name} allows {kind}s from namespace `{route_namespace}`"
             ),
         ));
     }
@@ -93,23 +118,24 @@ pub fn attach(
         return Err(Issue::new(
             "NoMatchingListenerHostname",
             format!(
-                "none of the route's hostnames ({}) matches a listener of Gateway {gateway_namespace}/{}",
+                "none of the route's hostnames ({}) matches a listener of {parent_name}",
                 route_hostnames.join(", "),
-                parent.name
             ),
         ));
     }
     Ok(attached)
 }
 
+/// Whether a listener declared in `listener_namespace` (its Gateway's or
+/// ListenerSet's) takes routes from `route_namespace`.
 fn namespace_allowed(
     allowed: &AllowedNamespaces,
-    gateway_namespace: &str,
+    listener_namespace: &str,
     route_namespace: &str,
     view: &dyn ClusterView,
 ) -> bool {
     match allowed {
-        AllowedNamespaces::Same => gateway_namespace == route_namespace,
+        AllowedNamespaces::Same => listener_namespace == route_namespace,
         AllowedNamespaces::All => true,
         AllowedNamespaces::Selector(selector) => view
             .namespace_labels(route_namespace)

@@ -290,7 +290,14 @@ pub fn client_certificate(
         name: r.name.clone(),
     };
     Some(
-        match listeners::certificate_issue(&r.group, &r.kind, &gateway_namespace, &secret, view) {
+        match listeners::certificate_issue(
+            &r.group,
+            &r.kind,
+            super::grants::GATEWAY,
+            &gateway_namespace,
+            &secret,
+            view,
+        ) {
             None => Ok(secret),
             Some(issue) => Err(match issue.reason {
                 "RefNotPermitted" => issue,

@@ -19,6 +19,10 @@ pub const GATEWAY: GroupKind<'static> = GroupKind {
     group: "gateway.networking.k8s.io",
     kind: "Gateway",
 };
+pub const LISTENER_SET: GroupKind<'static> = GroupKind {
+    group: "gateway.networking.k8s.io",
+    kind: "ListenerSet",
+};
 pub const SERVICE: GroupKind<'static> = GroupKind {
     group: "",
     kind: "Service",

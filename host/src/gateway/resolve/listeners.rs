@@ -12,7 +12,8 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 
 use super::{
     ca_bundles,
-    grants::{self, GATEWAY, SECRET},
+    grants::{self, GATEWAY, GroupKind, LISTENER_SET, SECRET},
+    listener_sets::{self, SetRef},
     view::ClusterView,
 };
 use crate::gateway::{
@@ -84,7 +85,14 @@ impl CertificateSecret {
 /// One listener, judged.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ListenerState {
+    /// The ListenerSet it comes from; `None` for the Gateway's own.
+    pub set: Option<SetRef>,
+    /// The namespace of the Gateway or ListenerSet that declares it: its
+    /// `allowedRoutes` `Same` and its certificates' default namespace.
+    pub namespace: String,
     pub name: String,
+    /// `protocol` as written (`HTTP`, `TCP`, ...), for conflicts.
+    pub protocol_name: String,
     pub port: u16,
     /// `None` for a protocol Pontoon does not serve.
     pub protocol: Option<Protocol>,
@@ -148,17 +156,90 @@ impl ListenerState {
     }
 }
 
-/// Judges every listener of `gateway`, in order.
+/// Who declares a listener: the Gateway or one of its ListenerSets.
+struct Declarer<'a> {
+    set: Option<SetRef>,
+    namespace: &'a str,
+    /// The kind a ReferenceGrant must name for its certificates.
+    kind: GroupKind<'static>,
+}
+
+/// Judges every listener of `gateway` and then of the ListenerSets it
+/// takes, in the spec's precedence order: the merged list a Gateway with
+/// ListenerSets serves.
 pub fn evaluate(gateway: &Gateway, view: &dyn ClusterView) -> Vec<ListenerState> {
     let namespace = gateway.metadata.namespace.clone().unwrap_or_default();
+    let own = Declarer {
+        set: None,
+        namespace: &namespace,
+        kind: GATEWAY,
+    };
     let mut states: Vec<ListenerState> = gateway
         .spec
         .listeners
         .iter()
-        .map(|l| one(gateway, l, &namespace, view))
+        .map(|l| one(gateway, l, &own, view))
         .collect();
     mark_conflicts(&mut states);
+    for candidate in listener_sets::candidates(gateway, view) {
+        if candidate.allowed.is_err() {
+            continue;
+        }
+        let set = candidate.reference();
+        let declarer = Declarer {
+            set: Some(set.clone()),
+            namespace: &set.namespace,
+            kind: LISTENER_SET,
+        };
+        for listener in listener_sets::listeners(&candidate.set) {
+            let mut state = one(gateway, &listener, &declarer, view);
+            // Unlike listeners of one Gateway, which all lose a conflict, a
+            // set's listener loses to every listener before it in the
+            // merged list.
+            if let Some(issue) = conflict_with_earlier(&states, &state) {
+                state.conflicted = Some(issue.clone());
+                state.accepted = Err(issue);
+            }
+            states.push(state);
+        }
+    }
     states
+}
+
+/// Whether `state` (of a ListenerSet) conflicts with a listener before it
+/// that holds its place: another protocol on its port, or the same
+/// protocol, port and hostname.
+fn conflict_with_earlier(earlier: &[ListenerState], state: &ListenerState) -> Option<Issue> {
+    let host = |s: &ListenerState| s.hostname.clone().unwrap_or_default().to_ascii_lowercase();
+    let holding = earlier
+        .iter()
+        .filter(|e| e.conflicted.is_none() && e.port == state.port);
+    for e in holding {
+        let by = match &e.set {
+            None => format!("listener `{}` of the Gateway", e.name),
+            Some(set) => format!("listener `{}` of ListenerSet {set}", e.name),
+        };
+        if !e.protocol_name.eq_ignore_ascii_case(&state.protocol_name) {
+            return Some(Issue::new(
+                "ProtocolConflict",
+                format!(
+                    "port {} is already served with {} by {by}",
+                    state.port, e.protocol_name
+                ),
+            ));
+        }
+        if host(e) == host(state) {
+            let shown = state.hostname.as_deref().unwrap_or("(any)");
+            return Some(Issue::new(
+                "HostnameConflict",
+                format!(
+                    "hostname {shown} on port {} is already served by {by}",
+                    state.port
+                ),
+            ));
+        }
+    }
+    None
 }
 
 /// The protocol a listener is served with, or why it is not.
@@ -199,9 +280,10 @@ pub fn kinds_of(protocol: Protocol) -> &'static [RouteKind] {
 fn one(
     gateway: &Gateway,
     listener: &GatewayListeners,
-    namespace: &str,
+    declarer: &Declarer<'_>,
     view: &dyn ClusterView,
 ) -> ListenerState {
+    let namespace = declarer.namespace;
     let port = u16::try_from(listener.port).unwrap_or(0);
     let protocol = protocol(listener);
     let allowed_routes = listener.allowed_routes.as_ref();
@@ -216,7 +298,10 @@ fn one(
         _ => AllowedNamespaces::Same,
     };
     let mut state = ListenerState {
+        set: declarer.set.clone(),
+        namespace: namespace.to_string(),
         name: listener.name.clone(),
+        protocol_name: listener.protocol.clone(),
         port,
         protocol: protocol.as_ref().ok().copied(),
         hostname: listener.hostname.clone().filter(|h| !h.is_empty()),
@@ -304,7 +389,14 @@ fn one(
                     .unwrap_or_else(|| namespace.to_string()),
                 name: cert.name.clone(),
             };
-            match certificate_issue(&cert.group, &cert.kind, namespace, &secret, view) {
+            match certificate_issue(
+                &cert.group,
+                &cert.kind,
+                declarer.kind,
+                namespace,
+                &secret,
+                view,
+            ) {
                 None => state.certificates.push(secret),
                 Some(issue) => {
                     // The first problem decides the reason; RefNotPermitted wins.
@@ -317,6 +409,8 @@ fn one(
             }
         }
         if let Some(validation) = ca_bundles::frontend_validation(gateway, port) {
+            // The Gateway's own setting, for its ListenerSets' listeners too.
+            let namespace = gateway.metadata.namespace.as_deref().unwrap_or_default();
             let config_maps = validation
                 .refs
                 .iter()
@@ -347,6 +441,7 @@ fn one(
 pub(crate) fn certificate_issue(
     group: &Option<String>,
     kind: &Option<String>,
+    from: GroupKind<'static>,
     gateway_namespace: &str,
     secret: &CertificateSecret,
     view: &dyn ClusterView,
@@ -365,7 +460,7 @@ pub(crate) fn certificate_issue(
     }
     if !grants::permitted(
         view,
-        GATEWAY,
+        from,
         gateway_namespace,
         SECRET,
         &secret.namespace,
@@ -478,6 +573,152 @@ mod tests {
             "spec": { "gatewayClassName": "pontoon", "listeners": listeners }
         }))
         .unwrap()
+    }
+
+    /// A Gateway that takes ListenerSets from its namespace, and sets
+    /// created one second apart in `sets`' order.
+    fn with_sets(
+        listeners: serde_json::Value,
+        sets: &[(&str, serde_json::Value)],
+    ) -> (Gateway, ListView) {
+        let mut gw = gateway(listeners);
+        gw.spec.allowed_listeners =
+            serde_json::from_value(serde_json::json!({ "namespaces": { "from": "Same" } }))
+                .unwrap();
+        let listener_sets = sets
+            .iter()
+            .enumerate()
+            .map(|(i, (name, listeners))| {
+                Arc::new(
+                    serde_json::from_value(serde_json::json!({
+                        "metadata": { "name": name, "namespace": "infra",
+                                      "creationTimestamp": format!("2026-01-01T00:00:0{i}Z") },
+                        "spec": { "parentRef": { "name": "gw" }, "listeners": listeners }
+                    }))
+                    .unwrap(),
+                )
+            })
+            .collect();
+        let view = ListView {
+            listener_sets,
+            ..Default::default()
+        };
+        (gw, view)
+    }
+
+    fn http(name: &str, host: &str) -> serde_json::Value {
+        serde_json::json!({ "name": name, "port": 80, "protocol": "HTTP", "hostname": host })
+    }
+
+    /// (declarer, listener, conflict reason) of every listener, in the merged order.
+    fn merged(gw: &Gateway, view: &ListView) -> Vec<(String, String, Option<&'static str>)> {
+        evaluate(gw, view)
+            .iter()
+            .map(|s| {
+                (
+                    s.set.as_ref().map_or("gw".into(), |r| r.name.clone()),
+                    s.name.clone(),
+                    s.conflicted.as_ref().map(|i| i.reason),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_listener_set_loses_a_hostname_to_the_gateway_and_to_older_sets() {
+        let (gw, view) = with_sets(
+            serde_json::json!([http("a", "a.com"), http("taken", "taken.com")]),
+            &[
+                (
+                    "one",
+                    serde_json::json!([
+                        http("b", "b.com"),
+                        http("taken", "taken.com"),
+                        http("c", "c.com")
+                    ]),
+                ),
+                ("two", serde_json::json!([http("taken", "taken.com")])),
+                (
+                    "three",
+                    serde_json::json!([http("c", "c.com"), http("d", "d.com")]),
+                ),
+            ],
+        );
+        let row = |d: &str, l: &str, c: Option<&'static str>| (d.to_string(), l.to_string(), c);
+        assert_eq!(
+            merged(&gw, &view),
+            [
+                row("gw", "a", None),
+                row("gw", "taken", None),
+                row("one", "b", None),
+                row("one", "taken", Some("HostnameConflict")),
+                row("one", "c", None),
+                row("two", "taken", Some("HostnameConflict")),
+                row("three", "c", Some("HostnameConflict")),
+                row("three", "d", None),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_listener_set_protocol_conflict_is_reported_before_an_unsupported_protocol() {
+        let tcp = serde_json::json!({ "name": "raw", "port": 80, "protocol": "TCP" });
+        let (gw, view) = with_sets(
+            serde_json::json!([http("a", "a.com")]),
+            &[("one", serde_json::json!([http("b", "b.com"), tcp]))],
+        );
+        let states = evaluate(&gw, &view);
+        let raw = &states[2];
+        assert_eq!(
+            raw.conflicted.as_ref().map(|i| i.reason),
+            Some("ProtocolConflict")
+        );
+        assert_eq!(
+            raw.accepted.as_ref().unwrap_err().reason,
+            "ProtocolConflict"
+        );
+        assert!(states[1].programmable(), "its HTTP sibling is served");
+        assert_eq!(states[1].namespace, "infra");
+    }
+
+    #[test]
+    fn a_listener_set_not_allowed_adds_no_listener() {
+        let (mut gw, view) = with_sets(
+            serde_json::json!([http("a", "a.com")]),
+            &[("one", serde_json::json!([http("b", "b.com")]))],
+        );
+        gw.spec.allowed_listeners = None;
+        assert_eq!(evaluate(&gw, &view).len(), 1);
+    }
+
+    #[test]
+    fn a_listener_sets_certificate_needs_a_grant_to_the_listener_set_kind() {
+        let https = serde_json::json!({ "name": "s", "port": 443, "protocol": "HTTPS",
+            "hostname": "s.example.com",
+            "tls": { "certificateRefs": [{ "name": "cert", "namespace": "certs" }] } });
+        let (gw, mut view) = with_sets(
+            serde_json::json!([http("a", "a.com")]),
+            &[("one", serde_json::json!([https]))],
+        );
+        view.secrets = vec![secret("certs", "cert", "kubernetes.io/tls", CERT, KEY)];
+        let grant = |kind: &str| -> Arc<gateway_api::referencegrants::ReferenceGrant> {
+            Arc::new(
+                serde_json::from_value(serde_json::json!({
+                    "metadata": { "name": kind, "namespace": "certs" },
+                    "spec": { "from": [{ "group": "gateway.networking.k8s.io", "kind": kind, "namespace": "infra" }],
+                              "to": [{ "group": "", "kind": "Secret" }] }
+                }))
+                .unwrap(),
+            )
+        };
+        view.grants = vec![grant("Gateway")];
+        let refused = evaluate(&gw, &view);
+        assert_eq!(
+            refused[1].resolved_refs.as_ref().unwrap_err().reason,
+            "RefNotPermitted"
+        );
+        view.grants = vec![grant("ListenerSet")];
+        assert!(evaluate(&gw, &view)[1].resolved_refs.is_ok());
     }
 
     // A self-signed certificate for *.example.com (openssl, EC P-256, 100 years).

@@ -9,6 +9,7 @@ pub mod ca_bundles;
 pub mod durations;
 pub mod grants;
 pub mod hostnames;
+pub mod listener_sets;
 pub mod listeners;
 pub mod matches;
 pub mod view;

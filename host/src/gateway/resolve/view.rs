@@ -5,7 +5,8 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use gateway_api::{
-    gatewayclasses::GatewayClass, gateways::Gateway, referencegrants::ReferenceGrant,
+    gatewayclasses::GatewayClass, gateways::Gateway, listenersets::ListenerSet,
+    referencegrants::ReferenceGrant,
 };
 use k8s_openapi::api::{
     core::v1::{ConfigMap, Secret, Service},
@@ -26,6 +27,8 @@ pub trait ClusterView: Send + Sync {
     fn secret(&self, namespace: &str, name: &str) -> Option<Arc<Secret>>;
     /// A ConfigMap (a CA bundle) as fetched for this reconcile.
     fn config_map(&self, namespace: &str, name: &str) -> Option<Arc<ConfigMap>>;
+    /// Every ListenerSet (none where its CRD is not installed).
+    fn listener_sets(&self) -> Vec<Arc<ListenerSet>>;
 }
 
 /// A view from plain lists (tests, benchmarks).
@@ -39,6 +42,7 @@ pub struct ListView {
     pub grants: Vec<Arc<ReferenceGrant>>,
     pub secrets: Vec<Arc<Secret>>,
     pub config_maps: Vec<Arc<ConfigMap>>,
+    pub listener_sets: Vec<Arc<ListenerSet>>,
 }
 
 fn is<K: kube::Resource>(object: &K, namespace: &str, name: &str) -> bool {
@@ -110,6 +114,10 @@ impl ClusterView for ListView {
             .iter()
             .find(|c| is(&***c, namespace, name))
             .cloned()
+    }
+
+    fn listener_sets(&self) -> Vec<Arc<ListenerSet>> {
+        self.listener_sets.clone()
     }
 }
 
