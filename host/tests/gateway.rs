@@ -11,6 +11,7 @@ use gateway_api::{
     gatewayclasses::GatewayClass,
     gateways::Gateway,
     httproutes::{HttpRoute, HttpRouteStatusParents},
+    listenersets::ListenerSet,
     referencegrants::ReferenceGrant,
 };
 use k8s_openapi::{
@@ -1340,6 +1341,201 @@ async fn a_static_address_is_asked_of_the_load_balancer_and_served_there() -> an
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
     }
+    Ok(())
+}
+
+/// ListenerSets, as a team that may not edit the Gateway adds listeners to
+/// it: the Gateway takes sets from its own namespace only; a set there adds
+/// a listener (served, with its routes) and loses one whose hostname the
+/// Gateway already serves; a set elsewhere is refused; a route naming the
+/// set attaches to its listener only; and the set's listener reaches the
+/// data plane's config.
+#[tokio::test]
+async fn listener_sets_add_listeners_the_gateway_allows_and_report_each_one() -> anyhow::Result<()>
+{
+    let bed = Bed::new("gw-sets").await?;
+    let own = bed.ns.name().to_string();
+    let elsewhere = TestNamespace::new("gw-sets-other").await?;
+    service(&bed.ns, "web").await?;
+    let gw: Gateway = serde_json::from_value(json!({
+        "metadata": { "name": "shared" },
+        "spec": { "gatewayClassName": bed.class,
+                  "allowedListeners": { "namespaces": { "from": "Same" } },
+                  "listeners": [{ "name": "main", "port": 80, "protocol": "HTTP",
+                                  "hostname": "main.example.com" }] }
+    }))?;
+    bed.gateways().create(&PostParams::default(), &gw).await?;
+    let set = |name: &str, listeners: serde_json::Value| -> anyhow::Result<ListenerSet> {
+        Ok(serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "spec": { "parentRef": { "name": "shared", "namespace": own }, "listeners": listeners }
+        }))?)
+    };
+    let http = |name: &str, host: &str| json!({ "name": name, "port": 80, "protocol": "HTTP", "hostname": host });
+    let sets: Api<ListenerSet> = bed.ns.api();
+    sets.create(
+        &PostParams::default(),
+        &set(
+            "team",
+            json!([
+                http("api", "api.example.com"),
+                http("main", "main.example.com")
+            ]),
+        )?,
+    )
+    .await?;
+    elsewhere
+        .api::<ListenerSet>()
+        .create(
+            &PostParams::default(),
+            &set("stranger", json!([http("x", "x.example.com")]))?,
+        )
+        .await?;
+    bed.route(
+        &own,
+        "api",
+        json!({ "parentRefs": [{ "group": "gateway.networking.k8s.io", "kind": "ListenerSet",
+                                 "name": "team", "sectionName": "api" }],
+                "rules": [{ "matches": [{ "path": { "type": "PathPrefix", "value": "/api" } }],
+                            "backendRefs": [{ "name": "web", "port": 80 }] }] }),
+    )
+    .await?;
+
+    // The set's status: Accepted and Programmed, one listener served, the
+    // other in conflict with the Gateway's.
+    let status_of = |api: Api<ListenerSet>, name: &'static str| async move {
+        let ok = |s: Option<&ListenerSet>| {
+            s.and_then(|s| s.status.as_ref())
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| {
+                    condition(cs, "Programmed").is_some_and(|c| c.observed_generation == Some(1))
+                        && (is(cs, "Programmed", "True", "Programmed")
+                            || is(cs, "Programmed", "False", "NotAllowed"))
+                })
+        };
+        match wait_for(&api, name, ok, TIMEOUT).await {
+            Ok(Some(set)) => anyhow::Ok(set.status.unwrap_or_default()),
+            other => anyhow::bail!(
+                "ListenerSet {name} never settled ({:?}): {:#?}",
+                other.err(),
+                api.get_opt(name).await?.and_then(|s| s.status)
+            ),
+        }
+    };
+    let team = status_of(sets.clone(), "team").await?;
+    let conditions = team.conditions.unwrap_or_default();
+    assert!(
+        is(&conditions, "Accepted", "True", "Accepted"),
+        "{conditions:#?}"
+    );
+    let listeners = team.listeners.unwrap_or_default();
+    let listener = |name: &str| listeners.iter().find(|l| l.name == name).cloned();
+    let api = listener("api").context("listener api in the set's status")?;
+    assert!(
+        is(&api.conditions, "Accepted", "True", "Accepted"),
+        "{api:#?}"
+    );
+    assert!(
+        is(&api.conditions, "Programmed", "True", "Programmed"),
+        "{api:#?}"
+    );
+    let kinds: Vec<&str> = api
+        .supported_kinds
+        .iter()
+        .flatten()
+        .map(|k| k.kind.as_str())
+        .collect();
+    assert_eq!(kinds, ["HTTPRoute", "GRPCRoute"]);
+    let main = listener("main").context("listener main in the set's status")?;
+    assert!(
+        is(&main.conditions, "Conflicted", "True", "HostnameConflict"),
+        "{main:#?}"
+    );
+    assert!(
+        is(&main.conditions, "Accepted", "False", "HostnameConflict"),
+        "{main:#?}"
+    );
+    assert_eq!(listeners.len(), 2, "the set's own listeners only");
+
+    let stranger = status_of(elsewhere.api(), "stranger").await?;
+    let conditions = stranger.conditions.unwrap_or_default();
+    assert!(
+        is(&conditions, "Accepted", "False", "NotAllowed"),
+        "{conditions:#?}"
+    );
+
+    // The route attaches through the set, to its listener.
+    let parent = bed
+        .wait_route(&own, "api", "Accepted=True", |cs| {
+            is(cs, "Accepted", "True", "Accepted")
+        })
+        .await?;
+    assert_eq!(parent.parent_ref.kind.as_deref(), Some("ListenerSet"));
+    let attached = |api: &Api<ListenerSet>| {
+        let api = api.clone();
+        async move {
+            let ok = |s: Option<&ListenerSet>| {
+                s.and_then(|s| s.status.as_ref())
+                    .and_then(|s| s.listeners.as_ref())
+                    .and_then(|ls| ls.iter().find(|l| l.name == "api"))
+                    .is_some_and(|l| l.attached_routes == 1)
+            };
+            wait_for(&api, "team", ok, TIMEOUT).await
+        }
+    };
+    attached(&sets)
+        .await
+        .context("listener api counts the route")?;
+
+    // The Gateway: its own listener in its status, one set attached.
+    let gw = bed.wait_gateway("shared", "Programmed", "True").await?;
+    let status = gw.status.unwrap_or_default();
+    assert_eq!(status.attached_listener_sets, Some(1));
+    let names: Vec<String> = status
+        .listeners
+        .iter()
+        .flatten()
+        .map(|l| l.name.clone())
+        .collect();
+    assert_eq!(names, ["main"]);
+
+    // The data plane serves the set's listener: its route's host is in the config.
+    let configmaps = bed.ns.api::<ConfigMap>();
+    let has_route = |c: Option<&ConfigMap>| {
+        c.and_then(|c| c.data.as_ref())
+            .and_then(|d| d.get("config.yaml"))
+            .is_some_and(|config| config.contains("api.example.com") && config.contains("/api"))
+    };
+    wait_for(&configmaps, "praxis-shared", has_route, TIMEOUT)
+        .await
+        .context("the set's route in the Praxis config")?;
+
+    // Taking the set away from the Gateway's allowed namespaces refuses it.
+    bed.gateways()
+        .patch(
+            "shared",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({ "spec": { "allowedListeners": { "namespaces": { "from": "None" } } } }),
+            ),
+        )
+        .await?;
+    let refused = |s: Option<&ListenerSet>| {
+        s.and_then(|s| s.status.as_ref())
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| is(cs, "Accepted", "False", "NotAllowed"))
+    };
+    wait_for(&sets, "team", refused, TIMEOUT)
+        .await
+        .context("the set refused once the Gateway takes none")?;
+    let gone = |c: Option<&ConfigMap>| {
+        c.and_then(|c| c.data.as_ref())
+            .and_then(|d| d.get("config.yaml"))
+            .is_some_and(|config| !config.contains("api.example.com"))
+    };
+    wait_for(&configmaps, "praxis-shared", gone, TIMEOUT)
+        .await
+        .context("the set's route gone from the Praxis config")?;
     Ok(())
 }
 

@@ -498,6 +498,24 @@ fn gateways_of_route<K: RouteResource>(ctx: &GatewayContext, route: &K) -> Vec<O
         .filter(|p| p.kind.as_deref().unwrap_or("Gateway") == "Gateway")
         .map(|p| ObjectRef::new(&p.name).within(p.namespace.as_deref().unwrap_or(&namespace)))
         .collect();
+    // A ListenerSet named is its Gateway's.
+    for set in route
+        .parent_names()
+        .iter()
+        .filter_map(|p| listener_sets::named_by(p, &namespace))
+    {
+        let found = ctx
+            .stores
+            .listener_sets
+            .get(&ObjectRef::new(&set.name).within(&set.namespace));
+        if let Some(found) = found {
+            let parent = &found.spec.parent_ref;
+            out.push(
+                ObjectRef::new(&parent.name)
+                    .within(parent.namespace.as_deref().unwrap_or(&set.namespace)),
+            );
+        }
+    }
     out.extend(ctx.gateways_serving_route(K::KIND, &namespace, &route.name_any()));
     out.sort_by_key(|r| (r.namespace.clone(), r.name.clone()));
     out.dedup();

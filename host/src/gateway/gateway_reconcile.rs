@@ -399,12 +399,22 @@ async fn write_listener_sets(
                 let mine: Vec<usize> = (0..states.len())
                     .filter(|&i| states[i].set.as_ref() == Some(&reference))
                     .collect();
-                SetVerdict::Taken {
-                    states: mine.iter().map(|&i| &states[i]).collect(),
-                    attached: mine
-                        .iter()
-                        .map(|&i| attached.get(i).copied().unwrap_or(0))
-                        .collect(),
+                if mine.is_empty() {
+                    // Created while this reconcile ran: its own event brings
+                    // the next one, which judges it. Until then its status
+                    // says so, and is of its current generation.
+                    SetVerdict::Refused(Issue::new(
+                        "Pending",
+                        "the Gateway has not judged this ListenerSet yet",
+                    ))
+                } else {
+                    SetVerdict::Taken {
+                        states: mine.iter().map(|&i| &states[i]).collect(),
+                        attached: mine
+                            .iter()
+                            .map(|&i| attached.get(i).copied().unwrap_or(0))
+                            .collect(),
+                    }
                 }
             }
         };

@@ -166,10 +166,16 @@ pub fn listeners(
                 }
             });
             observed.push(if !s.programmable() {
+                // A ListenerSet's listener that lost a conflict says which
+                // conflict (the ListenerSet API's reasons); a Gateway's, Invalid.
+                let reason = match (&s.set, &s.conflicted) {
+                    (Some(_), Some(issue)) => issue.reason,
+                    _ => "Invalid",
+                };
                 Observed::new(
                     "Programmed",
                     false,
-                    "Invalid",
+                    reason,
                     "the listener is not valid; see its other conditions",
                 )
             } else {
@@ -342,7 +348,7 @@ pub fn listener_set(
                 .listeners
                 .iter()
                 .flatten()
-                .filter_map(|l| convert(l))
+                .filter_map(convert)
                 .collect();
             let owned: Vec<ListenerState> = states.iter().map(|s| (*s).clone()).collect();
             let listeners: Vec<ListenerSetStatusListeners> =
