@@ -127,7 +127,7 @@ pub async fn run(
         let all = move |_: Arc<ReferenceGrant>| our_gateways(&c);
         let c = ctx.clone();
         let by_service = move |s: Arc<Service>| {
-            c.gateways_using_service(&s.namespace().unwrap_or_default(), &s.name_any())
+            gateways_for_service(&c, &s.namespace().unwrap_or_default(), &s.name_any())
         };
         let c = ctx.clone();
         let by_slice = move |s: Arc<EndpointSlice>| {
@@ -154,7 +154,7 @@ pub async fn run(
                 .target_refs
                 .iter()
                 .filter(|t| t.group.is_empty() && t.kind == "Service")
-                .flat_map(|t| c.gateways_using_service(&namespace, &t.name))
+                .flat_map(|t| gateways_for_service(&c, &namespace, &t.name))
                 .collect();
             // And every Gateway whose entry its status carries: one that
             // stopped using it must take that entry out.
@@ -523,6 +523,38 @@ fn gateways_of_route<K: RouteResource>(ctx: &GatewayContext, route: &K) -> Vec<O
 }
 
 /// The routes that name `gateway` or one of the ListenerSets naming it.
+/// The Gateways whose config uses the Service `namespace/name`: the ones
+/// whose last reconcile used it, and the ones a route in the stores sends to
+/// it names. (The first alone misses a Gateway whose reconcile is under way
+/// and has not yet recorded what it used: a BackendTLSPolicy created then
+/// went unapplied until the next resync.)
+fn gateways_for_service(
+    ctx: &GatewayContext,
+    namespace: &str,
+    name: &str,
+) -> Vec<ObjectRef<Gateway>> {
+    let key = (namespace.to_string(), name.to_string());
+    let mut out = ctx.gateways_using_service(namespace, name);
+    fn naming<K: RouteResource>(
+        ctx: &GatewayContext,
+        store: &Store<K>,
+        key: &(String, String),
+        out: &mut Vec<ObjectRef<Gateway>>,
+    ) {
+        for route in store.state() {
+            if route.backend_services().contains(key) {
+                out.extend(gateways_of_route(ctx, &*route));
+            }
+        }
+    }
+    naming(ctx, &ctx.stores.routes, &key, &mut out);
+    naming(ctx, &ctx.stores.grpc_routes, &key, &mut out);
+    naming(ctx, &ctx.stores.tls_routes, &key, &mut out);
+    out.sort_by_key(|r| (r.namespace.clone(), r.name.clone()));
+    out.dedup();
+    out
+}
+
 fn routes_naming<K: RouteResource>(
     store: &Store<K>,
     sets: &Store<ListenerSet>,
