@@ -9,7 +9,9 @@
 use std::{collections::BTreeMap, net::SocketAddr, path::Path, time::Duration};
 
 use anyhow::Context as _;
-use gateway_api::{apis::standard::gateways::Gateway, httproutes::HttpRoute};
+use gateway_api::{
+    apis::standard::gateways::Gateway, httproutes::HttpRoute, listenersets::ListenerSet,
+};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use pontoon_tests::{
@@ -394,6 +396,79 @@ async fn requests_reach_the_backends_their_routes_match() -> anyhow::Result<()> 
     assert_eq!(bed.backend("a.b.wild.example", "/x", &[])?.app(), "green");
     let unknown = bed.request("nobody.example", "/", &[])?;
     assert_eq!(unknown.status, 404, "{unknown:?}");
+    Ok(())
+}
+
+/// A ListenerSet's listener is served on the Gateway's port beside the
+/// Gateway's own: each host reaches the routes of its own listener only (a
+/// route on the Gateway does not reach the set's host, nor the set's route
+/// the Gateway's), and a host the set lost to the Gateway stays the Gateway's.
+#[tokio::test]
+async fn a_listener_sets_routes_are_served_on_its_host_only() -> anyhow::Result<()> {
+    if let Some(reason) = netns::unavailable() {
+        return pontoon_tests::skip!("{reason}");
+    }
+    let mut bed = Bed::new("gwt-sets").await?;
+    let gw: Gateway = serde_json::from_value(json!({
+        "metadata": { "name": "edge" },
+        "spec": {
+            "gatewayClassName": bed.class,
+            "allowedListeners": { "namespaces": { "from": "Same" } },
+            "listeners": [{ "name": "shop", "protocol": "HTTP", "port": PORT,
+                            "hostname": "shop.example" }]
+        }
+    }))?;
+    bed.ns
+        .api::<Gateway>()
+        .create(&PostParams::default(), &gw)
+        .await?;
+    let set: ListenerSet = serde_json::from_value(json!({
+        "metadata": { "name": "team" },
+        "spec": {
+            "parentRef": { "name": "edge" },
+            "listeners": [
+                { "name": "api", "protocol": "HTTP", "port": PORT, "hostname": "api.example" },
+                { "name": "shop", "protocol": "HTTP", "port": PORT, "hostname": "shop.example" }
+            ]
+        }
+    }))?;
+    bed.ns
+        .api::<ListenerSet>()
+        .create(&PostParams::default(), &set)
+        .await?;
+    bed.route(
+        "on-gateway",
+        json!({ "parentRefs": parent("edge"),
+                "rules": [{ "matches": [{ "path": { "type": "PathPrefix", "value": "/gw" } }],
+                            "backendRefs": [backend("blue")] }] }),
+    )
+    .await?;
+    bed.route(
+        "on-set",
+        json!({ "parentRefs": [{ "group": "gateway.networking.k8s.io", "kind": "ListenerSet",
+                                 "name": "team" }],
+                "rules": [{ "matches": [{ "path": { "type": "PathPrefix", "value": "/set" } }],
+                            "backendRefs": [backend("green")] }] }),
+    )
+    .await?;
+    let config = bed.config("edge", &["api.example", "/set", "/gw"]).await?;
+    bed.run_praxis(&config, "sets.yaml")?;
+
+    assert_eq!(bed.backend("shop.example", "/gw", &[])?.app(), "blue");
+    assert_eq!(bed.backend("api.example", "/set", &[])?.app(), "green");
+    // Each listener's host reaches its own routes only.
+    let gateway_route_on_set_host = bed.request("api.example", "/gw", &[])?;
+    assert_eq!(
+        gateway_route_on_set_host.status, 404,
+        "{gateway_route_on_set_host:?}"
+    );
+    // shop.example is the Gateway's: the set's listener of that host lost
+    // the conflict, so the set's route is not served there.
+    let set_route_on_gateway_host = bed.request("shop.example", "/set", &[])?;
+    assert_eq!(
+        set_route_on_gateway_host.status, 404,
+        "{set_route_on_gateway_host:?}"
+    );
     Ok(())
 }
 
