@@ -31,7 +31,7 @@ use super::{
     apply_plan::Applied,
     config::GenerateOptions,
     resolve::{
-        listener_sets::SetRef,
+        listener_sets::{self, SetRef},
         view::{ClusterView, SERVICE_NAME_LABEL},
     },
     route_kinds::RouteKind,
@@ -199,6 +199,15 @@ impl GatewayContext {
             .filter(|(_, r)| r.listener_sets.contains(set))
             .map(|(g, _)| g.clone())
             .collect()
+    }
+
+    /// The Gateway the ListenerSet `set` names, when the set is in the store.
+    pub fn gateway_of_listener_set(&self, set: &SetRef) -> Option<ObjectRef<Gateway>> {
+        let found = self
+            .stores
+            .listener_sets
+            .get(&ObjectRef::new(&set.name).within(&set.namespace))?;
+        listener_sets::parent_gateway(&found)
     }
 
     /// Whether a GatewayClass is one of ours.

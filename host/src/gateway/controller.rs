@@ -499,23 +499,13 @@ fn gateways_of_route<K: RouteResource>(ctx: &GatewayContext, route: &K) -> Vec<O
         .map(|p| ObjectRef::new(&p.name).within(p.namespace.as_deref().unwrap_or(&namespace)))
         .collect();
     // A ListenerSet named is its Gateway's.
-    for set in route
-        .parent_names()
-        .iter()
-        .filter_map(|p| listener_sets::named_by(p, &namespace))
-    {
-        let found = ctx
-            .stores
-            .listener_sets
-            .get(&ObjectRef::new(&set.name).within(&set.namespace));
-        if let Some(found) = found {
-            let parent = &found.spec.parent_ref;
-            out.push(
-                ObjectRef::new(&parent.name)
-                    .within(parent.namespace.as_deref().unwrap_or(&set.namespace)),
-            );
-        }
-    }
+    out.extend(
+        route
+            .parent_names()
+            .iter()
+            .filter_map(|p| listener_sets::named_by(p, &namespace))
+            .filter_map(|set| ctx.gateway_of_listener_set(&set)),
+    );
     out.extend(ctx.gateways_serving_route(K::KIND, &namespace, &route.name_any()));
     out.sort_by_key(|r| (r.namespace.clone(), r.name.clone()));
     out.dedup();
@@ -588,11 +578,7 @@ fn routes_naming_set<K: RouteResource>(store: &Store<K>, set: &ListenerSet) -> V
 /// The Gateway a ListenerSet names (its listeners are that Gateway's), and
 /// every Gateway that served it before (one it no longer names must drop them).
 fn gateways_of_listener_set(ctx: &GatewayContext, set: &ListenerSet) -> Vec<ObjectRef<Gateway>> {
-    let parent = &set.spec.parent_ref;
-    let namespace = set.namespace().unwrap_or_default();
-    let mut out = vec![
-        ObjectRef::new(&parent.name).within(parent.namespace.as_deref().unwrap_or(&namespace)),
-    ];
+    let mut out: Vec<ObjectRef<Gateway>> = listener_sets::parent_gateway(set).into_iter().collect();
     out.extend(ctx.gateways_serving_listener_set(&SetRef::of(set)));
     out.sort_by_key(|r| (r.namespace.clone(), r.name.clone()));
     out.dedup();

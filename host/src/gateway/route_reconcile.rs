@@ -11,7 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::{
     Api, ResourceExt,
     api::{Patch, PatchParams},
-    runtime::controller::Action,
+    runtime::{controller::Action, reflector::ObjectRef},
 };
 use serde_json::json;
 
@@ -47,38 +47,21 @@ pub async fn reconcile<K: RouteResource>(
         if parent.group.as_deref().unwrap_or(listeners::GATEWAY_GROUP) != listeners::GATEWAY_GROUP {
             continue;
         }
-        let (ns, name) =
-            match parent.kind.as_deref().unwrap_or("Gateway") {
-                "Gateway" => (
-                    parent
-                        .namespace
-                        .clone()
-                        .unwrap_or_else(|| namespace.clone()),
-                    parent.name.clone(),
-                ),
-                listener_sets::KIND => {
-                    let set_ns = parent.namespace.as_deref().unwrap_or(&namespace);
-                    let Some(set) = ctx.stores.listener_sets.get(
-                        &kube::runtime::reflector::ObjectRef::new(&parent.name).within(set_ns),
-                    ) else {
-                        continue;
-                    };
-                    let gateway = &set.spec.parent_ref;
-                    (
-                        gateway
-                            .namespace
-                            .clone()
-                            .unwrap_or_else(|| set_ns.to_string()),
-                        gateway.name.clone(),
-                    )
-                }
-                _ => continue,
-            };
-        let Some(gateway) = ctx
-            .stores
-            .gateways
-            .get(&kube::runtime::reflector::ObjectRef::new(&name).within(&ns))
-        else {
+        let reference = match parent.kind.as_deref().unwrap_or("Gateway") {
+            "Gateway" => ObjectRef::new(&parent.name)
+                .within(parent.namespace.as_deref().unwrap_or(&namespace)),
+            listener_sets::KIND => {
+                let Some(set) = listener_sets::named_by(parent, &namespace) else {
+                    continue;
+                };
+                let Some(reference) = ctx.gateway_of_listener_set(&set) else {
+                    continue;
+                };
+                reference
+            }
+            _ => continue,
+        };
+        let Some(gateway) = ctx.stores.gateways.get(&reference) else {
             continue;
         };
         if !ctx.serves(&gateway) || gateway.metadata.deletion_timestamp.is_some() {

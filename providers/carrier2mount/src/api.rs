@@ -140,7 +140,7 @@ impl<'a> Ctx<'a> {
 
     /// Runs `busybox sh` scripts (on stdin) in the target container of
     /// pods, all at once: `(pod, script)` each; the results in that order.
-    pub fn run_scripts(&self, scripts: &[(&str, String)]) -> Vec<Result<ExecOutput, ClusterError>> {
+    pub fn run_scripts(&self, scripts: &[(&str, &str)]) -> Vec<Result<ExecOutput, ClusterError>> {
         let requests: Vec<ExecRequest> = scripts
             .iter()
             .map(|(pod, script)| ExecRequest {

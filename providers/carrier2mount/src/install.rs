@@ -137,9 +137,9 @@ pub fn install(ctx: &Ctx) -> Result<Progress, Error> {
         }
     }
     // Every pod's config at once: the pods answer in parallel.
-    let scripts: Vec<(&str, String)> = commits
+    let scripts: Vec<(&str, &str)> = commits
         .iter()
-        .map(|c| (c.pod.as_str(), c.script.clone()))
+        .map(|c| (c.pod.as_str(), c.script.as_str()))
         .collect();
     let outputs = ctx.run_scripts(&scripts);
     let mut failure = None;

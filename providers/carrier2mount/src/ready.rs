@@ -132,10 +132,11 @@ fn upstream_condition(ctx: &Ctx, originals: &[Pod]) -> Condition {
             .is_some_and(|image| pods::same_image(image, ctx.carrier_image()))
     };
     // Read back from every pod that runs Carrier2 at once.
-    let reading: Vec<(&str, String)> = originals
+    let script = carrier_config::cat_config_script();
+    let reading: Vec<(&str, &str)> = originals
         .iter()
         .filter(|pod| runs_carrier(pod))
-        .map(|pod| (pods::name(pod), carrier_config::cat_config_script()))
+        .map(|pod| (pods::name(pod), script.as_str()))
         .collect();
     let mut outputs = ctx.run_scripts(&reading).into_iter();
     let mut missing = Vec::new();

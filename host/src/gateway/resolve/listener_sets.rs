@@ -9,6 +9,7 @@ use gateway_api::{
     gateways::{Gateway, GatewayAllowedListenersNamespacesFrom, GatewayListeners},
     listenersets::ListenerSet,
 };
+use kube::runtime::reflector::ObjectRef;
 
 use super::{
     attach::selects,
@@ -56,15 +57,25 @@ impl Candidate {
     }
 }
 
-/// Whether `set`'s parentRef names `gateway`.
-pub fn names_gateway(set: &ListenerSet, gateway: &Gateway) -> bool {
+/// The Gateway `set`'s parentRef names (in the set's namespace unless it
+/// says another); `None` when it names another kind.
+pub fn parent_gateway(set: &ListenerSet) -> Option<ObjectRef<Gateway>> {
     let parent = &set.spec.parent_ref;
     let set_namespace = set.metadata.namespace.as_deref().unwrap_or_default();
-    parent.group.as_deref().unwrap_or(GATEWAY_GROUP) == GATEWAY_GROUP
-        && parent.kind.as_deref().unwrap_or("Gateway") == "Gateway"
-        && parent.namespace.as_deref().unwrap_or(set_namespace)
-            == gateway.metadata.namespace.as_deref().unwrap_or_default()
-        && Some(parent.name.as_str()) == gateway.metadata.name.as_deref()
+    (parent.group.as_deref().unwrap_or(GATEWAY_GROUP) == GATEWAY_GROUP
+        && parent.kind.as_deref().unwrap_or("Gateway") == "Gateway")
+        .then(|| {
+            ObjectRef::new(&parent.name)
+                .within(parent.namespace.as_deref().unwrap_or(set_namespace))
+        })
+}
+
+/// Whether `set`'s parentRef names `gateway`.
+pub fn names_gateway(set: &ListenerSet, gateway: &Gateway) -> bool {
+    parent_gateway(set).is_some_and(|p| {
+        p.namespace.as_deref() == gateway.metadata.namespace.as_deref()
+            && Some(p.name.as_str()) == gateway.metadata.name.as_deref()
+    })
 }
 
 /// Every ListenerSet of `sets` that names `gateway`, allowed or not.
