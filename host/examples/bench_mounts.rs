@@ -46,7 +46,7 @@ use kube::{
 use pontoon::bridge_mount::{GefyraBridge, GefyraBridgeMount, crd::BridgeMountFields};
 use pontoon_tests::{
     TestNamespace,
-    bench::{BenchOperator, memory_kib, percentile},
+    bench::{BenchOperator, Metrics, machine_cpu, memory_kib, percentile},
     traffic::{Request, TestbedNet, echo_container},
     wait_for, wait_for_list,
 };
@@ -58,6 +58,9 @@ const MANY: usize = 50;
 const BURST: usize = 200;
 /// The chart's memory limit of the operator, which the burst must stay under.
 const CHART_MEMORY_LIMIT_MIB: f64 = 256.0;
+/// Provider calls that run at once: the operator's default, the chart's
+/// `sandbox.concurrentCalls`.
+const PROVIDER_TURNS: usize = 3;
 const CARRIER_IMAGE: &str = "quay.io/gefyra/carrier2:latest";
 const APP_IMAGE: &str = "nginx:1.27";
 const TIMEOUT: Duration = Duration::from_secs(180);
@@ -76,7 +79,7 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     let pid = operator.pid();
 
-    let outcome = run(&gefyra).await;
+    let outcome = run(&gefyra, &operator).await;
     let burst_size = std::env::var("BENCH_MOUNTS_BURST")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -96,13 +99,13 @@ async fn main() -> anyhow::Result<()> {
         Err(_) => None,
     };
     let burst = match &outcome {
-        Ok(_) if burst_size > 0 => Some(burst(&gefyra, burst_size, pid).await),
+        Ok(_) if burst_size > 0 => Some(burst(&gefyra, burst_size, &operator).await),
         _ => None,
     };
     let usage = Usage::of(pid);
     operator.kill()?;
     let bridges = bridges.transpose()?;
-    let (create, delete, many, timeline) = outcome?;
+    let (create, delete, many, timeline, calls) = outcome?;
     let burst = burst.transpose()?;
     let usage = usage?;
 
@@ -120,6 +123,14 @@ async fn main() -> anyhow::Result<()> {
         percentile(&delete, 99)
     );
     timeline.print(&DELETE_STEPS, |r| r.deleted);
+    println!("  provider calls a round (create to restored), by step: calls, mean time a call");
+    for (step, count, seconds) in &calls {
+        println!(
+            "    {step:<14} {:>5.1}   {:>6.1} ms",
+            count / ROUNDS as f64,
+            1000.0 * seconds / count.max(1.0)
+        );
+    }
     println!("{MANY} mounts in {MANY} namespaces (1-replica Deployments), created at once:");
     println!(
         "  all ACTIVE after     {:>7.3} s   (goal: <= 15 s)",
@@ -127,7 +138,7 @@ async fn main() -> anyhow::Result<()> {
     );
     if let Some(b) = &burst {
         println!(
-            "{} mounts of 3-replica Deployments created at once (--max-provider-calls 3, 64 MiB each):",
+            "{} mounts of 3-replica Deployments created at once (--max-provider-calls {PROVIDER_TURNS}, 64 MiB each):",
             b.mounts
         );
         println!(
@@ -143,6 +154,17 @@ async fn main() -> anyhow::Result<()> {
             b.cpu_seconds,
             b.active.as_secs_f64(),
             b.cpu_seconds / b.active.as_secs_f64().max(f64::EPSILON)
+        );
+        println!(
+            "  provider calls       {:>7.0} calls, {:.1} s in all: {:.0}% of the {PROVIDER_TURNS} turns busy on average; {:.0} ms a call (the turns bound the pace when near 100%)",
+            b.calls,
+            b.call_seconds,
+            100.0 * b.call_seconds / (PROVIDER_TURNS as f64 * b.active.as_secs_f64()).max(f64::EPSILON),
+            1000.0 * b.call_seconds / b.calls.max(1.0)
+        );
+        println!(
+            "  machine CPU          {:>7.0}% of its cores busy (test bed, bench and operator together; the test bed bounds the pace when near 100%)",
+            100.0 * b.machine_busy
         );
         println!(
             "  all deleted and restored after {:>7.3} s (goal: <= 15 s; restored: mount gone, every pod on its original image and Ready)",
@@ -171,9 +193,40 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-type Figures = (Vec<Duration>, Vec<Duration>, Duration, Timeline);
+type Figures = (Vec<Duration>, Vec<Duration>, Duration, Timeline, Calls);
 
-async fn run(gefyra: &TestNamespace) -> anyhow::Result<Figures> {
+/// The provider calls of the single-mount rounds, by step: (step, calls,
+/// seconds), over all rounds.
+type Calls = Vec<(String, f64, f64)>;
+
+/// The steps carrier2mount answers, as the call metrics name them.
+const PROVIDER_STEPS: [&str; 7] = [
+    "validate",
+    "target-exists",
+    "prepare",
+    "prepared",
+    "install",
+    "ready",
+    "uninstall",
+];
+
+fn calls_between(before: &Metrics, after: &Metrics) -> Calls {
+    PROVIDER_STEPS
+        .iter()
+        .map(|step| {
+            let labels = [r#"module="carrier2mount""#, &format!(r#"step="{step}""#)];
+            let delta = |name: &str| after.sum(name, &labels) - before.sum(name, &labels);
+            (
+                step.to_string(),
+                delta("pontoon_provider_call_seconds_count"),
+                delta("pontoon_provider_call_seconds_sum"),
+            )
+        })
+        .filter(|(_, calls, _)| *calls > 0.0)
+        .collect()
+}
+
+async fn run(gefyra: &TestNamespace, operator: &BenchOperator) -> anyhow::Result<Figures> {
     let mounts: Api<GefyraBridgeMount> = gefyra.api();
     let one = TestNamespace::new("bench-one").await?;
     one.api::<Deployment>()
@@ -185,6 +238,7 @@ async fn run(gefyra: &TestNamespace) -> anyhow::Result<Figures> {
 
     let mut create = Vec::new();
     let mut delete = Vec::new();
+    let metrics_before = operator.metrics()?;
     for round in 0..ROUNDS {
         let name = format!("web-{round}");
         let active = tokio::spawn(until_active(mounts.clone(), vec![name.clone()]));
@@ -213,6 +267,7 @@ async fn run(gefyra: &TestNamespace) -> anyhow::Result<Figures> {
         // The restart of the restore rolls the pods: the next round starts from a settled Deployment.
         settled(&one, 3).await?;
     }
+    let calls = calls_between(&metrics_before, &operator.metrics()?);
 
     let namespaces = targets("bench-many", MANY, 1).await?;
     let names: Vec<String> = (0..MANY).map(|i| format!("many-{i}")).collect();
@@ -233,7 +288,7 @@ async fn run(gefyra: &TestNamespace) -> anyhow::Result<Figures> {
         let gone = |m: Option<&GefyraBridgeMount>| m.is_none();
         wait_for(&mounts, name, gone, TIMEOUT).await?;
     }
-    Ok((create, delete, many, timeline))
+    Ok((create, delete, many, timeline, calls))
 }
 
 /// What a round of the one-mount run goes through, in order.
@@ -513,11 +568,23 @@ struct Burst {
     restored: Duration,
     peak_rss_kib: u64,
     cpu_seconds: f64,
+    /// Provider calls until all were ACTIVE, and the seconds they ran
+    /// (each holding one of the turns).
+    calls: f64,
+    call_seconds: f64,
+    /// The whole machine's CPU meanwhile: the share of all its cores busy
+    /// (the test bed, the bench and the operator together).
+    machine_busy: f64,
 }
 
 /// `count` mounts of 3-replica Deployments, one per namespace, created at
 /// once; the operator's RSS sampled every 100 ms meanwhile.
-async fn burst(gefyra: &TestNamespace, count: usize, pid: u32) -> anyhow::Result<Burst> {
+async fn burst(
+    gefyra: &TestNamespace,
+    count: usize,
+    operator: &BenchOperator,
+) -> anyhow::Result<Burst> {
+    let pid = operator.pid();
     let mounts: Api<GefyraBridgeMount> = gefyra.api();
     let namespaces = targets("bench-burst", count, 3).await?;
     let names: Vec<String> = (0..count).map(|i| format!("burst-{i}")).collect();
@@ -534,6 +601,8 @@ async fn burst(gefyra: &TestNamespace, count: usize, pid: u32) -> anyhow::Result
         })
     };
     let cpu_before = Usage::of(pid)?.cpu_seconds;
+    let machine_before = machine_cpu()?;
+    let metrics_before = operator.metrics()?;
     let active = tokio::spawn(until_active(mounts.clone(), names.clone()));
     let started = Instant::now();
     let creates = names.iter().zip(&namespaces).map(|(name, ns)| {
@@ -545,6 +614,14 @@ async fn burst(gefyra: &TestNamespace, count: usize, pid: u32) -> anyhow::Result
     active.await??;
     let active = started.elapsed();
     let cpu_seconds = Usage::of(pid)?.cpu_seconds - cpu_before;
+    let machine_after = machine_cpu()?;
+    let metrics_after = operator.metrics()?;
+    let machine_busy = (machine_after.0 - machine_before.0) as f64
+        / (machine_after.1 - machine_before.1).max(1) as f64;
+    let carrier = [r#"module="carrier2mount""#];
+    let delta = |name: &str| metrics_after.sum(name, &carrier) - metrics_before.sum(name, &carrier);
+    let calls = delta("pontoon_provider_call_seconds_count");
+    let call_seconds = delta("pontoon_provider_call_seconds_sum");
     sampling.store(false, std::sync::atomic::Ordering::Relaxed);
     let peak_rss_kib = sampler.await?;
 
@@ -575,6 +652,9 @@ async fn burst(gefyra: &TestNamespace, count: usize, pid: u32) -> anyhow::Result
         restored,
         peak_rss_kib,
         cpu_seconds,
+        calls,
+        call_seconds,
+        machine_busy,
     })
 }
 

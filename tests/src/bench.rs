@@ -34,6 +34,8 @@ pub fn memory_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
 pub struct BenchOperator {
     pub child: std::process::Child,
     pub log: std::path::PathBuf,
+    /// Where it serves `/metrics`.
+    pub metrics_addr: std::net::SocketAddr,
 }
 
 impl BenchOperator {
@@ -54,6 +56,9 @@ impl BenchOperator {
             providers.display()
         );
         let log = target_dir().join(format!("{bench}-operator.log"));
+        // A port free now (the operator binds it a moment later): the
+        // bench reads the operator's metrics there.
+        let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
         let mut child = Command::new(&binary)
             .arg("run")
             .args(args)
@@ -63,7 +68,8 @@ impl BenchOperator {
             .arg(&providers)
             .arg("--cache-dir")
             .arg(target_dir().join("pontoon-module-cache"))
-            .args(["--metrics-addr", "127.0.0.1:0"])
+            .arg("--metrics-addr")
+            .arg(metrics_addr.to_string())
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -82,7 +88,31 @@ impl BenchOperator {
             child.id(),
             log.display()
         );
-        Ok(Self { child, log })
+        Ok(Self {
+            child,
+            log,
+            metrics_addr,
+        })
+    }
+
+    /// Its Prometheus exposition, as scraped now.
+    pub fn metrics(&self) -> anyhow::Result<Metrics> {
+        use std::io::{Read, Write};
+        let mut stream =
+            std::net::TcpStream::connect_timeout(&self.metrics_addr, Duration::from_secs(5))?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+        let mut text = String::new();
+        stream.read_to_string(&mut text)?;
+        let (head, body) = text
+            .split_once("\r\n\r\n")
+            .context("no HTTP answer from the operator's /metrics")?;
+        anyhow::ensure!(
+            head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.0 200"),
+            "/metrics answered {}",
+            head.lines().next().unwrap_or_default()
+        );
+        Ok(Metrics(body.to_string()))
     }
 
     pub fn pid(&self) -> u32 {
@@ -97,6 +127,43 @@ impl BenchOperator {
     }
 }
 
+/// A scrape of an operator's metrics.
+pub struct Metrics(pub String);
+
+impl Metrics {
+    /// The sum of every sample of `name` whose labels contain each of
+    /// `labels` (e.g. `module="carrier2mount"`).
+    pub fn sum(&self, name: &str, labels: &[&str]) -> f64 {
+        self.0
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| {
+                let (series, value) = l.rsplit_once(' ')?;
+                let (metric, rest) = series.split_once('{').unwrap_or((series, ""));
+                (metric == name && labels.iter().all(|want| rest.contains(want)))
+                    .then(|| value.parse::<f64>().ok())?
+            })
+            .sum()
+    }
+}
+
+/// The machine's CPU time so far, in clock ticks: (busy, total), from the
+/// first line of /proc/stat (busy: all but idle and iowait).
+pub fn machine_cpu() -> anyhow::Result<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat")?;
+    let ticks: Vec<u64> = stat
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("cpu "))
+        .context("no cpu line in /proc/stat")?
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    anyhow::ensure!(ticks.len() >= 5, "short cpu line in /proc/stat");
+    let total: u64 = ticks.iter().sum();
+    Ok((total - ticks[3] - ticks[4], total))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +174,20 @@ mod tests {
         assert_eq!(percentile(&samples, 50), 5.0);
         assert_eq!(percentile(&samples, 99), 10.0);
         assert!(percentile(&[], 50).is_nan());
+    }
+
+    #[test]
+    fn metric_sums_filter_by_name_and_labels() {
+        let m = Metrics(
+            "# TYPE x counter\n\
+             pontoon_provider_call_seconds_sum{module=\"a\",step=\"install\"} 1.5\n\
+             pontoon_provider_call_seconds_sum{module=\"a\",step=\"ready\"} 0.5\n\
+             pontoon_provider_call_seconds_sum{module=\"b\",step=\"ready\"} 7\n\
+             pontoon_provider_call_seconds_count{module=\"a\",step=\"ready\"} 3\n"
+                .into(),
+        );
+        assert_eq!(m.sum("pontoon_provider_call_seconds_sum", &[r#"module="a""#]), 2.0);
+        assert_eq!(m.sum("pontoon_provider_call_seconds_count", &[]), 3.0);
+        assert_eq!(m.sum("nothing", &[]), 0.0);
     }
 }

@@ -9,6 +9,7 @@
 //! controller last rendered ([`book`]).
 
 pub mod book;
+pub mod changes;
 pub mod controller;
 pub mod judge;
 pub mod lookup;

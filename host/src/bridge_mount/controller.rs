@@ -31,7 +31,7 @@ use super::{
     state::State,
 };
 use crate::{
-    bridge::{Book, MOUNT_LABEL},
+    bridge::{Book, MOUNT_LABEL, changes::rendering_changes},
     chaos,
     controller_support::{
         ApiFailure, ensure_crd, metadata_watch, other_failure, watch_backoff, watch_config,
@@ -124,8 +124,9 @@ pub async fn run(
         .watches_stream(metadata_watch::<StatefulSet>(&client), move |s| {
             affected_mounts(&sets, &s)
         })
-        // A bridge that comes, changes or goes is rendered by its mount.
-        .watches(bridge_api, watch_config(), |bridge| {
+        // A bridge that comes, goes or changes its request is rendered by
+        // its mount; the bridge controller's reports wake no mount.
+        .watches_stream(rendering_changes(bridge_api), |bridge| {
             let mount = bridge.labels().get(MOUNT_LABEL)?;
             Some(ObjectRef::new(mount).within(&bridge.namespace()?))
         })

@@ -69,32 +69,38 @@ impl Reconcile<'_> {
 
     /// ACTIVE, when the mount's bridges are not the ones its pods hold: the
     /// provider installs again with the current list (its pods already
-    /// intercept, so only their configs change). `Some` is the requeue while
-    /// that is not done; the mount stays ACTIVE, its traffic going to the
-    /// shadow meanwhile as before.
+    /// intercept, so only their configs change). While that is not done the
+    /// mount stays ACTIVE, its traffic going to the shadow as before.
     async fn render_bridges(
         &mut self,
         provider: &ProviderModule,
         request: &Mount,
-    ) -> Option<Action> {
+    ) -> Rendered {
         let uid = self.cr.metadata.uid.clone().unwrap_or_default();
         if self.ctx.book.holds(&uid, &self.bridges) {
-            return None;
+            return Rendered::Unchanged;
         }
+        // Nothing known (the operator just started): this render is the
+        // first look at the mount, and its configs are read back after it.
+        let known = self.ctx.book.rendered(&uid).is_some();
         let installed = provider
             .install(self.access(provider, request), request)
             .await;
         match bridges_rendered(&installed) {
             Ok(()) => {
                 self.rendered_bridges();
-                None
+                if known {
+                    Rendered::Now
+                } else {
+                    Rendered::Unchanged
+                }
             }
             Err(retry) => {
                 if let Err(err) = &installed {
                     tracing::warn!(mount = %self.cr.qualified_name(), error = %err,
                         "cannot render the mount's bridges; trying again in {} s", retry.as_secs());
                 }
-                Some(Action::requeue(retry))
+                Rendered::Again(Action::requeue(retry))
             }
         }
     }
@@ -123,6 +129,10 @@ impl Reconcile<'_> {
         request: &Mount,
     ) -> Result<Action, Error> {
         let from = State::Active;
+        // Bridges that came, changed or went go into the pods first: they
+        // are what a developer waits for. The checks below still run, so a
+        // target that is gone is seen as soon as before.
+        let rendered = self.render_bridges(provider, request).await;
         let exists = provider
             .target_exists(self.access(provider, request), request)
             .await;
@@ -135,13 +145,30 @@ impl Reconcile<'_> {
         if let Some(next) = active_shadow(&usable) {
             return self.execute(from, next).await;
         }
-        if let Some(again) = self.render_bridges(provider, request).await {
-            return Ok(again);
+        match rendered {
+            Rendered::Unchanged => {}
+            Rendered::Again(again) => return Ok(again),
+            // Every pod's commit was checked as it was made: reading the
+            // configs back now would only hold up the next bridge change
+            // (a reconcile of this mount runs one at a time); the next
+            // look at the mount reads them back.
+            Rendered::Now => return Ok(Action::requeue(self.interval)),
         }
         let ready = self.readiness(provider, request).await;
         self.execute(from, active_readiness(&ready, self.interval))
             .await
     }
+}
+
+/// What rendering the mount's bridges in ACTIVE came to.
+enum Rendered {
+    /// The pods held the current bridges already (or nothing was known
+    /// of what they held).
+    Unchanged,
+    /// They hold them now, changed from what they held.
+    Now,
+    /// Not done: look again then.
+    Again(Action),
 }
 
 /// How long to wait before rendering bridges again after an `install` in

@@ -1,0 +1,183 @@
+//! The bridge changes a mount renders: a bridge that comes, goes, or
+//! changes what it asks for. A bridge's `state`, `stateTransitions` and
+//! `status` are the bridge controller's report of that rendering; they wake
+//! no mount. Were they to, each report would run the mount's whole check
+//! again (an exec into every pod), and a bridge deleted meanwhile would
+//! wait behind it before leaving the pods.
+
+use std::{
+    collections::{HashMap, hash_map::DefaultHasher},
+    hash::{Hash, Hasher},
+};
+
+use futures::{Stream, TryStreamExt, future};
+use kube::{
+    Api, ResourceExt,
+    runtime::{WatchStreamExt, watcher},
+};
+
+use crate::{
+    bridge_mount::crd::GefyraBridge,
+    controller_support::{watch_backoff, watch_config},
+};
+
+/// The bridges of `api` whose request changed, came or went; on a re-list
+/// every bridge (one deleted during a watch gap has no event of its own,
+/// but wakes its mount through a sibling or the mount's own re-list).
+pub fn rendering_changes(
+    api: Api<GefyraBridge>,
+) -> impl Stream<Item = Result<GefyraBridge, watcher::Error>> + Send + 'static {
+    let mut seen = Seen::default();
+    watcher(api, watch_config())
+        .backoff(watch_backoff())
+        .try_filter_map(move |event| future::ready(Ok(seen.wakes(event))))
+}
+
+/// What the watch has seen of each bridge: the fingerprint of its request.
+#[derive(Default)]
+struct Seen {
+    requests: HashMap<String, u64>,
+    /// While a re-list runs: what it has seen so far, which replaces
+    /// `requests` when it is done (bridges gone meanwhile drop out).
+    relisted: Option<HashMap<String, u64>>,
+}
+
+impl Seen {
+    /// The bridge whose mount is to look again after `event`, if any.
+    fn wakes(&mut self, event: watcher::Event<GefyraBridge>) -> Option<GefyraBridge> {
+        match event {
+            watcher::Event::Init => {
+                self.relisted = Some(HashMap::new());
+                None
+            }
+            watcher::Event::InitApply(bridge) => {
+                let relisted = self.relisted.get_or_insert_with(HashMap::new);
+                relisted.insert(key(&bridge), request(&bridge));
+                Some(bridge)
+            }
+            watcher::Event::InitDone => {
+                if let Some(relisted) = self.relisted.take() {
+                    self.requests = relisted;
+                }
+                None
+            }
+            watcher::Event::Apply(bridge) => {
+                let print = request(&bridge);
+                (self.requests.insert(key(&bridge), print) != Some(print)).then_some(bridge)
+            }
+            watcher::Event::Delete(bridge) => {
+                self.requests.remove(&key(&bridge));
+                Some(bridge)
+            }
+        }
+    }
+}
+
+fn key(bridge: &GefyraBridge) -> String {
+    format!(
+        "{}/{}/{}",
+        bridge.namespace().unwrap_or_default(),
+        bridge.name_any(),
+        bridge.uid().unwrap_or_default()
+    )
+}
+
+/// Fingerprint of everything of a bridge that its mount may render or
+/// judge: its fields without the report, its labels (the mount it names)
+/// and whether it is being deleted.
+fn request(bridge: &GefyraBridge) -> u64 {
+    let mut fields = bridge.bridge.clone();
+    fields.state = None;
+    fields.state_transitions = None;
+    fields.status = None;
+    let deleting = bridge.metadata.deletion_timestamp.is_some();
+    let mut hasher = DefaultHasher::new();
+    // Serialized, so that a field added to the CRD later counts too.
+    serde_json::to_string(&fields)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    bridge.labels().hash(&mut hasher);
+    deleting.hash(&mut hasher);
+    hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn bridge(rules_value: &str, state: Option<&str>) -> GefyraBridge {
+        let mut value = json!({
+            "metadata": { "name": "b", "namespace": "ns", "uid": "u1",
+                          "labels": { "gefyra.dev/bridge-mount": "m" } },
+            "provider": "carrier2",
+            "providerParameter": { "rules": [{ "match": [{ "matchHeader": {
+                "name": "x-gefyra", "value": rules_value, "type": "exact" } }] }] },
+            "portMappings": ["8080:80"],
+            "destinationIP": "10.0.0.1",
+        });
+        if let Some(state) = state {
+            value["state"] = json!(state);
+            value["stateTransitions"] = json!({ state: "2026-12-04T00:00:00.000000Z" });
+            value["status"] = json!({ "message": format!("now {state}") });
+        }
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn the_bridge_controllers_report_wakes_no_mount_but_a_new_request_does() {
+        let mut seen = Seen::default();
+        assert!(seen.wakes(watcher::Event::Apply(bridge("a", None))).is_some());
+        assert!(
+            seen.wakes(watcher::Event::Apply(bridge("a", Some("INSTALLING"))))
+                .is_none()
+        );
+        assert!(
+            seen.wakes(watcher::Event::Apply(bridge("a", Some("ACTIVE"))))
+                .is_none()
+        );
+        assert!(
+            seen.wakes(watcher::Event::Apply(bridge("b", Some("ACTIVE"))))
+                .is_some(),
+            "new rules must be rendered"
+        );
+        let mut relabelled = bridge("b", Some("ACTIVE"));
+        relabelled
+            .metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert("gefyra.dev/bridge-mount".into(), "other".into());
+        assert!(seen.wakes(watcher::Event::Apply(relabelled)).is_some());
+    }
+
+    #[test]
+    fn deletion_wakes_the_mount_whether_marked_or_done() {
+        let mut seen = Seen::default();
+        seen.wakes(watcher::Event::Apply(bridge("a", Some("ACTIVE"))));
+        let mut marked = bridge("a", Some("ACTIVE"));
+        marked.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ),
+        );
+        assert!(seen.wakes(watcher::Event::Apply(marked.clone())).is_some());
+        assert!(seen.wakes(watcher::Event::Delete(marked)).is_some());
+        // Recreated with the same request after its deletion: rendered again.
+        assert!(seen.wakes(watcher::Event::Apply(bridge("a", None))).is_some());
+    }
+
+    #[test]
+    fn a_relist_wakes_every_bridge_and_forgets_the_ones_gone() {
+        let mut seen = Seen::default();
+        seen.wakes(watcher::Event::Apply(bridge("a", None)));
+        let mut other = bridge("a", None);
+        other.metadata.name = Some("gone".into());
+        seen.wakes(watcher::Event::Apply(other));
+        assert!(seen.wakes(watcher::Event::Init).is_none());
+        assert!(seen.wakes(watcher::Event::InitApply(bridge("a", None))).is_some());
+        assert!(seen.wakes(watcher::Event::InitDone).is_none());
+        assert_eq!(seen.requests.len(), 1);
+        assert!(seen.wakes(watcher::Event::Apply(bridge("a", Some("ACTIVE")))).is_none());
+    }
+}
