@@ -194,12 +194,19 @@ async fn provider_events_land_on_the_mount() -> anyhow::Result<()> {
     ));
     sample.prepare(cluster, &mount).await?;
 
-    let events = ns.api::<Event>().list(&Default::default()).await?;
+    // The host posts Events in the background: the call does not wait.
+    let is_prepared = |e: &Event| e.reason.as_deref() == Some("Prepared");
+    let events = pontoon_tests::wait_for_list(
+        &ns.api::<Event>(),
+        "",
+        |events: &[Event]| events.iter().any(is_prepared),
+        std::time::Duration::from_secs(10),
+    )
+    .await?;
     let prepared = events
-        .items
         .iter()
-        .find(|e| e.reason.as_deref() == Some("Prepared"))
-        .unwrap_or_else(|| panic!("no Prepared event in {:?}", events.items));
+        .find(|e| is_prepared(e))
+        .expect("waited for it");
     let regarding = prepared.regarding.as_ref().expect("event has a subject");
     assert_eq!(regarding.kind.as_deref(), Some("GefyraBridgeMount"));
     assert_eq!(regarding.name.as_deref(), Some("web-mount"));

@@ -385,13 +385,30 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
             action: module,
             secondary: None,
         };
-        events
-            .recorder
-            .publish(&event, &events.object)
+        // Posted in the background: an Event is a write the provider's step
+        // does not depend on, and waiting for each one (three pods patched,
+        // three Events) held the step, and its turn, for every round trip.
+        // At most EVENTS_IN_FLIGHT wait at once; a module posting faster
+        // waits for a place.
+        let place = EVENTS_IN_FLIGHT
+            .clone()
+            .acquire_owned()
             .await
-            .map_err(api_error)
+            .map_err(|_| ClusterError::Api("the operator is stopping".into()))?;
+        let subject = self.subject.to_string();
+        tokio::spawn(async move {
+            if let Err(err) = events.recorder.publish(&event, &events.object).await {
+                tracing::warn!(subject, reason = event.reason, error = %err, "cannot post a provider's Event");
+            }
+            drop(place);
+        });
+        Ok(())
     }
 }
+
+/// Provider Events being posted at once (see `event`).
+static EVENTS_IN_FLIGHT: std::sync::LazyLock<std::sync::Arc<tokio::sync::Semaphore>> =
+    std::sync::LazyLock::new(|| std::sync::Arc::new(tokio::sync::Semaphore::new(64)));
 
 /// Deletes `r`; `false` when it was gone already. Recorded in `journal`.
 async fn delete(
