@@ -16,7 +16,9 @@
 //!   (until such a request is answered by the shadow again);
 //! - last, a burst of 200 mounts (`BENCH_MOUNTS_BURST`, 0 skips it) of
 //!   3-replica Deployments created at once, with the operator under the
-//!   chart's limits (3 provider calls at once, 64 MiB each): until all are
+//!   chart's limits (3 provider calls at once, 64 MiB each, unless
+//!   `PONTOON_MAX_PROVIDER_CALLS` and `PONTOON_PROVIDER_MEMORY` say
+//!   otherwise, as they do for the operator): until all are
 //!   ACTIVE, the operator's peak RSS and CPU meanwhile, and their deletion
 //!   until every target is restored;
 //! - the operator's peak RSS and CPU seconds over the whole run.
@@ -58,9 +60,22 @@ const MANY: usize = 50;
 const BURST: usize = 200;
 /// The chart's memory limit of the operator, which the burst must stay under.
 const CHART_MEMORY_LIMIT_MIB: f64 = 256.0;
-/// Provider calls that run at once: the operator's default, the chart's
-/// `sandbox.concurrentCalls`.
-const PROVIDER_TURNS: usize = 3;
+/// Provider calls that run at once, and the memory each may take (MiB):
+/// the operator's defaults (the chart's `sandbox.concurrentCalls` and
+/// `sandbox.memoryMiB`), unless the environment the operator inherits sets
+/// them (`PONTOON_MAX_PROVIDER_CALLS`, `PONTOON_PROVIDER_MEMORY`).
+fn sandbox() -> (usize, usize) {
+    let env = |name: &str, default: usize| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    (
+        env("PONTOON_MAX_PROVIDER_CALLS", 3),
+        env("PONTOON_PROVIDER_MEMORY", 64),
+    )
+}
 const CARRIER_IMAGE: &str = "quay.io/gefyra/carrier2:latest";
 const APP_IMAGE: &str = "nginx:1.27";
 const TIMEOUT: Duration = Duration::from_secs(180);
@@ -137,9 +152,11 @@ async fn main() -> anyhow::Result<()> {
         many.as_secs_f64()
     );
     if let Some(b) = &burst {
+        let (turns, memory_mib) = sandbox();
         println!(
-            "{} mounts of 3-replica Deployments created at once (--max-provider-calls {PROVIDER_TURNS}, 64 MiB each):",
-            b.mounts
+            "{} mounts of 3-replica Deployments created at once (--max-provider-calls {turns}, --provider-memory {memory_mib}: {} MiB of the chart's {CHART_MEMORY_LIMIT_MIB} MiB with the operator's 64):",
+            b.mounts,
+            turns * memory_mib + 64
         );
         println!(
             "  all ACTIVE after     {:>7.3} s   (goal: <= 30 s)",
@@ -156,11 +173,15 @@ async fn main() -> anyhow::Result<()> {
             b.cpu_seconds / b.active.as_secs_f64().max(f64::EPSILON)
         );
         println!(
-            "  provider calls       {:>7.0} calls, {:.1} s in all: {:.0}% of the {PROVIDER_TURNS} turns busy on average; {:.0} ms a call (the turns bound the pace when near 100%)",
+            "  provider calls       {:>7.0} calls, {:.1} s in all: {:.0}% of the {turns} turns busy on average; {:.0} ms a call (the turns bound the pace when near 100%)",
             b.calls,
             b.call_seconds,
-            100.0 * b.call_seconds / (PROVIDER_TURNS as f64 * b.active.as_secs_f64()).max(f64::EPSILON),
+            100.0 * b.call_seconds / (turns as f64 * b.active.as_secs_f64()).max(f64::EPSILON),
             1000.0 * b.call_seconds / b.calls.max(1.0)
+        );
+        println!(
+            "  provider memory      {:>7.1} MiB at most in one call (each may take {memory_mib} MiB: the bound the turns are counted by)",
+            b.call_memory_peak / (1024.0 * 1024.0)
         );
         println!(
             "  machine CPU          {:>7.0}% of its cores busy (test bed, bench and operator together; the test bed bounds the pace when near 100%)",
@@ -572,6 +593,8 @@ struct Burst {
     /// (each holding one of the turns).
     calls: f64,
     call_seconds: f64,
+    /// The most linear memory one carrier2mount call used.
+    call_memory_peak: f64,
     /// The whole machine's CPU meanwhile: the share of all its cores busy
     /// (the test bed, the bench and the operator together).
     machine_busy: f64,
@@ -622,6 +645,7 @@ async fn burst(
     let delta = |name: &str| metrics_after.sum(name, &carrier) - metrics_before.sum(name, &carrier);
     let calls = delta("pontoon_provider_call_seconds_count");
     let call_seconds = delta("pontoon_provider_call_seconds_sum");
+    let call_memory_peak = metrics_after.sum("pontoon_provider_memory_peak_bytes", &carrier);
     sampling.store(false, std::sync::atomic::Ordering::Relaxed);
     let peak_rss_kib = sampler.await?;
 
@@ -654,6 +678,7 @@ async fn burst(
         cpu_seconds,
         calls,
         call_seconds,
+        call_memory_peak,
         machine_busy,
     })
 }

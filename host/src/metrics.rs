@@ -82,6 +82,11 @@ pub struct StepLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ModuleLabels {
+    pub module: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StopLabels {
     pub module: String,
     /// `deadline`, `memory`, `trap` or `denied` (a cluster call outside the
@@ -96,6 +101,7 @@ pub struct Metrics {
     pub provider_calls: Family<CallLabels, Counter>,
     pub provider_call_seconds: Family<StepLabels, Histogram>,
     pub sandbox_stops: Family<StopLabels, Counter>,
+    pub provider_memory_peak: Family<ModuleLabels, Gauge>,
     pub leader: Gauge,
     /// Refreshes gauges that are counted from a cache when scraped.
     collectors: Mutex<Vec<Box<dyn Fn() + Send>>>,
@@ -143,6 +149,13 @@ impl Metrics {
             "Module calls stopped by the sandbox per module and cause",
             sandbox_stops.clone(),
         );
+        let provider_memory_peak = Family::<ModuleLabels, Gauge>::default();
+        registry.register(
+            "provider_memory_peak_bytes",
+            "Most linear memory one call of the module has used since the operator started \
+             (what --provider-memory must leave room for)",
+            provider_memory_peak.clone(),
+        );
         let leader = Gauge::default();
         registry.register(
             "leader",
@@ -156,6 +169,7 @@ impl Metrics {
             provider_calls,
             provider_call_seconds,
             sandbox_stops,
+            provider_memory_peak,
             leader,
             collectors: Mutex::default(),
         }
@@ -225,6 +239,17 @@ impl Metrics {
             .inc();
     }
 
+    /// Notes that a call of `module` used `bytes` of linear memory at most.
+    pub fn provider_memory(&self, module: &str, bytes: usize) {
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        self.provider_memory_peak
+            .get_or_create(&ModuleLabels {
+                module: module.to_string(),
+            })
+            .inner()
+            .fetch_max(bytes, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Runs `refresh` before every scrape (gauges counted from a cache).
     pub fn on_scrape(&self, refresh: impl Fn() + Send + 'static) {
         self.collectors
@@ -290,6 +315,8 @@ mod tests {
             Duration::from_millis(3),
         );
         metrics.sandbox_stop("spin", "deadline");
+        metrics.provider_memory("carrier2mount", 3 << 20);
+        metrics.provider_memory("carrier2mount", 2 << 20);
         let text = metrics.render();
         assert!(
             text.contains(r#"pontoon_reconciles_total{controller="bridge-mount",result="ok"} 2"#),
@@ -306,6 +333,10 @@ mod tests {
         assert!(
             text.contains(r#"pontoon_sandbox_stops_total{module="spin",cause="deadline"} 1"#),
             "{text}"
+        );
+        assert!(
+            text.contains(r#"pontoon_provider_memory_peak_bytes{module="carrier2mount"} 3145728"#),
+            "the most any call used: {text}"
         );
         assert!(text.ends_with("# EOF\n"), "{text}");
     }

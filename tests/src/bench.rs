@@ -186,7 +186,10 @@ mod tests {
              pontoon_provider_call_seconds_count{module=\"a\",step=\"ready\"} 3\n"
                 .into(),
         );
-        assert_eq!(m.sum("pontoon_provider_call_seconds_sum", &[r#"module="a""#]), 2.0);
+        assert_eq!(
+            m.sum("pontoon_provider_call_seconds_sum", &[r#"module="a""#]),
+            2.0
+        );
         assert_eq!(m.sum("pontoon_provider_call_seconds_count", &[]), 3.0);
         assert_eq!(m.sum("nothing", &[]), 0.0);
     }

@@ -127,7 +127,10 @@ mod tests {
     #[test]
     fn the_bridge_controllers_report_wakes_no_mount_but_a_new_request_does() {
         let mut seen = Seen::default();
-        assert!(seen.wakes(watcher::Event::Apply(bridge("a", None))).is_some());
+        assert!(
+            seen.wakes(watcher::Event::Apply(bridge("a", None)))
+                .is_some()
+        );
         assert!(
             seen.wakes(watcher::Event::Apply(bridge("a", Some("INSTALLING"))))
                 .is_none()
@@ -156,15 +159,17 @@ mod tests {
         let mut seen = Seen::default();
         seen.wakes(watcher::Event::Apply(bridge("a", Some("ACTIVE"))));
         let mut marked = bridge("a", Some("ACTIVE"));
-        marked.metadata.deletion_timestamp = Some(
-            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        marked.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                 k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
-            ),
-        );
+            ));
         assert!(seen.wakes(watcher::Event::Apply(marked.clone())).is_some());
         assert!(seen.wakes(watcher::Event::Delete(marked)).is_some());
         // Recreated with the same request after its deletion: rendered again.
-        assert!(seen.wakes(watcher::Event::Apply(bridge("a", None))).is_some());
+        assert!(
+            seen.wakes(watcher::Event::Apply(bridge("a", None)))
+                .is_some()
+        );
     }
 
     #[test]
@@ -175,9 +180,15 @@ mod tests {
         other.metadata.name = Some("gone".into());
         seen.wakes(watcher::Event::Apply(other));
         assert!(seen.wakes(watcher::Event::Init).is_none());
-        assert!(seen.wakes(watcher::Event::InitApply(bridge("a", None))).is_some());
+        assert!(
+            seen.wakes(watcher::Event::InitApply(bridge("a", None)))
+                .is_some()
+        );
         assert!(seen.wakes(watcher::Event::InitDone).is_none());
         assert_eq!(seen.requests.len(), 1);
-        assert!(seen.wakes(watcher::Event::Apply(bridge("a", Some("ACTIVE")))).is_none());
+        assert!(
+            seen.wakes(watcher::Event::Apply(bridge("a", Some("ACTIVE"))))
+                .is_none()
+        );
     }
 }

@@ -119,6 +119,7 @@ impl Sandbox {
         ended: Ended<T>,
     ) -> Result<T, CallError> {
         let module = &store.data().module;
+        METRICS.provider_memory(module, store.data().limiter.peak_bytes);
         let result = if matches!(ended, Ok(Ok(_))) {
             "returned"
         } else {

@@ -42,6 +42,8 @@ pub struct CallLimiter {
     deadline_at: Instant,
     pub(super) memory_exceeded: bool,
     pub(super) deadline_exceeded: bool,
+    /// The most linear memory the instance has had.
+    pub(super) peak_bytes: usize,
 }
 
 impl CallLimiter {
@@ -51,6 +53,7 @@ impl CallLimiter {
             deadline_at: Instant::now() + limits.deadline,
             memory_exceeded: false,
             deadline_exceeded: false,
+            peak_bytes: 0,
         }
     }
 
@@ -82,6 +85,7 @@ impl ResourceLimiter for CallLimiter {
                 desired.div_ceil(1024 * 1024)
             );
         }
+        self.peak_bytes = self.peak_bytes.max(desired);
         Ok(true)
     }
 

@@ -71,11 +71,7 @@ impl Reconcile<'_> {
     /// provider installs again with the current list (its pods already
     /// intercept, so only their configs change). While that is not done the
     /// mount stays ACTIVE, its traffic going to the shadow as before.
-    async fn render_bridges(
-        &mut self,
-        provider: &ProviderModule,
-        request: &Mount,
-    ) -> Rendered {
+    async fn render_bridges(&mut self, provider: &ProviderModule, request: &Mount) -> Rendered {
         let uid = self.cr.metadata.uid.clone().unwrap_or_default();
         if self.ctx.book.holds(&uid, &self.bridges) {
             return Rendered::Unchanged;
