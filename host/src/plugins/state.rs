@@ -20,6 +20,9 @@ pub struct CallState {
     pub(super) subject: Arc<str>,
     pub(super) cluster: Option<ClusterAccess>,
     pub(super) limiter: CallLimiter,
+    /// The post of the call's last Event, which the next one follows (they
+    /// are posted in the background, in the order the guest sent them).
+    pub(super) last_event: Option<tokio::task::JoinHandle<()>>,
     wasi: WasiCtx,
     table: ResourceTable,
     stderr: MemoryOutputPipe,
@@ -40,6 +43,7 @@ impl CallState {
             subject,
             cluster,
             limiter: CallLimiter::new(limits),
+            last_event: None,
             wasi,
             table: ResourceTable::new(),
             stderr,

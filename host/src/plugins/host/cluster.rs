@@ -388,20 +388,27 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
         // Posted in the background: an Event is a write the provider's step
         // does not depend on, and waiting for each one (three pods patched,
         // three Events) held the step, and its turn, for every round trip.
-        // At most EVENTS_IN_FLIGHT wait at once; a module posting faster
-        // waits for a place.
+        // One after the other, as the guest sent them: the recorder folds a
+        // repeated reason into one Event's series only when the earlier
+        // post is done. At most EVENTS_IN_FLIGHT wait at once; a module
+        // posting faster waits for a place.
         let place = EVENTS_IN_FLIGHT
             .clone()
             .acquire_owned()
             .await
             .map_err(|_| ClusterError::Api("the operator is stopping".into()))?;
         let subject = self.subject.to_string();
-        tokio::spawn(async move {
+        let previous = self.last_event.take();
+        self.last_event = Some(tokio::spawn(async move {
+            if let Some(previous) = previous {
+                // A post that panicked is over too.
+                let _ = previous.await;
+            }
             if let Err(err) = events.recorder.publish(&event, &events.object).await {
                 tracing::warn!(subject, reason = event.reason, error = %err, "cannot post a provider's Event");
             }
             drop(place);
-        });
+        }));
         Ok(())
     }
 }
