@@ -236,7 +236,7 @@ fn calls_between(before: &Metrics, after: &Metrics) -> Calls {
         .iter()
         .map(|step| {
             let labels = [r#"module="carrier2mount""#, &format!(r#"step="{step}""#)];
-            let delta = |name: &str| after.sum(name, &labels) - before.sum(name, &labels);
+            let delta = |name: &str| after.since(before, name, &labels);
             (
                 step.to_string(),
                 delta("pontoon_provider_call_seconds_count"),
@@ -642,7 +642,7 @@ async fn burst(
     let machine_busy = (machine_after.0 - machine_before.0) as f64
         / (machine_after.1 - machine_before.1).max(1) as f64;
     let carrier = [r#"module="carrier2mount""#];
-    let delta = |name: &str| metrics_after.sum(name, &carrier) - metrics_before.sum(name, &carrier);
+    let delta = |name: &str| metrics_after.since(&metrics_before, name, &carrier);
     let calls = delta("pontoon_provider_call_seconds_count");
     let call_seconds = delta("pontoon_provider_call_seconds_sum");
     let call_memory_peak = metrics_after.sum("pontoon_provider_memory_peak_bytes", &carrier);

@@ -145,6 +145,11 @@ impl Metrics {
             })
             .sum()
     }
+
+    /// How much `name` (summed as [`Self::sum`]) grew since `before`.
+    pub fn since(&self, before: &Metrics, name: &str, labels: &[&str]) -> f64 {
+        self.sum(name, labels) - before.sum(name, labels)
+    }
 }
 
 /// The machine's CPU time so far, in clock ticks: (busy, total), from the
