@@ -207,6 +207,63 @@ impl Bed {
     fn curl(&self, args: &[&str]) -> anyhow::Result<Output> {
         self.net.curl(args)
     }
+
+    /// Polls `check` until the data plane serves as it says, and stays so:
+    /// a first right answer (the new config's pods serve), the Gateway's
+    /// rollout over (as `kubectl rollout status` says: only the new pods
+    /// left), then five right answers in a row (kube-proxy drops a pod a
+    /// moment after it is gone; the old pods serve the old config until
+    /// then). `check` says what was wrong when it was.
+    async fn steadily(
+        &self,
+        gateway: &str,
+        what: &str,
+        mut check: impl FnMut() -> anyhow::Result<Result<(), String>>,
+    ) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        let mut rolled_out = false;
+        let mut in_a_row = 0;
+        while in_a_row < 5 {
+            match check()? {
+                Ok(()) if rolled_out => in_a_row += 1,
+                Ok(()) => {
+                    let deployments: Api<Deployment> = self.ns.api();
+                    wait_for(
+                        &deployments,
+                        &format!("praxis-{gateway}"),
+                        |d: Option<&Deployment>| d.is_some_and(rollout_complete),
+                        deadline.saturating_duration_since(tokio::time::Instant::now()),
+                    )
+                    .await
+                    .with_context(|| format!("{what}: the data plane never rolled out"))?;
+                    rolled_out = true;
+                }
+                Err(wrong) => {
+                    in_a_row = 0;
+                    ensure!(
+                        tokio::time::Instant::now() < deadline,
+                        "{what}: {wrong}\n--- operator ---\n{}",
+                        self.operator.log_tail(30)
+                    );
+                    tokio::time::sleep(Duration::from_millis(400)).await;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
+}
+
+/// The Deployment's rollout is over: its current generation seen, and all
+/// its pods (none more) updated and available.
+fn rollout_complete(d: &Deployment) -> bool {
+    let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    d.status.as_ref().is_some_and(|s| {
+        s.observed_generation >= d.metadata.generation
+            && s.replicas == Some(want)
+            && s.updated_replicas == Some(want)
+            && s.available_replicas == Some(want)
+    })
 }
 
 impl Drop for Bed {
@@ -347,23 +404,14 @@ async fn grpc_calls_go_where_their_routes_send_them_over_http2() -> anyhow::Resu
         .await?;
 
     // The config reaches the data plane's pods a moment after the route is
-    // accepted: wait for the first routed call.
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    loop {
-        let last = grpc_call(&bed, &address, "Echo", &[]);
-        if last
-            .as_ref()
-            .is_ok_and(|(status, text)| *status == 200 && text.contains("grpc-one-"))
-        {
-            break;
-        }
-        ensure!(
-            tokio::time::Instant::now() < deadline,
-            "Echo never reached grpc-one: {last:?}\n--- operator ---\n{}",
-            bed.operator.log_tail(30)
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    // accepted, and they roll.
+    bed.steadily("grpc", "Echo never reached grpc-one", || {
+        Ok(match grpc_call(&bed, &address, "Echo", &[]) {
+            Ok((200, text)) if text.contains("grpc-one-") => Ok(()),
+            last => Err(format!("{last:?}")),
+        })
+    })
+    .await?;
     for _ in 0..6 {
         let (status, text) = grpc_call(&bed, &address, "Echo", &[])?;
         ensure!(
@@ -593,19 +641,15 @@ async fn h2c_backends_and_timeouts_of_http_routes() -> anyhow::Result<()> {
         let (body, code) = text.rsplit_once("\n@@").context("no status")?;
         Ok((code.parse().unwrap_or(0), body.to_string()))
     };
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    loop {
+    bed.steadily("web", "/h2c never answered 200", || {
         let (code, body) = status("/h2c", false)?;
-        if code == 200 {
-            break;
-        }
-        ensure!(
-            tokio::time::Instant::now() < deadline,
-            "/h2c never answered 200: {code} {body:.300}\n--- operator ---\n{}",
-            bed.operator.log_tail(30)
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+        Ok(if code == 200 {
+            Ok(())
+        } else {
+            Err(format!("{code} {body:.300}"))
+        })
+    })
+    .await?;
     // Both an HTTP/1.1 client and an HTTP/2 (prior knowledge) client reach
     // the h2c-only port: Praxis speaks h2c to it.
     for h2 in [false, true] {

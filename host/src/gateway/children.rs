@@ -12,9 +12,9 @@ use k8s_openapi::{
         apps::v1::{Deployment, DeploymentSpec},
         core::v1::{
             Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort,
-            HTTPGetAction, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile,
-            Secret, SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec, Volume,
-            VolumeMount,
+            HTTPGetAction, Lifecycle, LifecycleHandler, PodSecurityContext, PodSpec,
+            PodTemplateSpec, Probe, SeccompProfile, Secret, SecretVolumeSource, SecurityContext,
+            Service, ServicePort, ServiceSpec, SleepAction, Volume, VolumeMount,
         },
     },
     apimachinery::pkg::{
@@ -223,6 +223,10 @@ fn hex_prefix(digest: &[u8], bytes: usize) -> String {
         .collect()
 }
 
+/// How long a data-plane pod keeps serving once deleted, before Praxis is
+/// told to stop (`lifecycle.preStop.sleep`).
+pub const PRE_STOP_SECONDS: i64 = 5;
+
 /// The Praxis Deployment: the config and the certificates mounted
 /// read-only, probes on the admin port, a non-root, read-only, capability-
 /// less container, and the config's hash on the pods.
@@ -299,6 +303,20 @@ pub fn deployment(
         volume_mounts: Some(mounts),
         liveness_probe: Some(probe("/healthy")),
         readiness_probe: Some(probe("/ready")),
+        // A config change rolls the pods, and Praxis closes its listeners
+        // the moment it is told to stop, while kube-proxy keeps sending the
+        // old pod new connections until the endpoint update reaches it (a
+        // second or so, more under churn): those would be refused. Serving
+        // a little longer lets the Service drop the pod first.
+        lifecycle: Some(Lifecycle {
+            pre_stop: Some(LifecycleHandler {
+                sleep: Some(SleepAction {
+                    seconds: PRE_STOP_SECONDS,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
         security_context: Some(SecurityContext {
             run_as_user: Some(100),
             run_as_non_root: Some(true),
@@ -518,6 +536,11 @@ mod tests {
         let caps = sc.capabilities.unwrap();
         assert_eq!(caps.drop.unwrap(), ["ALL"]);
         assert_eq!(caps.add.unwrap(), ["NET_BIND_SERVICE"]);
+        let pre_stop = c.lifecycle.clone().unwrap().pre_stop.unwrap().sleep.unwrap();
+        assert_eq!(
+            pre_stop.seconds, PRE_STOP_SECONDS,
+            "drains before it stops listening"
+        );
         let probe_path =
             |p: &Option<Probe>| p.as_ref().unwrap().http_get.as_ref().unwrap().path.clone();
         assert_eq!(probe_path(&c.liveness_probe).as_deref(), Some("/healthy"));
