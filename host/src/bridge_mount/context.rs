@@ -8,7 +8,7 @@ use kube::{
     runtime::{events::Recorder, reflector::Store},
 };
 
-use super::{crd::GefyraBridgeMount, settings::MountSettings};
+use super::{crd::GefyraBridgeMount, seen_whole::SeenWhole, settings::MountSettings};
 use crate::{
     bridge::Book,
     plugins::{Discovery, Registry},
@@ -25,4 +25,6 @@ pub struct Context {
     /// What each mount's pods hold of its bridges (shared with the bridge
     /// controller).
     pub book: Arc<Book>,
+    /// When each mount was last seen whole (ACTIVE's checks keep a gap).
+    pub seen_whole: SeenWhole,
 }

@@ -98,6 +98,7 @@ pub async fn run(
         settings,
         mounts: store.clone(),
         book: book.clone(),
+        seen_whole: Default::default(),
     });
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
     let bridges = crate::bridge::controller::run(

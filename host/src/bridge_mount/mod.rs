@@ -8,6 +8,7 @@ pub mod crd;
 pub mod namespaces;
 pub mod reason;
 mod reconcile;
+pub mod seen_whole;
 pub mod settings;
 pub mod state;
 pub mod status;

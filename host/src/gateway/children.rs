@@ -536,7 +536,14 @@ mod tests {
         let caps = sc.capabilities.unwrap();
         assert_eq!(caps.drop.unwrap(), ["ALL"]);
         assert_eq!(caps.add.unwrap(), ["NET_BIND_SERVICE"]);
-        let pre_stop = c.lifecycle.clone().unwrap().pre_stop.unwrap().sleep.unwrap();
+        let pre_stop = c
+            .lifecycle
+            .clone()
+            .unwrap()
+            .pre_stop
+            .unwrap()
+            .sleep
+            .unwrap();
         assert_eq!(
             pre_stop.seconds, PRE_STOP_SECONDS,
             "drains before it stops listening"

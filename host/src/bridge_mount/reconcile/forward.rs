@@ -113,6 +113,11 @@ impl Reconcile<'_> {
             .await;
         if let Ok(conditions) = &ready {
             self.writer.record(readiness(conditions));
+            if not_ready(conditions).is_empty() {
+                self.ctx.seen_whole.record(&self.uid());
+            } else {
+                self.ctx.seen_whole.forget(&self.uid());
+            }
         }
         ready
     }
@@ -129,6 +134,14 @@ impl Reconcile<'_> {
         // are what a developer waits for. The checks below still run, so a
         // target that is gone is seen as soon as before.
         let rendered = self.render_bridges(provider, request).await;
+        // Seen whole a moment ago (it just became ACTIVE, or was checked):
+        // the rest waits until the gap ends.
+        if let Some(wait) = self.ctx.seen_whole.due_in(&self.uid()) {
+            return Ok(match rendered {
+                Rendered::Again(again) => again,
+                Rendered::Unchanged | Rendered::Now => Action::requeue(wait),
+            });
+        }
         let exists = provider
             .target_exists(self.access(provider, request), request)
             .await;

@@ -129,6 +129,7 @@ impl<'a> Reconcile<'a> {
         }
         self.uninstall_all().await?;
         self.ctx.book.forget(&self.uid());
+        self.ctx.seen_whole.forget(&self.uid());
         // What is left is the finalizer's removal.
         crate::chaos::point("uninstalled");
         Ok(Action::await_change())
