@@ -2,13 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // What Gefyra's operator writes (Carrier2Config.model_dump_yaml), with a
@@ -307,5 +310,50 @@ func TestRunTestOnlyChecks(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
 			t.Errorf("-t wrote %s", f)
 		}
+	}
+}
+
+// In a process pod (pod-runner's mark in /tmp), a daemon start exec'd while
+// the pod's own Carrier2 is still starting waits for it and hands it the
+// configuration: the pod then serves it, as it would with the real daemon.
+// Without the mark (a fake pod) it answers at once, as above.
+func TestDaemonStartInAProcessPodHandsTheConfigToItsStartingCarrier(t *testing.T) {
+	dir := t.TempDir()
+	saved := mainProcessMark
+	mainProcessMark = filepath.Join(dir, ".testbed-main-process")
+	t.Cleanup(func() { mainProcessMark = saved })
+	if err := os.WriteFile(mainProcessMark, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	conf := writeConfig(t, dir, fmt.Sprintf("version: 1\nerror_log: DIR/carrier.log\n"+
+		"upgrade_sock: %s\nproxy: [{port: %d, clusterUpstream: [\"web:80\"]}]\n", defaultUpgradeSock, port))
+	// The pod's Carrier2 (idle, on the default socket) starts a moment later.
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan int, 1)
+	pod := &syncBuffer{}
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		served <- runContext(ctx, nil, pod, io.Discard)
+	}()
+	defer func() {
+		cancel()
+		<-served
+	}()
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"-c", conf, "-d"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s%s", code, stdout.String(), stderr.String())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pod's Carrier2 never served port %d: %s", port, pod.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -42,6 +42,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -104,7 +105,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return upgrade(opts, cfg, data, stdout, stderr)
 	}
 	if opts.daemon {
-		return daemonStart(opts, cfg, stdout, stderr)
+		return daemonStart(opts, cfg, data, stdout, stderr)
 	}
 	return serve(ctx, opts, cfg, stdout, stderr)
 }
@@ -117,7 +118,13 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 // pod. So it answers as a fresh start that serves nothing (the stand-in's
 // answer). Where a Carrier2 does serve, a second one could not bind its
 // ports, and says so as Pingora would.
-func daemonStart(opts options, cfg *Config, stdout, stderr io.Writer) int {
+//
+// In a pod whose containers the test bed runs as processes (pod-runner
+// marks its /tmp), the exec can come between the container's restart on
+// the Carrier2 image and its process taking the upgrade socket. The real
+// daemon would then serve the configuration itself; the stand-in hands it
+// to the pod's Carrier2 once that listens, which serves the same.
+func daemonStart(opts options, cfg *Config, data []byte, stdout, stderr io.Writer) int {
 	sock := cfg.UpgradeSock
 	if sock == "" {
 		sock = defaultUpgradeSock
@@ -126,7 +133,25 @@ func daemonStart(opts options, cfg *Config, stdout, stderr io.Writer) int {
 		return panicked(stderr, cfg.ErrorLog, fmt.Sprintf(
 			"a Carrier2 already serves on %s (its ports are taken): upgrade it with -u instead", sock))
 	}
+	if _, err := os.Stat(mainProcessMark); err == nil && servingWithin(sock, startingWait) {
+		return upgrade(opts, cfg, data, stdout, stderr)
+	}
 	return upgradeWithNothingListening(opts, cfg, sock, stdout, stderr)
+}
+
+// servingWithin is whether a server listens on sock within d.
+func servingWithin(sock string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if c, err := net.DialTimeout("unix", sock, d); err == nil {
+			_ = c.Close()
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // serve runs a server on cfg (idle when nil) until a signal or ctx ends it.

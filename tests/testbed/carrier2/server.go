@@ -38,7 +38,15 @@ var (
 	idlePIDFile = "/tmp/carrier2.pid"
 	// pingoraPIDFile is Pingora's default for a configuration without pid_file.
 	pingoraPIDFile = "/tmp/pingora.pid"
+	// mainProcessMark is put in a pod's /tmp by the test bed's pod-runner
+	// when it runs the pod's containers as processes (see daemonStart).
+	mainProcessMark = "/tmp/.testbed-main-process"
 )
+
+// startingWait is how long a daemon start in a process pod waits for the
+// pod's own Carrier2 to listen (a container restarted on the new image
+// is reported running a moment before its process takes the socket).
+const startingWait = 3 * time.Second
 
 const (
 	// upgradeTimeout bounds one exchange on the upgrade socket, both ends,

@@ -35,6 +35,7 @@ func TestMain(m *testing.M) {
 	defaultUpgradeSock = filepath.Join(dir, "default.sock")
 	idlePIDFile = filepath.Join(dir, "idle.pid")
 	pingoraPIDFile = filepath.Join(dir, "pingora.pid")
+	mainProcessMark = filepath.Join(dir, ".testbed-main-process") // absent unless a test makes it
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

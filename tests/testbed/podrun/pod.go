@@ -225,7 +225,16 @@ func (r *podRun) run(c *containerRun, spec *Launch) error {
 	c.mapped, c.ready, c.stop = true, false, cancel
 	c.done = make(chan struct{})
 	done := c.done
+	tmp := c.tmp
 	c.mu.Unlock()
+	if tmp != "" {
+		// Tells the test bed's Carrier2, exec'd into this pod, that the
+		// pod's own process serves here (or is about to): see its
+		// daemonStart. Kept across restarts (freshTmp).
+		if err := os.WriteFile(filepath.Join(tmp, mainProcessMark), nil, 0o644); err != nil {
+			return err
+		}
+	}
 	var wg sync.WaitGroup
 	wg.Add(2)
 	r.wg.Add(2)
@@ -281,6 +290,10 @@ func (r *podRun) changed(ctx context.Context, pod *corev1.Pod) {
 	}
 }
 
+// mainProcessMark, in a pod's /tmp, says that the test bed runs the pod's
+// containers as processes (the test bed's Carrier2 reads it).
+const mainProcessMark = ".testbed-main-process"
+
 // freshTmp empties the container's /tmp before it starts again: a
 // restarted container gets a fresh writable layer, so nothing an earlier
 // process (or exec) left there survives, e.g. a Carrier2 config that the
@@ -295,6 +308,9 @@ func (c *containerRun) freshTmp() {
 	}
 	entries, _ := os.ReadDir(tmp)
 	for _, e := range entries {
+		if e.Name() == mainProcessMark {
+			continue
+		}
 		_ = os.RemoveAll(filepath.Join(tmp, e.Name()))
 	}
 }
