@@ -139,13 +139,7 @@ async fn main() -> anyhow::Result<()> {
     );
     timeline.print(&DELETE_STEPS, |r| r.deleted);
     println!("  provider calls a round (create to restored), by step: calls, mean time a call");
-    for (step, count, seconds) in &calls {
-        println!(
-            "    {step:<14} {:>5.1}   {:>6.1} ms",
-            count / ROUNDS as f64,
-            1000.0 * seconds / count.max(1.0)
-        );
-    }
+    print_steps(&calls, ROUNDS);
     println!("{MANY} mounts in {MANY} namespaces (1-replica Deployments), created at once:");
     println!(
         "  all ACTIVE after     {:>7.3} s   (goal: <= 15 s)",
@@ -191,6 +185,13 @@ async fn main() -> anyhow::Result<()> {
             "  all deleted and restored after {:>7.3} s (goal: <= 15 s; restored: mount gone, every pod on its original image and Ready)",
             b.restored.as_secs_f64()
         );
+        for (phase, steps) in [
+            ("until all ACTIVE", &b.create_steps),
+            ("deleted until all restored", &b.delete_steps),
+        ] {
+            println!("  provider calls a mount, {phase}, by step: calls, mean time a call");
+            print_steps(steps, b.mounts);
+        }
     }
     if let Some((created, deleted)) = &bridges {
         println!("bridges on a mount of a 3-replica Deployment of echo servers, {ROUNDS} rounds:");
@@ -230,6 +231,18 @@ const PROVIDER_STEPS: [&str; 7] = [
     "ready",
     "uninstall",
 ];
+
+/// One line per step: its calls per `per` (rounds or mounts), and the mean
+/// time of one.
+fn print_steps(steps: &Calls, per: usize) {
+    for (step, count, seconds) in steps {
+        println!(
+            "    {step:<14} {:>5.1}   {:>6.1} ms",
+            count / per as f64,
+            1000.0 * seconds / count.max(1.0)
+        );
+    }
+}
 
 fn calls_between(before: &Metrics, after: &Metrics) -> Calls {
     PROVIDER_STEPS
@@ -598,6 +611,10 @@ struct Burst {
     /// The whole machine's CPU meanwhile: the share of all its cores busy
     /// (the test bed, the bench and the operator together).
     machine_busy: f64,
+    /// The provider calls by step until all were ACTIVE, and from the
+    /// deletes until all were restored.
+    create_steps: Calls,
+    delete_steps: Calls,
 }
 
 /// `count` mounts of 3-replica Deployments, one per namespace, created at
@@ -649,6 +666,9 @@ async fn burst(
     sampling.store(false, std::sync::atomic::Ordering::Relaxed);
     let peak_rss_kib = sampler.await?;
 
+    let create_steps = calls_between(&metrics_before, &metrics_after);
+
+    let metrics_before = operator.metrics()?;
     let started = Instant::now();
     let deletes = names.iter().map(|name| {
         let mounts = mounts.clone();
@@ -670,6 +690,7 @@ async fn burst(
     futures::future::try_join_all(gone).await?;
     futures::future::try_join_all(namespaces.iter().map(|ns| restored(ns, 3))).await?;
     let restored = started.elapsed();
+    let delete_steps = calls_between(&metrics_before, &operator.metrics()?);
     Ok(Burst {
         mounts: count,
         active,
@@ -680,6 +701,8 @@ async fn burst(
         call_seconds,
         call_memory_peak,
         machine_busy,
+        create_steps,
+        delete_steps,
     })
 }
 
