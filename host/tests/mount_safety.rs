@@ -359,6 +359,23 @@ async fn objects_of_the_shadows_names_that_a_user_made_are_never_taken_over() ->
         .create(&PostParams::default(), &deployment("api", 1)?)
         .await?;
     ready_pods(ns, "app=api", 1).await?;
+    // Their Deployment's status settles first (the Deployment controller
+    // writes it as its pod comes up): from then on, only a writer other
+    // than the cluster's own would change it.
+    let settled = |d: Option<&Deployment>| {
+        d.and_then(|d| Some((d.metadata.generation, d.status.as_ref()?)))
+            .is_some_and(|(generation, s)| {
+                s.observed_generation == generation
+                    && s.available_replicas == Some(1)
+                    && s.conditions.iter().flatten().any(|c| {
+                        c.type_ == "Progressing"
+                            && c.reason.as_deref() == Some("NewReplicaSetAvailable")
+                    })
+            })
+    };
+    wait_for(&ns.api::<Deployment>(), "web-gefyra", settled, TIMEOUT)
+        .await
+        .context("their Deployment never settled")?;
     let their_service: Service = serde_json::from_value(json!({
         "metadata": { "name": "api-app-gefyra-svc", "labels": { "team": "mine" } },
         "spec": { "selector": { "app": "mine" }, "ports": [{ "port": 80 }] }
