@@ -231,7 +231,7 @@ impl Bed {
                     wait_for(
                         &deployments,
                         &format!("praxis-{gateway}"),
-                        |d: Option<&Deployment>| d.is_some_and(rollout_complete),
+                        |d: Option<&Deployment>| d.is_some_and(backends::rollout_complete),
                         deadline.saturating_duration_since(tokio::time::Instant::now()),
                     )
                     .await
@@ -252,18 +252,6 @@ impl Bed {
         }
         Ok(())
     }
-}
-
-/// The Deployment's rollout is over: its current generation seen, and all
-/// its pods (none more) updated and available.
-fn rollout_complete(d: &Deployment) -> bool {
-    let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-    d.status.as_ref().is_some_and(|s| {
-        s.observed_generation >= d.metadata.generation
-            && s.replicas == Some(want)
-            && s.updated_replicas == Some(want)
-            && s.available_replicas == Some(want)
-    })
 }
 
 impl Drop for Bed {

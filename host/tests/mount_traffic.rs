@@ -31,7 +31,7 @@ use kube::{
 };
 use pontoon::bridge_mount::GefyraBridge;
 use pontoon_tests::{
-    TestNamespace,
+    TestNamespace, backends,
     traffic::{Answer, Request, TestbedNet, echo_container},
     wait_for,
 };
@@ -236,14 +236,7 @@ impl Workload {
         loop {
             let done = match self {
                 Workload::Deployment => {
-                    let d = ns.api::<Deployment>().get("echo").await?;
-                    let generation = d.metadata.generation;
-                    d.status.is_some_and(|s| {
-                        s.observed_generation >= generation
-                            && s.updated_replicas == Some(want)
-                            && s.available_replicas == Some(want)
-                            && s.replicas == Some(want)
-                    })
+                    backends::rollout_complete(&ns.api::<Deployment>().get("echo").await?)
                 }
                 Workload::StatefulSet => {
                     let set = ns.api::<StatefulSet>().get("echo").await?;

@@ -98,3 +98,16 @@ pub fn ready_addresses(slices: &[EndpointSlice]) -> Vec<IpAddr> {
     addresses.dedup();
     addresses
 }
+
+/// A Deployment's rollout is over, as `kubectl rollout status` says: its
+/// current generation seen, and all its pods (none more) updated and
+/// available.
+pub fn rollout_complete(d: &Deployment) -> bool {
+    let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    d.status.as_ref().is_some_and(|s| {
+        s.observed_generation >= d.metadata.generation
+            && s.replicas == Some(want)
+            && s.updated_replicas == Some(want)
+            && s.available_replicas == Some(want)
+    })
+}

@@ -42,7 +42,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -142,16 +141,13 @@ func daemonStart(opts options, cfg *Config, data []byte, stdout, stderr io.Write
 // servingWithin is whether a server listens on sock within d.
 func servingWithin(sock string, d time.Duration) bool {
 	deadline := time.Now().Add(d)
-	for {
-		if c, err := net.DialTimeout("unix", sock, d); err == nil {
-			_ = c.Close()
-			return true
-		}
+	for !serving(sock) {
 		if time.Now().After(deadline) {
 			return false
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return true
 }
 
 // serve runs a server on cfg (idle when nil) until a signal or ctx ends it.
