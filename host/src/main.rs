@@ -171,11 +171,16 @@ struct RunArgs {
     /// Only for tests that run praxis as root; never in a cluster.
     #[arg(long, hide = true)]
     praxis_allow_root: bool,
-    /// Provider calls that run at once; the others wait their turn. Keep
-    /// this times `--provider-memory`, plus about 64 MiB for the operator,
-    /// under the operator's memory limit (the chart checks it).
-    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=64), env = "PONTOON_MAX_PROVIDER_CALLS")]
+    /// Provider calls that run at once; the others wait their turn. Their
+    /// instances' memory together stays within `--provider-memory-budget`.
+    #[arg(long, value_name = "N", default_value_t = 6, value_parser = clap::value_parser!(u64).range(1..=64), env = "PONTOON_MAX_PROVIDER_CALLS")]
     max_provider_calls: u64,
+    /// Memory (MiB) the instances of the provider calls running at once hold
+    /// together; a call's growth past it waits for another call to end.
+    /// Keep it, plus about 64 MiB for the operator, under the operator's
+    /// memory limit (the chart checks it). At least `--provider-memory`.
+    #[arg(long, value_name = "MIB", default_value_t = 192, value_parser = clap::value_parser!(u64).range(1..=65536), env = "PONTOON_PROVIDER_MEMORY_BUDGET")]
+    provider_memory_budget: u64,
     /// Namespaces mounts may target, comma-separated, or `*` for every
     /// namespace but the excluded ones. A mount targeting any other goes to
     /// ERROR before anything is touched.
@@ -278,6 +283,14 @@ async fn main() -> anyhow::Result<ExitCode> {
                     .check(Duration::from_secs(args.provider_deadline))
                     .map_err(anyhow::Error::msg)?;
             }
+            if args.provider_memory_budget < args.provider_memory {
+                anyhow::bail!(
+                    "--provider-memory-budget ({} MiB) is less than --provider-memory ({} MiB): \
+                     the provider calls' budget must hold at least one call",
+                    args.provider_memory_budget,
+                    args.provider_memory
+                );
+            }
             let mut config = config(args.kubeconfig, false).await?;
             // The API server's audit log names the replica that sent each request.
             config.headers.push((
@@ -306,6 +319,9 @@ async fn main() -> anyhow::Result<ExitCode> {
                     deadline: Duration::from_secs(args.provider_deadline),
                     memory_bytes: usize::try_from(args.provider_memory)? * 1024 * 1024,
                     concurrent_calls: usize::try_from(args.max_provider_calls)?,
+                    memory_budget_bytes: usize::try_from(args.provider_memory_budget)?
+                        * 1024
+                        * 1024,
                 },
                 cache_dir: args.cache_dir,
                 controllers: args.controllers,

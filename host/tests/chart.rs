@@ -168,7 +168,8 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
         "--carrier-image=quay.io/gefyra/carrier2:latest",
         "--praxis-image=ghcr.io/praxis-proxy/praxis:0.7.5",
         "--grants=/etc/pontoon/grants.yaml",
-        "--max-provider-calls=3",
+        "--max-provider-calls=6",
+        "--provider-memory-budget=192",
         "--mount-namespaces=*",
         "--mount-excluded-namespaces=kube-system",
     ] {
@@ -305,8 +306,12 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
             "/mounts/targetNamespaces/0",
         ),
         (
-            "sandbox.concurrentCalls=8",
-            "sandbox.concurrentCalls (8) x sandbox.memoryMiB (64) + 64 MiB for the operator is 576 MiB, more than resources.limits.memory (256Mi)",
+            "sandbox.memoryBudgetMiB=256",
+            "sandbox.memoryBudgetMiB (256) + 64 MiB for the operator is 320 MiB, more than resources.limits.memory (256Mi)",
+        ),
+        (
+            "sandbox.memoryMiB=128,sandbox.memoryBudgetMiB=96",
+            "sandbox.memoryBudgetMiB (96) is less than sandbox.memoryMiB (128): the provider calls' budget must hold at least one call",
         ),
         // A stalled leader's longest provider call must end before a
         // standby may take over.

@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use pontoon::gateway::translate::{FilterRequest, Translator};
 use pontoon::plugins::{
-    CallError, ClusterAccess, FilterModule, Limits, LoadError, LoadedModule, PluginRuntime,
-    ProviderModule, Registry, Worlds,
+    CallError, ClusterAccess, FilterModule, Freshness, Limits, LoadError, LoadedModule,
+    PluginRuntime, ProviderModule, Registry, Worlds,
     bindings::{Mount, Progress, ProviderError, RouteContext, Settings},
 };
 use pontoon_tests::{TestNamespace, modules::test_module};
@@ -50,6 +50,9 @@ fn access(ns: &TestNamespace, provider: &ProviderModule, mount: &Mount) -> Clust
     ClusterAccess {
         client: ns.client.clone(),
         discovery: Arc::default(),
+        // Steps driven one by one right after the test's own writes, as
+        // `pontoon conformance` drives them.
+        freshness: Arc::new(Freshness::consistent()),
         scope: provider.scope_for(mount),
         field_manager: provider.name().to_string(),
         events: None,
@@ -226,6 +229,7 @@ async fn hostile_modules_are_contained_while_others_keep_working() -> anyhow::Re
         deadline: Duration::from_secs(3),
         memory_bytes: 32 * 1024 * 1024,
         concurrent_calls: 6,
+        memory_budget_bytes: 6 * 32 * 1024 * 1024,
     };
     let runtime = PluginRuntime::new(limits)?;
     let (sample, looping, hog, trap, outsider) = (

@@ -70,7 +70,12 @@ impl BenchOperator {
             .arg(target_dir().join("pontoon-module-cache"))
             .arg("--metrics-addr")
             .arg(metrics_addr.to_string())
-            .env("RUST_LOG", "warn")
+            // `BENCH_OPERATOR_LOG=info,pontoon::plugins=debug` times every
+            // provider and cluster call in the operator's log.
+            .env(
+                "RUST_LOG",
+                std::env::var("BENCH_OPERATOR_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log)?)

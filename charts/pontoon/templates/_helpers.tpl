@@ -37,8 +37,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
 {{/* Refuses provider-call settings that cannot fit the operator's memory
-limit: every call may use sandbox.memoryMiB, and the operator itself about
-64 MiB (its RSS with 1000 routes is under 48 MiB). */}}
+limit: the calls running at once hold at most sandbox.memoryBudgetMiB
+together, and the operator itself about 64 MiB (its RSS with 1000 routes is
+under 48 MiB); and a budget that cannot hold one call. */}}
 {{/* Leader election must end a leader's writes before a standby may take
 over: the renew deadline plus the longest provider call (its deadline and
 5 s to stop it) under the lease duration. The operator refuses such flags at
@@ -60,13 +61,16 @@ start too; failing here says so before anything is installed. */}}
 {{- end -}}
 
 {{- define "pontoon.checkMemory" -}}
+{{- $budget := .Values.sandbox.memoryBudgetMiB | int64 -}}
+{{- $each := .Values.sandbox.memoryMiB | int64 -}}
+{{- if lt $budget $each -}}
+{{- fail (printf "sandbox.memoryBudgetMiB (%d) is less than sandbox.memoryMiB (%d): the provider calls' budget must hold at least one call; raise the budget or lower memoryMiB" $budget $each) -}}
+{{- end -}}
 {{- with .Values.resources.limits -}}{{- with .memory -}}
 {{- $limit := include "pontoon.memoryMiB" . | int64 -}}
-{{- $calls := $.Values.sandbox.concurrentCalls | int64 -}}
-{{- $each := $.Values.sandbox.memoryMiB | int64 -}}
-{{- $need := add (mul $calls $each) 64 -}}
+{{- $need := add $budget 64 -}}
 {{- if gt $need $limit -}}
-{{- fail (printf "sandbox.concurrentCalls (%d) x sandbox.memoryMiB (%d) + 64 MiB for the operator is %d MiB, more than resources.limits.memory (%s): lower one of them, or raise the limit" $calls $each $need (toString .)) -}}
+{{- fail (printf "sandbox.memoryBudgetMiB (%d) + 64 MiB for the operator is %d MiB, more than resources.limits.memory (%s): lower the budget, or raise the limit" $budget $need (toString .)) -}}
 {{- end -}}
 {{- end -}}{{- end -}}
 {{- end -}}

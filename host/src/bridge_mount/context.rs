@@ -11,13 +11,14 @@ use kube::{
 use super::{crd::GefyraBridgeMount, seen_whole::SeenWhole, settings::MountSettings};
 use crate::{
     bridge::Book,
-    plugins::{Discovery, Registry},
+    plugins::{Discovery, Freshness, Registry},
 };
 
 pub struct Context {
     pub client: Client,
     pub registry: Arc<Registry>,
     pub discovery: Arc<Discovery>,
+    pub freshness: Arc<Freshness>,
     pub recorder: Recorder,
     pub settings: MountSettings,
     /// Every mount the controller sees (its reflector), for duplicate checks.

@@ -94,6 +94,7 @@ pub async fn run(
         client: client.clone(),
         registry: registry.clone(),
         discovery: Arc::new(Discovery::default()),
+        freshness: Arc::default(),
         recorder: recorder.clone(),
         settings,
         mounts: store.clone(),

@@ -28,7 +28,7 @@ use super::{
     writes::put_back_problem,
 };
 use crate::plugins::{
-    CallError, ClusterAccess, Discovery, EventSubject, Journal, ProviderModule,
+    CallError, ClusterAccess, Discovery, EventSubject, Freshness, Journal, ProviderModule,
     bindings::{
         BRIDGES_IMPORT, Condition as ProviderCondition, Mount, Progress, ProviderError,
         provider_bridges::{Bridge, HeaderMatch, MatchType, PortRoute, RequestMatch, Rule},
@@ -115,6 +115,7 @@ pub(super) struct Run {
     client: Client,
     provider: Arc<ProviderModule>,
     discovery: Arc<Discovery>,
+    freshness: Arc<Freshness>,
     /// What the provider wrote in the round that runs.
     journal: Arc<Journal>,
     mount: Mount,
@@ -146,6 +147,7 @@ impl Run {
             client,
             provider,
             discovery: Arc::default(),
+            freshness: Arc::new(Freshness::consistent()),
             journal: Arc::default(),
             mount,
             operator_ns,
@@ -168,6 +170,7 @@ impl Run {
         ClusterAccess {
             client: self.client.clone(),
             discovery: self.discovery.clone(),
+            freshness: self.freshness.clone(),
             scope: self.provider.scope_for(&self.mount),
             field_manager: self.provider.name().to_string(),
             events: Some(EventSubject::new(

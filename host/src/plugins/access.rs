@@ -13,6 +13,7 @@ use tokio::sync::Mutex;
 
 use super::{
     bindings::{ClusterError, ObjectRef, provider_bridges::Bridge},
+    freshness::Freshness,
     journal::Journal,
     scope::Scope,
 };
@@ -75,6 +76,8 @@ impl EventSubject {
 pub struct ClusterAccess {
     pub client: Client,
     pub discovery: Arc<Discovery>,
+    /// The operator's own writes, which its lists must not be older than.
+    pub freshness: Arc<Freshness>,
     pub scope: Scope,
     /// Server-side apply field manager: the provider's name.
     pub field_manager: String,

@@ -13,6 +13,7 @@ use wasmtime::{Engine, Store};
 
 use super::{
     access::ClusterAccess,
+    budget::MemoryBudget,
     error::{CallError, LoadError},
     limits::{CallLimiter, Limits},
     state::CallState,
@@ -32,6 +33,8 @@ pub(super) struct Sandbox {
     limits: Limits,
     /// Turns for provider calls, shared by every module of the runtime.
     turns: Arc<tokio::sync::Semaphore>,
+    /// The memory provider calls hold together, shared the same way.
+    budget: Arc<MemoryBudget>,
 }
 
 /// How a call ended, as [`tokio::time::timeout`] around it reports it.
@@ -43,6 +46,7 @@ impl Sandbox {
             engine,
             limits,
             turns: Arc::new(tokio::sync::Semaphore::new(limits.concurrent_calls.max(1))),
+            budget: MemoryBudget::new(limits.memory_budget_bytes, limits.memory_bytes),
         }
     }
 
@@ -53,6 +57,11 @@ impl Sandbox {
         // The semaphore is never closed; were it, calls would run unbounded
         // rather than never.
         self.turns.acquire().await.ok()
+    }
+
+    /// Whether a turn is free now.
+    pub(super) fn turn_free(&self) -> bool {
+        self.turns.available_permits() > 0
     }
 
     pub(super) fn engine(&self) -> &Engine {
@@ -74,9 +83,22 @@ impl Sandbox {
             &self.engine,
             CallState::new(module, subject, self.limits, cluster),
         );
-        store.limiter(|state| &mut state.limiter);
+        store.limiter_async(|state| &mut state.limiter);
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(|mut ctx| ctx.data_mut().limiter.on_epoch());
+        store
+    }
+
+    /// A store for one provider call: its memory comes from the budget the
+    /// provider calls share, and goes back to it when the store is dropped.
+    pub(super) fn provider_store(
+        &self,
+        module: Arc<str>,
+        subject: Arc<str>,
+        cluster: Option<ClusterAccess>,
+    ) -> Store<CallState> {
+        let mut store = self.store(module, subject, cluster);
+        store.data_mut().limiter.account = Some(self.budget.account());
         store
     }
 
@@ -273,6 +295,7 @@ mod tests {
             deadline: Duration::from_secs(10),
             memory_bytes: 32 * MIB,
             concurrent_calls: 2,
+            memory_budget_bytes: 64 * MIB,
         };
         Sandbox::new(engine, limits)
     }

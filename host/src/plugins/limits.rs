@@ -1,9 +1,12 @@
 //! Per-call sandbox limits: a wall-clock deadline enforced through epoch
-//! interruption, and a memory cap enforced by a `ResourceLimiter`.
+//! interruption, and a memory cap enforced by a `ResourceLimiterAsync`,
+//! which also takes a provider call's memory from the shared budget.
 
 use std::time::{Duration, Instant};
 
-use wasmtime::ResourceLimiter;
+use wasmtime::ResourceLimiterAsync;
+
+use super::budget::Account;
 
 /// Limits applied to every call into a module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -12,10 +15,12 @@ pub struct Limits {
     pub deadline: Duration,
     /// Linear memory one instance may grow to.
     pub memory_bytes: usize,
-    /// Provider calls that run at once (the others wait their turn), so
-    /// that this many times `memory_bytes` bounds what provider instances
-    /// can take together. Filter calls are bounded by the cores instead.
+    /// Provider calls that run at once (the others wait their turn).
+    /// Filter calls are bounded by the cores instead.
     pub concurrent_calls: usize,
+    /// Linear memory the instances of the provider calls running at once
+    /// hold together (see [`super::budget`]).
+    pub memory_budget_bytes: usize,
 }
 
 impl Default for Limits {
@@ -23,9 +28,10 @@ impl Default for Limits {
         Self {
             deadline: Duration::from_secs(10),
             memory_bytes: 64 * 1024 * 1024,
-            // The chart's default: 3 × 64 MiB and the operator's own 64 MiB
-            // fit its 256 MiB memory limit.
-            concurrent_calls: 3,
+            concurrent_calls: 6,
+            // The chart's default: 192 MiB for provider instances and the
+            // operator's own 64 MiB fit its 256 MiB memory limit.
+            memory_budget_bytes: 192 * 1024 * 1024,
         }
     }
 }
@@ -42,8 +48,11 @@ pub struct CallLimiter {
     deadline_at: Instant,
     pub(super) memory_exceeded: bool,
     pub(super) deadline_exceeded: bool,
-    /// The most linear memory the instance has had.
+    /// The most linear memory the instance has had (all its memories).
     pub(super) peak_bytes: usize,
+    /// What a provider call holds of the shared budget; `None` for calls
+    /// outside it (filters, loading).
+    pub(super) account: Option<Account>,
 }
 
 impl CallLimiter {
@@ -54,6 +63,7 @@ impl CallLimiter {
             memory_exceeded: false,
             deadline_exceeded: false,
             peak_bytes: 0,
+            account: None,
         }
     }
 
@@ -68,33 +78,100 @@ impl CallLimiter {
     }
 }
 
-impl ResourceLimiter for CallLimiter {
-    fn memory_growing(
+#[async_trait::async_trait]
+impl ResourceLimiterAsync for CallLimiter {
+    async fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.memory_bytes {
+        // The limit is the instance's, whatever number of memories it has.
+        let more = desired.saturating_sub(current);
+        let total = self.peak_bytes + more;
+        if total > self.memory_bytes {
             // Trap instead of failing the grow: a guest allocator that
             // cannot grow aborts anyway, and this way the cause is known.
             self.memory_exceeded = true;
             wasmtime::bail!(
                 "memory limit of {} MiB exceeded (asked for {} MiB)",
                 self.memory_bytes / (1024 * 1024),
-                desired.div_ceil(1024 * 1024)
+                total.div_ceil(1024 * 1024)
             );
         }
-        self.peak_bytes = self.peak_bytes.max(desired);
+        if let Some(account) = &mut self.account {
+            let deadline = tokio::time::Instant::from_std(self.deadline_at);
+            if tokio::time::timeout_at(deadline, account.take(more))
+                .await
+                .is_err()
+            {
+                self.deadline_exceeded = true;
+                wasmtime::bail!("deadline reached while waiting for memory other calls hold");
+            }
+        }
+        // Memories only grow, so the sum so far is the peak.
+        self.peak_bytes = total;
         Ok(true)
     }
 
-    fn table_growing(
+    async fn table_growing(
         &mut self,
         _current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
         Ok(desired <= 100_000)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::plugins::budget::MemoryBudget;
+
+    const MIB: usize = 1024 * 1024;
+
+    fn limiter(budget: &std::sync::Arc<MemoryBudget>, deadline: Duration) -> CallLimiter {
+        let mut limiter = CallLimiter::new(Limits {
+            deadline,
+            memory_bytes: 64 * MIB,
+            concurrent_calls: 16,
+            memory_budget_bytes: 128 * MIB,
+        });
+        limiter.account = Some(budget.account());
+        limiter
+    }
+
+    #[tokio::test]
+    async fn a_provider_instance_grows_from_the_budget_and_gives_it_back() {
+        let budget = MemoryBudget::new(128 * MIB, 64 * MIB);
+        let mut first = limiter(&budget, Duration::from_secs(10));
+        // Two memories of one instance count together against its limit.
+        assert!(first.memory_growing(0, 40 * MIB, None).await.unwrap());
+        assert!(first.memory_growing(0, 20 * MIB, None).await.unwrap());
+        assert_eq!(first.peak_bytes, 60 * MIB);
+        let refused = first.memory_growing(20 * MIB, 25 * MIB, None).await;
+        assert!(refused.is_err() && first.memory_exceeded, "65 MiB in all");
+        assert_eq!(budget.free(), 68 * MIB);
+        drop(first);
+        assert_eq!(
+            budget.free(),
+            128 * MIB,
+            "returned when the call's store goes"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_growth_the_budget_cannot_cover_waits_at_most_until_the_deadline() {
+        let budget = MemoryBudget::new(64 * MIB, 64 * MIB);
+        let mut holder = limiter(&budget, Duration::from_secs(10));
+        assert!(holder.memory_growing(0, 60 * MIB, None).await.unwrap());
+        let mut starved = limiter(&budget, Duration::from_millis(100));
+        let stopped = starved.memory_growing(0, 8 * MIB, None).await;
+        assert!(stopped.is_err(), "no memory came back before its deadline");
+        assert!(starved.deadline_exceeded && !starved.memory_exceeded);
+        assert_eq!(budget.free(), 4 * MIB, "nothing taken by the stopped call");
     }
 }

@@ -8,7 +8,9 @@
 //! Each file imports only files above it (no circle; `use super::` and
 //! `use crate::plugins::` lines show it):
 //!
-//! 1. `bindings` (the WIT, generated), `limits` (deadline and memory cap)
+//! 1. `bindings` (the WIT, generated), `budget` (the memory provider calls
+//!    share), `freshness` (what lists ask of the watch cache), then
+//!    `limits` (deadline and memory cap)
 //! 2. `error`, `scope` (capability scopes), `engine` (engine, epoch clock)
 //! 3. `journal` (what a provider wrote, for conformance), `grants` (what an
 //!    administrator allows), `access` (the cluster as one call may reach it)
@@ -22,10 +24,12 @@
 
 mod access;
 pub mod bindings;
+mod budget;
 mod call;
 mod engine;
 mod error;
 mod filter;
+mod freshness;
 pub mod grants;
 mod host;
 mod journal;
@@ -40,6 +44,7 @@ pub use access::{ClusterAccess, Discovery, EventSubject};
 pub use call::HARD_DEADLINE_GRACE;
 pub use error::{CallError, LoadError, describe_provider_error};
 pub use filter::FilterModule;
+pub use freshness::Freshness;
 pub use journal::{Journal, Written};
 pub use limits::Limits;
 pub use provider::ProviderModule;

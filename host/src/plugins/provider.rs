@@ -41,13 +41,16 @@ pub struct ProviderModule {
 macro_rules! step {
     ($self:ident, $cluster:expr, $mount:expr, $step:literal, $method:ident) => {{
         let subject: Arc<str> = format!("{}/{}", $mount.namespace, $mount.name).into();
+        let asked = std::time::Instant::now();
         // Waiting for a turn is not part of the call's deadline.
         let _probation = match $self.stopped_of($step) {
             0 => None,
             _ => $self.probation.acquire().await.ok(),
         };
         let _turn = $self.sandbox.turn().await;
-        let mut store = $self.sandbox.store($self.name.clone(), subject, $cluster);
+        let mut store = $self
+            .sandbox
+            .provider_store($self.name.clone(), subject, $cluster);
         let call = async {
             let bindings = $self.pre.instantiate_async(&mut store).await?;
             bindings
@@ -58,6 +61,14 @@ macro_rules! step {
         let started = std::time::Instant::now();
         let ended = tokio::time::timeout($self.sandbox.hard_deadline(), call).await;
         let settled = $self.sandbox.settle(&store, $step, started, ended);
+        tracing::debug!(
+            module = &*$self.name,
+            subject = &*store.data().subject,
+            step = $step,
+            waited_ms = format_args!("{:.1}", (started - asked).as_secs_f64() * 1e3),
+            ms = format_args!("{:.1}", started.elapsed().as_secs_f64() * 1e3),
+            "provider call"
+        );
         $self.count_stop($step, settled.is_err());
         settled?.map_err(|error| CallError::Provider {
             module: $self.name.to_string(),
@@ -133,6 +144,11 @@ impl ProviderModule {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Whether a provider call could start now without waiting for a turn.
+    pub fn turn_free(&self) -> bool {
+        self.sandbox.turn_free()
     }
 
     /// The module's declared scope resolved for one mount.

@@ -67,7 +67,7 @@ pub fn validate(ctx: &Ctx) -> Result<(), Error> {
     match ctx.workload() {
         Ok(Some(workload)) => {
             check_container(ctx, &workload)?;
-            refuse_foreign(ctx, &workload)
+            Existing::read(ctx, &workload)?.refuse_foreign(ctx, &workload)
         }
         Ok(None) => Ok(()),
         Err(err) => {
@@ -77,38 +77,68 @@ pub fn validate(ctx: &Ctx) -> Result<(), Error> {
     }
 }
 
-/// Objects with the names of this mount's shadow, Service or HPA copy that
-/// another hand made: refused (`failed`, so the mount tries again once the
-/// user renamed or deleted them), never applied over.
-fn refuse_foreign(ctx: &Ctx, workload: &Workload) -> Result<(), Error> {
-    let (ns, uid) = (ctx.target_namespace(), ctx.mount.uid.as_str());
-    let mut foreign = Vec::new();
-    if let Some(existing) = ctx.shadow()?
-        && !mark::is_ours(&existing, uid)
-    {
-        foreign.push((workload.kind.kind(), names::shadow_workload(&workload.name)));
+/// What holds the names of this mount's shadow, its Service and its HPA
+/// copy, read once and shared by the checks and the writes of one step.
+struct Existing {
+    shadow: Option<Value>,
+    service: Option<Value>,
+    /// The HPAs of the namespace (Deployments only; others get no copy).
+    hpas: Vec<Value>,
+}
+
+impl Existing {
+    fn read(ctx: &Ctx, workload: &Workload) -> Result<Self, Error> {
+        let ns = ctx.target_namespace();
+        let service_name = names::shadow_service(&workload.name, ctx.container());
+        let service = cluster::get::<Service>(ns, &service_name)?
+            .map(|service| serde_json::to_value(&service).unwrap_or_default());
+        let hpas = if workload.kind == TargetKind::Deployment {
+            api::list("autoscaling/v2", "HorizontalPodAutoscaler", ns)?
+        } else {
+            Vec::new()
+        };
+        Ok(Self {
+            shadow: ctx.shadow()?,
+            service,
+            hpas,
+        })
     }
-    let service_name = names::shadow_service(&workload.name, ctx.container());
-    if let Some(service) = cluster::get::<Service>(ns, &service_name)? {
-        let json = serde_json::to_value(&service).unwrap_or_default();
-        if !mark::is_ours(&json, uid) {
-            foreign.push(("Service", service_name));
-        }
-    }
-    if workload.kind == TargetKind::Deployment {
-        let hpa_name = names::shadow_hpa(&workload.name);
-        let hpas = api::list("autoscaling/v2", "HorizontalPodAutoscaler", ns)?;
-        if let Some(hpa) = hpas
+
+    fn hpa(&self, name: &str) -> Option<&Value> {
+        self.hpas
             .iter()
-            .find(|h| h.pointer("/metadata/name").and_then(Value::as_str) == Some(&hpa_name))
+            .find(|h| h.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
+    }
+
+    /// Objects with these names that another hand made: refused (`failed`,
+    /// so the mount tries again once the user renamed or deleted them),
+    /// never applied over.
+    fn refuse_foreign(&self, ctx: &Ctx, workload: &Workload) -> Result<(), Error> {
+        let (ns, uid) = (ctx.target_namespace(), ctx.mount.uid.as_str());
+        let mut foreign = Vec::new();
+        if let Some(existing) = &self.shadow
+            && !mark::is_ours(existing, uid)
+        {
+            foreign.push((workload.kind.kind(), names::shadow_workload(&workload.name)));
+        }
+        if let Some(service) = &self.service
+            && !mark::is_ours(service, uid)
+        {
+            foreign.push((
+                "Service",
+                names::shadow_service(&workload.name, ctx.container()),
+            ));
+        }
+        let hpa_name = names::shadow_hpa(&workload.name);
+        if let Some(hpa) = self.hpa(&hpa_name)
             && !shadow::hpa_is_ours(hpa, &workload.name, uid)
         {
             foreign.push(("HorizontalPodAutoscaler", hpa_name));
         }
-    }
-    match foreign.first() {
-        None => Ok(()),
-        Some((kind, name)) => Err(Error::failed(mark::not_ours(kind, name, ns, uid))),
+        match foreign.first() {
+            None => Ok(()),
+            Some((kind, name)) => Err(Error::failed(mark::not_ours(kind, name, ns, uid))),
+        }
     }
 }
 
@@ -160,14 +190,15 @@ fn original_of_patched_pod(
 pub fn prepare(ctx: &Ctx) -> Result<Progress, Error> {
     let workload = ctx.require_workload()?;
     let container = check_container(ctx, &workload)?;
-    refuse_foreign(ctx, &workload)?;
+    let existing = Existing::read(ctx, &workload)?;
+    existing.refuse_foreign(ctx, &workload)?;
     let original = original_of_patched_pod(ctx, &workload, &container)?;
     let ns = ctx.target_namespace();
 
-    let existing = ctx.shadow()?;
     // Keep the id of a shadow that exists: a new one would re-roll its pods
     // and leave the Service pointing at nothing meanwhile.
     let duplication_id = existing
+        .shadow
         .as_ref()
         .and_then(|s| shadow::duplication_id_of(s, workload.kind))
         .unwrap_or_else(|| names::duplication_id_from_uid(&ctx.mount.uid));
@@ -180,7 +211,7 @@ pub fn prepare(ctx: &Ctx) -> Result<Progress, Error> {
     mark::stamp(&mut copy, &ctx.mount.uid);
     api::apply(ns, &copy)?;
     let shadow_name = names::shadow_workload(&workload.name);
-    if existing.is_none() {
+    if existing.shadow.is_none() {
         info!(
             "created shadow {}/{shadow_name} in {ns}",
             workload.kind.short_name()
@@ -199,9 +230,8 @@ pub fn prepare(ctx: &Ctx) -> Result<Progress, Error> {
     let service = shadow::service(&workload, &copy, &container, &duplication_id);
     // (The copy's labels, the mark among them, are the Service's labels.)
     let service_name = names::shadow_service(&workload.name, &container.name);
-    let service_existed = cluster::get::<Service>(ns, &service_name)?.is_some();
     cluster::apply(ns, &service)?;
-    if !service_existed {
+    if existing.service.is_none() {
         api::event(
             EventType::Normal,
             "ShadowServiceCreated",
@@ -210,22 +240,23 @@ pub fn prepare(ctx: &Ctx) -> Result<Progress, Error> {
     }
 
     if workload.kind == TargetKind::Deployment {
-        copy_hpa(ctx, &workload)?;
+        copy_hpa(ctx, &workload, &existing)?;
     }
     Ok(Progress::Done)
 }
 
 /// If an HPA scales the target Deployment, one like it scales the shadow.
-fn copy_hpa(ctx: &Ctx, workload: &Workload) -> Result<(), Error> {
+fn copy_hpa(ctx: &Ctx, workload: &Workload, existing: &Existing) -> Result<(), Error> {
     let ns = ctx.target_namespace();
-    let hpas = api::list("autoscaling/v2", "HorizontalPodAutoscaler", ns)?;
-    let Some(original) = hpas.iter().find(|h| shadow::hpa_scales(h, &workload.name)) else {
+    let Some(original) = existing
+        .hpas
+        .iter()
+        .find(|h| shadow::hpa_scales(h, &workload.name))
+    else {
         return Ok(());
     };
     let name = names::shadow_hpa(&workload.name);
-    let existed = hpas
-        .iter()
-        .any(|h| h.pointer("/metadata/name").and_then(Value::as_str) == Some(name.as_str()));
+    let existed = existing.hpa(&name).is_some();
     let mut copy = shadow::hpa_copy(original, workload);
     mark::stamp(&mut copy, &ctx.mount.uid);
     api::apply(ns, &copy)?;

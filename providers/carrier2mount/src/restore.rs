@@ -215,10 +215,25 @@ impl Store {
         }
     }
 
-    /// Removes one entry; gone already is fine.
-    pub fn remove(&self, key: &str) -> Result<(), Error> {
-        match self.merge(&json!({ "data": { key: null } })) {
-            Ok(()) | Err(ClusterError::NotFound(_)) => Ok(()),
+    /// Removes `keys` in one write; gone already is fine. The ConfigMap as
+    /// the write left it; `None` when there was nothing to remove or no
+    /// ConfigMap.
+    pub fn remove_all(&self, keys: &[String]) -> Result<Option<ConfigMap>, Error> {
+        if keys.is_empty() {
+            return Ok(None);
+        }
+        let removed: serde_json::Map<String, serde_json::Value> = keys
+            .iter()
+            .map(|key| (key.clone(), serde_json::Value::Null))
+            .collect();
+        match cluster::patch::<ConfigMap>(
+            &self.namespace,
+            &self.name,
+            PatchType::Merge,
+            &json!({ "data": removed }),
+        ) {
+            Ok(left) => Ok(Some(left)),
+            Err(ClusterError::NotFound(_)) => Ok(None),
             Err(err) => Err(err.into()),
         }
     }
@@ -226,9 +241,16 @@ impl Store {
     /// Deletes the ConfigMap if it holds no entries and nobody wrote to it
     /// since it was read. `true` when it is gone.
     pub fn delete_if_empty(&self) -> Result<bool, Error> {
-        let Some(config_map) = self.read()? else {
-            return Ok(true);
-        };
+        match self.read()? {
+            Some(config_map) => self.delete_if_empty_as(&config_map),
+            None => Ok(true),
+        }
+    }
+
+    /// Deletes the ConfigMap if `config_map`, its state as last read or
+    /// written, holds no entries and nobody wrote to it since. `true` when
+    /// it is gone.
+    pub fn delete_if_empty_as(&self, config_map: &ConfigMap) -> Result<bool, Error> {
         let empty = config_map.data.as_ref().is_none_or(BTreeMap::is_empty)
             && config_map
                 .binary_data

@@ -12,7 +12,7 @@ use pontoon_provider_sdk::{
     bridge_mount::{CONFLICT_RETRY_SECONDS, Error, Progress},
     cluster::{self, ClusterError, EventType, ObjectRef, PatchType},
     info,
-    k8s_openapi::api::core::v1::{Pod, Service},
+    k8s_openapi::api::core::v1::{ConfigMap, Pod, Service},
     warn,
 };
 use serde_json::{Value, json};
@@ -34,9 +34,21 @@ pub fn uninstall(ctx: &Ctx) -> Result<Progress, Error> {
     // trusted stops the uninstall with the shadow still serving.
     let plan = restore_plan(ctx, workload.as_ref())?;
     let unrestorable = plan.unrestorable.clone();
-    plan.apply(ctx, workload.as_ref())?;
+    let others_kept = plan.others_kept;
+    let left = plan.apply(ctx, workload.as_ref())?;
     let store = Store::of(ctx.mount);
-    store.delete_if_empty()?;
+    match left {
+        // What the removal of this target's entries left: no read needed.
+        Some(left) => {
+            store.delete_if_empty_as(&left)?;
+        }
+        // Nothing removed, and other entries there when the plan read it:
+        // not empty; whoever removes the last of those deletes it.
+        None if others_kept => {}
+        None => {
+            store.delete_if_empty()?;
+        }
+    }
     if !unrestorable.is_empty() {
         remove_shadow(ctx)?;
         return Err(Error::failed(format!(
@@ -152,6 +164,8 @@ struct RestorePlan {
     entries: Vec<String>,
     /// Pods on Carrier2 whose original is known nowhere (a bare Pod's).
     unrestorable: Vec<String>,
+    /// The ConfigMap held entries besides those to drop when it was read.
+    others_kept: bool,
 }
 
 /// Looks at every pod of the target (and every pod an entry names): one that
@@ -198,6 +212,7 @@ fn restore_plan(ctx: &Ctx, workload: Option<&Workload>) -> Result<RestorePlan, E
         unannotate: Vec::new(),
         entries: entries.keys().cloned().collect(),
         unrestorable: Vec::new(),
+        others_kept: false,
     };
     let mut refused = Vec::new();
     for (name, pod) in pods {
@@ -237,6 +252,7 @@ fn restore_plan(ctx: &Ctx, workload: Option<&Workload>) -> Result<RestorePlan, E
             },
         }
     }
+    plan.others_kept = data.keys().any(|key| !plan.entries.contains(key));
     if !refused.is_empty() {
         return Err(Error::failed(format!(
             "refusing to restore {} in namespace `{ns}`, nothing was changed: {}; fix or remove \
@@ -253,8 +269,9 @@ fn restore_plan(ctx: &Ctx, workload: Option<&Workload>) -> Result<RestorePlan, E
 
 impl RestorePlan {
     /// Puts every original back, restarts a Deployment or StatefulSet once
-    /// for it, and only then drops the entries.
-    fn apply(self, ctx: &Ctx, workload: Option<&Workload>) -> Result<(), Error> {
+    /// for it, and only then drops the entries, all in one write. The
+    /// ConfigMap as that write left it, if there was one.
+    fn apply(self, ctx: &Ctx, workload: Option<&Workload>) -> Result<Option<ConfigMap>, Error> {
         let has_template = workload.is_some_and(|w| w.kind != TargetKind::Pod);
         let restart = has_template && !self.restore.is_empty();
         for (pod, original) in &self.restore {
@@ -266,11 +283,7 @@ impl RestorePlan {
         if restart && let Some(workload) = workload {
             restart_workload(workload)?;
         }
-        let store = Store::of(ctx.mount);
-        for key in self.entries {
-            store.remove(&key)?;
-        }
-        Ok(())
+        Store::of(ctx.mount).remove_all(&self.entries)
     }
 }
 

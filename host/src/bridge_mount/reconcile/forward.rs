@@ -27,6 +27,9 @@ use crate::{
 const READINESS_POLL: Duration = Duration::from_secs(1);
 /// How often PREPARING looks again while the shadow pods start (they are watched, too).
 const PREPARED_POLL: Duration = Duration::from_secs(2);
+/// When ACTIVE looks again at a mount whose check gave way to other
+/// mounts' steps (every provider turn was taken).
+const CHECK_GIVEN_WAY: Duration = Duration::from_secs(2);
 
 impl Reconcile<'_> {
     /// PREPARING: the provider duplicates the target; once it is usable, install.
@@ -140,6 +143,14 @@ impl Reconcile<'_> {
             return Ok(match rendered {
                 Rendered::Again(again) => again,
                 Rendered::Unchanged | Rendered::Now => Action::requeue(wait),
+            });
+        }
+        // Every provider turn taken: other mounts' steps go first, for a
+        // while after this one was seen whole.
+        if !provider.turn_free() && self.ctx.seen_whole.may_yield(&self.uid()) {
+            return Ok(match rendered {
+                Rendered::Again(again) => again,
+                Rendered::Unchanged | Rendered::Now => Action::requeue(CHECK_GIVEN_WAY),
             });
         }
         let exists = provider

@@ -168,6 +168,7 @@ impl<'a> Reconcile<'a> {
         ClusterAccess {
             client: self.ctx.client.clone(),
             discovery: self.ctx.discovery.clone(),
+            freshness: self.ctx.freshness.clone(),
             scope: provider.scope_for(request),
             field_manager: provider.name().to_string(),
             events: Some(EventSubject {

@@ -6,8 +6,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api,
     api::{
-        AttachParams, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
-        Preconditions,
+        AttachParams, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
     },
     runtime::events::{Event, EventType as KubeEventType},
 };
@@ -186,8 +185,42 @@ impl CallState {
     }
 }
 
+/// One cluster call's time, logged when it ends at debug level
+/// (`RUST_LOG=pontoon::plugins=debug`): where a step's time goes, call by call.
+struct Timed {
+    module: std::sync::Arc<str>,
+    subject: std::sync::Arc<str>,
+    what: String,
+    started: std::time::Instant,
+}
+
+impl Drop for Timed {
+    fn drop(&mut self) {
+        tracing::debug!(
+            module = &*self.module,
+            subject = &*self.subject,
+            ms = format_args!("{:.1}", self.started.elapsed().as_secs_f64() * 1e3),
+            "cluster call {}",
+            self.what
+        );
+    }
+}
+
+impl CallState {
+    /// Times a cluster call when debug logging is on; `what` names it.
+    fn timed(&self, what: impl FnOnce() -> String) -> Option<Timed> {
+        tracing::enabled!(tracing::Level::DEBUG).then(|| Timed {
+            module: self.module.clone(),
+            subject: self.subject.clone(),
+            what: what(),
+            started: std::time::Instant::now(),
+        })
+    }
+}
+
 impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for CallState {
     async fn get(&mut self, r: ObjectRef) -> Result<Option<String>, ClusterError> {
+        let _timed = self.timed(|| format!("get {} {}/{}", r.kind, r.namespace, r.name));
         let (_, api) = self.object_api(&r, Verb::Get).await?;
         match api.get_opt(&r.name).await.map_err(api_error)? {
             Some(object) => Ok(Some(to_json(&object)?)),
@@ -209,14 +242,14 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
             namespace: &namespace,
             name: None,
         };
-        let api = self
-            .allowed(request)?
-            .api(&api_version, &kind, &namespace)
-            .await?;
+        let _timed = self.timed(|| format!("list {kind} {namespace} {label_selector}"));
+        let access = self.allowed(request)?;
+        let api = access.api(&api_version, &kind, &namespace).await?;
+        let params = access.freshness.list_params(&api_version, &kind);
         let params = if label_selector.is_empty() {
-            ListParams::default()
+            params
         } else {
-            ListParams::default().labels(&label_selector)
+            params.labels(&label_selector)
         };
         let list = api.list(&params).await.map_err(api_error)?;
         list.items
@@ -234,12 +267,19 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
 
     async fn create(&mut self, namespace: String, object: String) -> Result<String, ClusterError> {
         let s = parse_object(&namespace, &object)?;
+        let _timed = self.timed(|| format!("create {} {namespace}/{}", s.kind, s.name));
         let (access, api) = self.submitted_api(&s, &namespace, Verb::Create).await?;
         let journal = access.journal.clone();
+        let freshness = access.freshness.clone();
         let created = api
             .create(&PostParams::default(), &s.object)
             .await
             .map_err(api_error)?;
+        freshness.wrote(
+            &s.api_version,
+            &s.kind,
+            created.metadata.resource_version.as_deref(),
+        );
         if let Some(journal) = journal {
             journal.wrote(&s.reference(&namespace), "create");
         }
@@ -248,9 +288,11 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
 
     async fn apply(&mut self, namespace: String, object: String) -> Result<String, ClusterError> {
         let s = parse_object(&namespace, &object)?;
+        let _timed = self.timed(|| format!("apply {} {namespace}/{}", s.kind, s.name));
         let (access, api) = self.submitted_api(&s, &namespace, Verb::Apply).await?;
         let params = PatchParams::apply(&access.field_manager).force();
         let journal = access.journal.clone();
+        let freshness = access.freshness.clone();
         let reference = s.reference(&namespace);
         if let Some(journal) = &journal {
             journal.before_write(&api, &reference).await?;
@@ -259,6 +301,11 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
             .patch(&s.name, &params, &Patch::Apply(&s.object))
             .await
             .map_err(api_error)?;
+        freshness.wrote(
+            &s.api_version,
+            &s.kind,
+            applied.metadata.resource_version.as_deref(),
+        );
         if let Some(journal) = journal {
             journal.wrote(&reference, "apply");
         }
@@ -271,6 +318,7 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
         patch_type: PatchType,
         patch: String,
     ) -> Result<String, ClusterError> {
+        let _timed = self.timed(|| format!("patch {} {}/{}", r.kind, r.namespace, r.name));
         let (access, api) = self.object_api(&r, Verb::Patch).await?;
         let invalid =
             |e: serde_json::Error| ClusterError::Invalid(format!("patch is not valid JSON: {e}"));
@@ -286,6 +334,7 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
             ..Default::default()
         };
         let journal = access.journal.clone();
+        let freshness = access.freshness.clone();
         if let Some(journal) = &journal {
             journal.before_write(&api, &r).await?;
         }
@@ -293,6 +342,11 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
             .patch(&r.name, &params, &patch)
             .await
             .map_err(api_error)?;
+        freshness.wrote(
+            &r.api_version,
+            &r.kind,
+            patched.metadata.resource_version.as_deref(),
+        );
         if let Some(journal) = journal {
             journal.wrote(&r, "patch");
         }
@@ -300,6 +354,7 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
     }
 
     async fn delete(&mut self, r: ObjectRef) -> Result<bool, ClusterError> {
+        let _timed = self.timed(|| format!("delete {} {}/{}", r.kind, r.namespace, r.name));
         let (access, api) = self.object_api(&r, Verb::Delete).await?;
         let journal = access.journal.clone();
         delete(&api, &r, &DeleteParams::background(), journal.as_deref()).await
@@ -310,6 +365,8 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
         r: ObjectRef,
         resource_version: String,
     ) -> Result<bool, ClusterError> {
+        let _timed =
+            self.timed(|| format!("delete-if-unchanged {} {}/{}", r.kind, r.namespace, r.name));
         let (access, api) = self.object_api(&r, Verb::Delete).await?;
         let journal = access.journal.clone();
         if resource_version.is_empty() {
@@ -339,6 +396,7 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
         command: Vec<String>,
         stdin: Option<Vec<u8>>,
     ) -> Result<ExecOutput, ClusterError> {
+        let _timed = self.timed(|| format!("exec {namespace}/{pod}"));
         self.exec_run(ExecRequest {
             namespace,
             pod,
@@ -354,6 +412,7 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
         &mut self,
         requests: Vec<ExecRequest>,
     ) -> Vec<Result<ExecOutput, ClusterError>> {
+        let _timed = self.timed(|| format!("exec-all in {} pods", requests.len()));
         // Each command is checked as `exec` checks it, all before any runs:
         // a denied one fails on its own and never reaches the API server.
         let runs: Vec<_> = requests.into_iter().map(|r| self.exec_run(r)).collect();
