@@ -48,7 +48,7 @@ use kube::{
 use pontoon::bridge_mount::{GefyraBridge, GefyraBridgeMount, crd::BridgeMountFields};
 use pontoon_tests::{
     TestNamespace,
-    bench::{BenchOperator, Metrics, machine_cpu, memory_kib, percentile},
+    bench::{BenchOperator, CpuByCommand, Metrics, machine_cpu, memory_kib, percentile},
     traffic::{Request, TestbedNet, echo_container},
     wait_for, wait_for_list,
 };
@@ -184,10 +184,12 @@ async fn main() -> anyhow::Result<()> {
             "  machine CPU          {:>7.0}% of its cores busy (test bed, bench and operator together; the test bed bounds the pace when near 100%)",
             100.0 * b.machine_busy
         );
+        print_cpu("until all ACTIVE", &b.create_cpu);
         println!(
             "  all deleted and restored after {:>7.3} s (goal: <= 15 s; restored: mount gone, every pod on its original image and Ready)",
             b.restored.as_secs_f64()
         );
+        print_cpu("deleted until all restored", &b.delete_cpu);
         for (phase, steps) in [
             ("until all ACTIVE", &b.create_steps),
             ("deleted until all restored", &b.delete_steps),
@@ -234,6 +236,22 @@ const PROVIDER_STEPS: [&str; 7] = [
     "ready",
     "uninstall",
 ];
+
+/// The processes that took the most CPU in a phase of the burst (seconds
+/// of one core; a process's reaped children count as its own: kwok's include
+/// every command it ran for an exec).
+fn print_cpu(phase: &str, rows: &[(String, f64)]) {
+    let total: f64 = rows.iter().map(|(_, s)| s).sum();
+    let top: Vec<String> = rows
+        .iter()
+        .take(7)
+        .map(|(command, seconds)| format!("{command} {seconds:.1}"))
+        .collect();
+    println!(
+        "  CPU by process, {phase}: {total:.1} s in all; {} (seconds of one core)",
+        top.join(", ")
+    );
+}
 
 /// One line per step: its calls per `per` (rounds or mounts), and the mean
 /// time of one.
@@ -373,7 +391,10 @@ const DELETE_STEPS: [(Step, &str); 4] = [
         "all 3 pods patched back to the original image",
     ),
     (Step::MountGone, "mount gone (finalizer done)"),
-    (Step::Restored, "restored (the rollout's new pods Ready)"),
+    (
+        Step::Restored,
+        "restored (every pod on its original image and Ready)",
+    ),
 ];
 
 /// One round as the watches saw it.
@@ -618,6 +639,10 @@ struct Burst {
     /// deletes until all were restored.
     create_steps: Calls,
     delete_steps: Calls,
+    /// CPU seconds by process until all were ACTIVE, and from the deletes
+    /// until all were restored.
+    create_cpu: Vec<(String, f64)>,
+    delete_cpu: Vec<(String, f64)>,
 }
 
 /// `count` mounts of 3-replica Deployments, one per namespace, created at
@@ -645,6 +670,7 @@ async fn burst(
     };
     let cpu_before = Usage::of(pid)?.cpu_seconds;
     let machine_before = machine_cpu()?;
+    let processes_before = CpuByCommand::now();
     let metrics_before = operator.metrics()?;
     let active = tokio::spawn(until_active(mounts.clone(), names.clone()));
     let started = Instant::now();
@@ -658,6 +684,8 @@ async fn burst(
     let active = started.elapsed();
     let cpu_seconds = Usage::of(pid)?.cpu_seconds - cpu_before;
     let machine_after = machine_cpu()?;
+    let ticks = clock_ticks_per_second();
+    let create_cpu = CpuByCommand::now().since(&processes_before, ticks);
     let metrics_after = operator.metrics()?;
     let machine_busy = (machine_after.0 - machine_before.0) as f64
         / (machine_after.1 - machine_before.1).max(1) as f64;
@@ -672,6 +700,7 @@ async fn burst(
     let create_steps = calls_between(&metrics_before, &metrics_after);
 
     let metrics_before = operator.metrics()?;
+    let processes_before = CpuByCommand::now();
     let started = Instant::now();
     let deletes = names.iter().map(|name| {
         let mounts = mounts.clone();
@@ -693,6 +722,7 @@ async fn burst(
     futures::future::try_join_all(gone).await?;
     futures::future::try_join_all(namespaces.iter().map(|ns| restored(ns, 3))).await?;
     let restored = started.elapsed();
+    let delete_cpu = CpuByCommand::now().since(&processes_before, ticks);
     let delete_steps = calls_between(&metrics_before, &operator.metrics()?);
     Ok(Burst {
         mounts: count,
@@ -706,6 +736,8 @@ async fn burst(
         machine_busy,
         create_steps,
         delete_steps,
+        create_cpu,
+        delete_cpu,
     })
 }
 

@@ -4,7 +4,10 @@
 //! the state, the shadow copies, the pods running Carrier2 pointed at the
 //! shadow, and, after the mount ends, the workload exactly as it was.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    time::Duration,
+};
 
 use anyhow::{Context, bail};
 use futures::TryStreamExt;
@@ -134,8 +137,31 @@ async fn a_deployment_with_an_hpa_is_mounted_and_restored_exactly() -> anyhow::R
         bridges.create(&PostParams::default(), &bridge).await?;
     }
 
+    let uids = |pods: Vec<Pod>| -> BTreeSet<String> {
+        pods.iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| p.metadata.uid.clone())
+            .collect()
+    };
+    let mounted = uids(
+        ns.api::<Pod>()
+            .list(&ListParams::default().labels("app=web"))
+            .await?
+            .items,
+    );
     bed.delete_mount("web-mount").await?;
     assert_restored(&bed, &before, "app=web", 3).await?;
+    // Put back in place: the same pods, not a rollout's new ones.
+    let restored = uids(
+        ns.api::<Pod>()
+            .list(&ListParams::default().labels("app=web"))
+            .await?
+            .items,
+    );
+    assert_eq!(
+        restored, mounted,
+        "the pods that ran Carrier2 run the original again"
+    );
     assert!(
         bridges.get_opt("to-web").await?.is_none(),
         "the mount's bridge is deleted"

@@ -1397,7 +1397,7 @@ fn rbac_is_what_was_called(
         ("apps", "statefulsets", "create", "a StatefulSet target: its shadow, first applied"),
         ("apps", "statefulsets", "delete", "a StatefulSet target: its shadow"),
         ("apps", "statefulsets", "get", "a StatefulSet target"),
-        ("apps", "statefulsets", "patch", "a StatefulSet target: its shadow, and the restart at restore"),
+        ("apps", "statefulsets", "patch", "a StatefulSet target: its shadow, and the restart at restore when a pod cannot be restored in place"),
         ("autoscaling", "horizontalpodautoscalers", "create", "a target an HPA scales: the HPA's copy"),
         ("autoscaling", "horizontalpodautoscalers", "delete", "a target an HPA scales: the HPA's copy"),
         ("autoscaling", "horizontalpodautoscalers", "patch", "a target an HPA scales: the HPA's copy"),

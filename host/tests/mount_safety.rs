@@ -336,6 +336,98 @@ async fn an_edited_or_broken_restore_entry_is_refused_never_applied() -> anyhow:
     Ok(())
 }
 
+/// The restore gives each pod its original image back in place; a pod whose
+/// command differs from its saved original (both copies agree on it, so the
+/// restore trusts them) cannot be made exact that way: the Deployment is
+/// restarted instead, and its template's pods replace it.
+#[tokio::test]
+async fn a_pod_that_cannot_be_restored_in_place_is_replaced_from_its_template() -> anyhow::Result<()>
+{
+    let bed = Bed::new("ms-inexact").await?;
+    let (target, count) = create_target(&bed, "deploy", 1).await?;
+    bed.mount("web-mount", &target, "app").await?;
+    bed.wait_state("web-mount", "ACTIVE").await?;
+    let pods = bed.target.api::<Pod>();
+    let patched = pods
+        .list(&ListParams::default().labels("app=web"))
+        .await?
+        .items
+        .into_iter()
+        .find(|p| p.metadata.deletion_timestamp.is_none())
+        .context("a patched pod")?;
+    let command = json!(["nginx", "-g", "daemon off; worker_processes 2;"]);
+    // Both copies of its original say another command than the pod runs.
+    let (key, value) = restore_entries(&bed)
+        .await?
+        .into_iter()
+        .next()
+        .context("an entry")?;
+    let mut entry: serde_json::Value = serde_json::from_str(&value)?;
+    entry["originalConfig"]["command"] = command.clone();
+    let annotation = "pontoon.dev/original-container";
+    let mut copy: serde_json::Value = serde_json::from_str(
+        patched
+            .annotations()
+            .get(annotation)
+            .context("the pod's copy of its original")?,
+    )?;
+    copy["command"] = command.clone();
+    bed.gefyra
+        .api::<ConfigMap>()
+        .patch(
+            RESTORE_CONFIG_MAP,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "data": { key: entry.to_string() } })),
+        )
+        .await?;
+    pods.patch(
+        &patched.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "metadata": { "annotations": { annotation: copy.to_string() } } })),
+    )
+    .await?;
+
+    bed.delete_mount("web-mount").await?;
+    let deployment = bed.target.api::<Deployment>().get("web").await?;
+    let stamped = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.metadata.as_ref())
+        .and_then(|m| m.annotations.as_ref())
+        .is_some_and(|a| a.contains_key("kubectl.kubernetes.io/restartedAt"));
+    assert!(stamped, "the Deployment was restarted: {deployment:?}");
+    let template = deployment
+        .spec
+        .and_then(|s| s.template.spec)
+        .context("template")?;
+    let original = template
+        .containers
+        .iter()
+        .find(|c| c.name == "app")
+        .context("app")?
+        .clone();
+    let uid = patched.uid();
+    wait_for_list(
+        &pods,
+        "app=web",
+        |ps| {
+            let ps = live_refs(ps);
+            ps.len() == count
+                && ps.iter().all(|p| {
+                    p.uid() != uid
+                        && pontoon_tests::pod_ready(p)
+                        && container(p, "app").is_ok_and(|c| {
+                            c.image == original.image && c.command == original.command
+                        })
+                })
+        },
+        TIMEOUT,
+    )
+    .await
+    .context("the template's pods never replaced the pod that could not be restored in place")?;
+    Ok(())
+}
+
 #[tokio::test]
 async fn objects_of_the_shadows_names_that_a_user_made_are_never_taken_over() -> anyhow::Result<()>
 {

@@ -226,10 +226,11 @@ impl Workload {
         Ok(())
     }
 
-    /// Waits until the workload's pods are its own again and stay: the
-    /// restore restarts a Deployment or StatefulSet (as `kubectl rollout
-    /// restart`), and until that rollout is over its old pods go away one by
-    /// one, each still an endpoint for a moment after its process ended.
+    /// Waits until the workload's pods are its own again and stay: any
+    /// rollout of the Deployment or StatefulSet is over (the restore puts
+    /// each pod's original back in place and rolls nothing unless a pod
+    /// cannot be made exact that way) and no pod is leaving, each being
+    /// still an endpoint for a moment after its process ended.
     async fn rolled_out(self, ns: &TestNamespace) -> anyhow::Result<()> {
         let want = i32::try_from(self.replicas())?;
         let started = Instant::now();

@@ -174,9 +174,81 @@ pub fn machine_cpu() -> anyhow::Result<(u64, u64)> {
     Ok((total - ticks[3] - ticks[4], total))
 }
 
+/// CPU time of every process on the machine, in clock ticks, by command
+/// name: its own and that of its children it has reaped (so a command that
+/// forks one process a request, as the test bed's kwok does for each exec,
+/// is charged with them). A process that ended before the later snapshot
+/// counts only through the parent that reaped it.
+#[derive(Debug, Clone, Default)]
+pub struct CpuByCommand(std::collections::BTreeMap<u32, (String, u64)>);
+
+impl CpuByCommand {
+    pub fn now() -> Self {
+        let mut by_pid = std::collections::BTreeMap::new();
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return Self(by_pid);
+        };
+        for entry in dir.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            if let Some(parsed) = parse_stat(&stat) {
+                by_pid.insert(pid, parsed);
+            }
+        }
+        Self(by_pid)
+    }
+
+    /// CPU seconds since `earlier` by command name, the most first.
+    pub fn since(&self, earlier: &Self, ticks_per_second: f64) -> Vec<(String, f64)> {
+        let mut by_command = std::collections::BTreeMap::<String, u64>::new();
+        for (pid, (command, ticks)) in &self.0 {
+            let before = earlier
+                .0
+                .get(pid)
+                .filter(|(c, _)| c == command)
+                .map_or(0, |(_, t)| *t);
+            *by_command.entry(command.clone()).or_default() += ticks.saturating_sub(before);
+        }
+        let mut rows: Vec<(String, f64)> = by_command
+            .into_iter()
+            .filter(|(_, ticks)| *ticks > 0)
+            .map(|(c, ticks)| (c, ticks as f64 / ticks_per_second))
+            .collect();
+        rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+        rows
+    }
+}
+
+/// (command, utime + stime + cutime + cstime) from a /proc/PID/stat line.
+fn parse_stat(stat: &str) -> Option<(String, u64)> {
+    let (head, rest) = stat.rsplit_once(')')?;
+    let command = head.split_once('(')?.1.to_string();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime, stime, cutime, cstime: fields 14-17 of stat, 11-14 after `)`.
+    let ticks = (11..=14)
+        .map(|i| fields.get(i).and_then(|v| v.parse::<u64>().ok()))
+        .sum::<Option<u64>>()?;
+    Some((command, ticks))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stat_lines_give_command_and_all_cpu_ticks() {
+        let line = "4242 (kube apiserver) S 1 2 3 0 -1 4194560 100 0 0 0 700 300 20 5 20 0 12 0";
+        assert_eq!(parse_stat(line), Some(("kube apiserver".to_string(), 1025)));
+        assert_eq!(parse_stat("4242 (short) S 1"), None);
+    }
 
     #[test]
     fn nearest_rank() {

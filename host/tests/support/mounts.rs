@@ -459,23 +459,6 @@ impl Before {
     }
 }
 
-/// A pod template without the stamp a restart (Gefyra's restore) leaves on
-/// it: nothing else of a template may differ after a mount.
-pub fn unstamped(
-    template: &k8s_openapi::api::core::v1::PodTemplateSpec,
-) -> anyhow::Result<serde_json::Value> {
-    let mut template = template.clone();
-    if let Some(meta) = template.metadata.as_mut() {
-        if let Some(annotations) = meta.annotations.as_mut() {
-            annotations.remove("kubectl.kubernetes.io/restartedAt");
-        }
-        if meta.annotations.as_ref().is_some_and(|a| a.is_empty()) {
-            meta.annotations = None;
-        }
-    }
-    Ok(serde_json::to_value(template)?)
-}
-
 /// What a user would compare after the mount: every object of the namespace
 /// by kind and name, with the parts of a workload a mount may never change.
 pub async fn inventory(ns: &TestNamespace) -> anyhow::Result<BTreeMap<String, serde_json::Value>> {
@@ -483,7 +466,7 @@ pub async fn inventory(ns: &TestNamespace) -> anyhow::Result<BTreeMap<String, se
     let lp = ListParams::default();
     for d in ns.api::<Deployment>().list(&lp).await? {
         let spec = d.spec.as_ref().context("deployment without spec")?;
-        let template = unstamped(&spec.template)?;
+        let template = serde_json::to_value(&spec.template)?;
         all.insert(
             format!("Deployment/{}", d.name_any()),
             json!({ "labels": d.labels(), "replicas": spec.replicas, "selector": spec.selector, "template": template }),
@@ -491,7 +474,7 @@ pub async fn inventory(ns: &TestNamespace) -> anyhow::Result<BTreeMap<String, se
     }
     for s in ns.api::<StatefulSet>().list(&lp).await? {
         let spec = s.spec.as_ref().context("statefulset without spec")?;
-        let template = unstamped(&spec.template)?;
+        let template = serde_json::to_value(&spec.template)?;
         all.insert(
             format!("StatefulSet/{}", s.name_any()),
             json!({ "labels": s.labels(), "selector": spec.selector, "template": template }),

@@ -268,23 +268,45 @@ fn restore_plan(ctx: &Ctx, workload: Option<&Workload>) -> Result<RestorePlan, E
 }
 
 impl RestorePlan {
-    /// Puts every original back, restarts a Deployment or StatefulSet once
-    /// for it, and only then drops the entries, all in one write. The
-    /// ConfigMap as that write left it, if there was one.
+    /// Puts every original back in its pod, and only then drops the
+    /// entries, all in one write. The ConfigMap as that write left it, if
+    /// there was one.
+    ///
+    /// Each pod gets its original image back in place (its container
+    /// restarts on it), which makes it again exactly what it was: Carrier2
+    /// changed the image and nothing else. A Deployment or StatefulSet is
+    /// restarted (as `kubectl rollout restart`, Gefyra's restore) only when
+    /// some pod cannot be made exact in place (its command or args differ
+    /// from the saved original, and those cannot change in a pod): its
+    /// template makes new ones. Restarting always would roll every pod a
+    /// second time, stamp the user's template, and, for 200 mounts at once,
+    /// more than double the API server's work of the restore.
     fn apply(self, ctx: &Ctx, workload: Option<&Workload>) -> Result<Option<ConfigMap>, Error> {
         let has_template = workload.is_some_and(|w| w.kind != TargetKind::Pod);
-        let restart = has_template && !self.restore.is_empty();
+        let mut inexact = false;
         for (pod, original) in &self.restore {
-            restore_pod(ctx, pod, ctx.container(), Some(original))?;
+            inexact |= restore_pod(ctx, pod, ctx.container(), Some(original))? == InPlace::Inexact;
         }
         for pod in &self.unannotate {
             restore_pod(ctx, pod, ctx.container(), None)?;
         }
-        if restart && let Some(workload) = workload {
+        if has_template
+            && inexact
+            && let Some(workload) = workload
+        {
             restart_workload(workload)?;
         }
         Store::of(ctx.mount).remove_all(&self.entries)
     }
+}
+
+/// What a pod's restore in place gave back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum InPlace {
+    /// The container as its original was (or the pod is gone).
+    Exact,
+    /// Its image, but a command or args that differ from the original's.
+    Inexact,
 }
 
 /// Patches the container's image back and drops the pod's copy of its
@@ -295,22 +317,25 @@ fn restore_pod(
     pod: &Pod,
     container: &str,
     original: Option<&OriginalConfig>,
-) -> Result<(), Error> {
+) -> Result<InPlace, Error> {
     let (ns, name) = (ctx.target_namespace(), pods::name(pod));
     let Some(current) = pods::container(pod, container) else {
         warn!("pod {name} has no container {container}; nothing to restore in it");
-        return Ok(());
+        return Ok(InPlace::Exact);
     };
+    let mut in_place = InPlace::Exact;
     if let Some(original) = original
         && (current.command != original.command || current.args != original.args)
     {
+        in_place = InPlace::Inexact;
         api::event(
             EventType::Warning,
             "RestoreMismatch",
             &format!(
                 "Pod `{name}` in namespace `{ns}`: container `{container}` runs command {:?} \
-                 args {:?}, the saved original has {:?} {:?}; a pod's command cannot change, \
-                 recreate the pod if this matters",
+                 args {:?}, the saved original has {:?} {:?}; a pod's command cannot change in \
+                 place: a Deployment or StatefulSet is restarted to make new pods from its \
+                 template, a bare Pod keeps it (recreate it if this matters)",
                 current.command, current.args, original.command, original.args
             ),
         );
@@ -324,7 +349,7 @@ fn restore_pod(
         .as_ref()
         .is_some_and(|a| a.contains_key(original::ANNOTATION));
     if image.is_none() && !annotated {
-        return Ok(());
+        return Ok(in_place);
     }
     let mut patch = json!({ "metadata": { "annotations": { original::ANNOTATION: null } } });
     if let Some(image) = image {
@@ -341,10 +366,10 @@ fn restore_pod(
                     ),
                 );
             }
-            Ok(())
+            Ok(in_place)
         }
         // Deleted meanwhile: nothing left to restore.
-        Err(ClusterError::NotFound(_)) => Ok(()),
+        Err(ClusterError::NotFound(_)) => Ok(InPlace::Exact),
         Err(err) => Err(err.into()),
     }
 }
