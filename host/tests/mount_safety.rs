@@ -50,6 +50,25 @@ fn deployment_of_two(name: &str, replicas: i32) -> anyhow::Result<Deployment> {
     }))?)
 }
 
+/// Container `name` of the Deployment's pod template, as its user wrote it.
+fn template_container(
+    deployment: &Deployment,
+    name: &str,
+) -> anyhow::Result<k8s_openapi::api::core::v1::Container> {
+    deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|s| s.containers.iter().find(|c| c.name == name))
+        .cloned()
+        .with_context(|| {
+            format!(
+                "Deployment {} has no container {name} in its template",
+                deployment.name_any()
+            )
+        })
+}
+
 /// The container `name` of a pod.
 fn container(pod: &Pod, name: &str) -> anyhow::Result<k8s_openapi::api::core::v1::Container> {
     pod.spec
@@ -396,16 +415,7 @@ async fn a_pod_that_cannot_be_restored_in_place_is_replaced_from_its_template() 
         .and_then(|m| m.annotations.as_ref())
         .is_some_and(|a| a.contains_key("kubectl.kubernetes.io/restartedAt"));
     assert!(stamped, "the Deployment was restarted: {deployment:?}");
-    let template = deployment
-        .spec
-        .and_then(|s| s.template.spec)
-        .context("template")?;
-    let original = template
-        .containers
-        .iter()
-        .find(|c| c.name == "app")
-        .context("app")?
-        .clone();
+    let original = template_container(&deployment, "app")?;
     let uid = patched.uid();
     wait_for_list(
         &pods,
@@ -614,15 +624,7 @@ async fn a_new_image_while_mounted_reaches_the_shadow_and_stays_after_the_mount(
 
     bed.delete_mount("web-mount").await?;
     let deployment = ns.api::<Deployment>().get("web").await?;
-    let template = deployment
-        .spec
-        .and_then(|s| s.template.spec)
-        .context("template")?;
-    let app = template
-        .containers
-        .iter()
-        .find(|c| c.name == "app")
-        .context("app")?;
+    let app = template_container(&deployment, "app")?;
     assert_eq!(
         app.image.as_deref(),
         Some("nginx:1.28"),

@@ -12,7 +12,7 @@ use pontoon_provider_sdk::{
     bridge_mount::{CONFLICT_RETRY_SECONDS, Error, Progress},
     cluster::{self, ClusterError, EventType, ObjectRef, PatchType},
     info,
-    k8s_openapi::api::core::v1::{ConfigMap, Pod, Service},
+    k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Service},
     warn,
 };
 use serde_json::{Value, json};
@@ -283,9 +283,12 @@ impl RestorePlan {
     /// more than double the API server's work of the restore.
     fn apply(self, ctx: &Ctx, workload: Option<&Workload>) -> Result<Option<ConfigMap>, Error> {
         let has_template = workload.is_some_and(|w| w.kind != TargetKind::Pod);
-        let mut inexact = false;
+        let inexact = self.restore.iter().any(|(pod, original)| {
+            pods::container(pod, ctx.container())
+                .is_some_and(|current| runs_another_command(current, original))
+        });
         for (pod, original) in &self.restore {
-            inexact |= restore_pod(ctx, pod, ctx.container(), Some(original))? == InPlace::Inexact;
+            restore_pod(ctx, pod, ctx.container(), Some(original))?;
         }
         for pod in &self.unannotate {
             restore_pod(ctx, pod, ctx.container(), None)?;
@@ -300,13 +303,10 @@ impl RestorePlan {
     }
 }
 
-/// What a pod's restore in place gave back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum InPlace {
-    /// The container as its original was (or the pod is gone).
-    Exact,
-    /// Its image, but a command or args that differ from the original's.
-    Inexact,
+/// Whether `current` runs a command or args other than its original's:
+/// those cannot change in a pod, so no patch makes it exact again.
+fn runs_another_command(current: &Container, original: &OriginalConfig) -> bool {
+    current.command != original.command || current.args != original.args
 }
 
 /// Patches the container's image back and drops the pod's copy of its
@@ -317,17 +317,15 @@ fn restore_pod(
     pod: &Pod,
     container: &str,
     original: Option<&OriginalConfig>,
-) -> Result<InPlace, Error> {
+) -> Result<(), Error> {
     let (ns, name) = (ctx.target_namespace(), pods::name(pod));
     let Some(current) = pods::container(pod, container) else {
         warn!("pod {name} has no container {container}; nothing to restore in it");
-        return Ok(InPlace::Exact);
+        return Ok(());
     };
-    let mut in_place = InPlace::Exact;
     if let Some(original) = original
-        && (current.command != original.command || current.args != original.args)
+        && runs_another_command(current, original)
     {
-        in_place = InPlace::Inexact;
         api::event(
             EventType::Warning,
             "RestoreMismatch",
@@ -349,7 +347,7 @@ fn restore_pod(
         .as_ref()
         .is_some_and(|a| a.contains_key(original::ANNOTATION));
     if image.is_none() && !annotated {
-        return Ok(in_place);
+        return Ok(());
     }
     let mut patch = json!({ "metadata": { "annotations": { original::ANNOTATION: null } } });
     if let Some(image) = image {
@@ -366,10 +364,10 @@ fn restore_pod(
                     ),
                 );
             }
-            Ok(in_place)
+            Ok(())
         }
         // Deleted meanwhile: nothing left to restore.
-        Err(ClusterError::NotFound(_)) => Ok(InPlace::Exact),
+        Err(ClusterError::NotFound(_)) => Ok(()),
         Err(err) => Err(err.into()),
     }
 }
