@@ -185,11 +185,13 @@ async fn main() -> anyhow::Result<()> {
             100.0 * b.machine_busy
         );
         print_cpu("until all ACTIVE", &b.create_cpu);
+        print_requests("until all ACTIVE", &b.create_requests, b.mounts);
         println!(
             "  all deleted and restored after {:>7.3} s (goal: <= 15 s; restored: mount gone, every pod on its original image and Ready)",
             b.restored.as_secs_f64()
         );
         print_cpu("deleted until all restored", &b.delete_cpu);
+        print_requests("deleted until all restored", &b.delete_requests, b.mounts);
         for (phase, steps) in [
             ("until all ACTIVE", &b.create_steps),
             ("deleted until all restored", &b.delete_steps),
@@ -249,6 +251,30 @@ fn print_cpu(phase: &str, rows: &[(String, f64)]) {
         .collect();
     println!(
         "  CPU by process, {phase}: {total:.1} s in all; {} (seconds of one core)",
+        top.join(", ")
+    );
+}
+
+/// The API server's request counter, and the labels it is broken down by.
+const API_REQUESTS: &str = "apiserver_request_total";
+const REQUEST_KEYS: [&str; 3] = ["verb", "resource", "subresource"];
+
+/// The API server's requests in a phase of the burst (from every client:
+/// operator, controllers, kwok, scheduler, the bench), the most first, and
+/// how many that is a mount.
+fn print_requests(phase: &str, rows: &[(Vec<String>, f64)], mounts: usize) {
+    let total: f64 = rows.iter().map(|(_, n)| n).sum();
+    let top: Vec<String> = rows
+        .iter()
+        .take(12)
+        .map(|(key, n)| {
+            let what = key.iter().filter(|k| !k.is_empty()).cloned().collect::<Vec<_>>();
+            format!("{} {n:.0}", what.join(" "))
+        })
+        .collect();
+    println!(
+        "  API requests, {phase}: {total:.0} in all ({:.1} a mount, every client); {}",
+        total / mounts.max(1) as f64,
         top.join(", ")
     );
 }
@@ -643,6 +669,10 @@ struct Burst {
     /// until all were restored.
     create_cpu: Vec<(String, f64)>,
     delete_cpu: Vec<(String, f64)>,
+    /// API server requests (all clients) by verb, resource and subresource
+    /// in the same two phases.
+    create_requests: Vec<(Vec<String>, f64)>,
+    delete_requests: Vec<(Vec<String>, f64)>,
 }
 
 /// `count` mounts of 3-replica Deployments, one per namespace, created at
@@ -656,6 +686,7 @@ async fn burst(
     let mounts: Api<GefyraBridgeMount> = gefyra.api();
     let namespaces = targets("bench-burst", count, 3).await?;
     let names: Vec<String> = (0..count).map(|i| format!("burst-{i}")).collect();
+    let client = pontoon_tests::client().await?;
     let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
     let sampler = {
         let sampling = sampling.clone();
@@ -672,6 +703,7 @@ async fn burst(
     let machine_before = machine_cpu()?;
     let processes_before = CpuByCommand::now();
     let metrics_before = operator.metrics()?;
+    let requests_before = Metrics::of_api_server(&client).await?;
     let active = tokio::spawn(until_active(mounts.clone(), names.clone()));
     let started = Instant::now();
     let creates = names.iter().zip(&namespaces).map(|(name, ns)| {
@@ -686,6 +718,9 @@ async fn burst(
     let machine_after = machine_cpu()?;
     let ticks = clock_ticks_per_second();
     let create_cpu = CpuByCommand::now().since(&processes_before, ticks);
+    let create_requests = Metrics::of_api_server(&client)
+        .await?
+        .growth_by(&requests_before, API_REQUESTS, &REQUEST_KEYS);
     let metrics_after = operator.metrics()?;
     let machine_busy = (machine_after.0 - machine_before.0) as f64
         / (machine_after.1 - machine_before.1).max(1) as f64;
@@ -701,6 +736,7 @@ async fn burst(
 
     let metrics_before = operator.metrics()?;
     let processes_before = CpuByCommand::now();
+    let requests_before = Metrics::of_api_server(&client).await?;
     let started = Instant::now();
     let deletes = names.iter().map(|name| {
         let mounts = mounts.clone();
@@ -723,6 +759,9 @@ async fn burst(
     futures::future::try_join_all(namespaces.iter().map(|ns| restored(ns, 3))).await?;
     let restored = started.elapsed();
     let delete_cpu = CpuByCommand::now().since(&processes_before, ticks);
+    let delete_requests = Metrics::of_api_server(&client)
+        .await?
+        .growth_by(&requests_before, API_REQUESTS, &REQUEST_KEYS);
     let delete_steps = calls_between(&metrics_before, &operator.metrics()?);
     Ok(Burst {
         mounts: count,
@@ -738,6 +777,8 @@ async fn burst(
         delete_steps,
         create_cpu,
         delete_cpu,
+        create_requests,
+        delete_requests,
     })
 }
 

@@ -151,10 +151,54 @@ impl Metrics {
             .sum()
     }
 
+    /// The API server's own metrics (`/metrics`), as the test bed's admin
+    /// reads them.
+    pub async fn of_api_server(client: &kube::Client) -> anyhow::Result<Self> {
+        let request = http::Request::get("/metrics").body(Vec::new())?;
+        Ok(Self(client.request_text(request).await?))
+    }
+
+    /// How much each series of counter `name` grew since `before`, summed
+    /// by the values of the labels `keys` (a missing label counts as ""),
+    /// the most first; series that did not grow are left out.
+    pub fn growth_by(&self, before: &Metrics, name: &str, keys: &[&str]) -> Vec<(Vec<String>, f64)> {
+        let mut by_key = std::collections::BTreeMap::<Vec<String>, f64>::new();
+        for (sign, scrape) in [(1.0, self), (-1.0, before)] {
+            for line in scrape.0.lines().filter(|l| !l.starts_with('#')) {
+                let Some((series, value)) = line.rsplit_once(' ') else {
+                    continue;
+                };
+                let (metric, labels) = series.split_once('{').unwrap_or((series, ""));
+                let Ok(value) = value.parse::<f64>() else {
+                    continue;
+                };
+                if metric != name {
+                    continue;
+                }
+                let key = keys.iter().map(|k| label(labels, k)).collect();
+                *by_key.entry(key).or_default() += sign * value;
+            }
+        }
+        let mut rows: Vec<_> = by_key.into_iter().filter(|(_, v)| *v > 0.0).collect();
+        rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+        rows
+    }
+
     /// How much `name` (summed as [`Self::sum`]) grew since `before`.
     pub fn since(&self, before: &Metrics, name: &str, labels: &[&str]) -> f64 {
         self.sum(name, labels) - before.sum(name, labels)
     }
+}
+
+/// The value of label `key` in a series' labels (`a="x",b="y"}`), or "".
+fn label(labels: &str, key: &str) -> String {
+    labels
+        .trim_end_matches('}')
+        .split(',')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v.trim_matches('"').to_string())
+        .unwrap_or_default()
 }
 
 /// The machine's CPU time so far, in clock ticks: (busy, total), from the
@@ -248,6 +292,30 @@ mod tests {
         let line = "4242 (kube apiserver) S 1 2 3 0 -1 4194560 100 0 0 0 700 300 20 5 20 0 12 0";
         assert_eq!(parse_stat(line), Some(("kube apiserver".to_string(), 1025)));
         assert_eq!(parse_stat("4242 (short) S 1"), None);
+    }
+
+    #[test]
+    fn counters_grow_by_label_values() {
+        let before = Metrics(
+            "# HELP x\nreq_total{verb=\"GET\",resource=\"pods\",code=\"200\"} 5\n".to_string(),
+        );
+        let after = Metrics(
+            [
+                "req_total{verb=\"GET\",resource=\"pods\",code=\"200\"} 7",
+                "req_total{verb=\"GET\",resource=\"pods\",code=\"404\"} 1",
+                "req_total{verb=\"PATCH\",resource=\"pods\",code=\"200\"} 3",
+                "req_total{verb=\"LIST\",resource=\"events\",code=\"200\"} 0",
+                "other_total{verb=\"GET\"} 9",
+            ]
+            .join("\n"),
+        );
+        assert_eq!(
+            after.growth_by(&before, "req_total", &["verb", "resource", "subresource"]),
+            vec![
+                (vec!["GET".into(), "pods".into(), "".into()], 3.0),
+                (vec!["PATCH".into(), "pods".into(), "".into()], 3.0),
+            ]
+        );
     }
 
     #[test]
