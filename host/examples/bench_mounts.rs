@@ -268,7 +268,11 @@ fn print_requests(phase: &str, rows: &[(Vec<String>, f64)], mounts: usize) {
         .iter()
         .take(12)
         .map(|(key, n)| {
-            let what = key.iter().filter(|k| !k.is_empty()).cloned().collect::<Vec<_>>();
+            let what = key
+                .iter()
+                .filter(|k| !k.is_empty())
+                .cloned()
+                .collect::<Vec<_>>();
             format!("{} {n:.0}", what.join(" "))
         })
         .collect();
@@ -718,9 +722,11 @@ async fn burst(
     let machine_after = machine_cpu()?;
     let ticks = clock_ticks_per_second();
     let create_cpu = CpuByCommand::now().since(&processes_before, ticks);
-    let create_requests = Metrics::of_api_server(&client)
-        .await?
-        .growth_by(&requests_before, API_REQUESTS, &REQUEST_KEYS);
+    let create_requests = Metrics::of_api_server(&client).await?.growth_by(
+        &requests_before,
+        API_REQUESTS,
+        &REQUEST_KEYS,
+    );
     let metrics_after = operator.metrics()?;
     let machine_busy = (machine_after.0 - machine_before.0) as f64
         / (machine_after.1 - machine_before.1).max(1) as f64;
@@ -759,9 +765,11 @@ async fn burst(
     futures::future::try_join_all(namespaces.iter().map(|ns| restored(ns, 3))).await?;
     let restored = started.elapsed();
     let delete_cpu = CpuByCommand::now().since(&processes_before, ticks);
-    let delete_requests = Metrics::of_api_server(&client)
-        .await?
-        .growth_by(&requests_before, API_REQUESTS, &REQUEST_KEYS);
+    let delete_requests = Metrics::of_api_server(&client).await?.growth_by(
+        &requests_before,
+        API_REQUESTS,
+        &REQUEST_KEYS,
+    );
     let delete_steps = calls_between(&metrics_before, &operator.metrics()?);
     Ok(Burst {
         mounts: count,

@@ -161,7 +161,12 @@ impl Metrics {
     /// How much each series of counter `name` grew since `before`, summed
     /// by the values of the labels `keys` (a missing label counts as ""),
     /// the most first; series that did not grow are left out.
-    pub fn growth_by(&self, before: &Metrics, name: &str, keys: &[&str]) -> Vec<(Vec<String>, f64)> {
+    pub fn growth_by(
+        &self,
+        before: &Metrics,
+        name: &str,
+        keys: &[&str],
+    ) -> Vec<(Vec<String>, f64)> {
         let mut by_key = std::collections::BTreeMap::<Vec<String>, f64>::new();
         for (sign, scrape) in [(1.0, self), (-1.0, before)] {
             for line in scrape.0.lines().filter(|l| !l.starts_with('#')) {

@@ -432,8 +432,11 @@ pub fn cat_config_script() -> String {
 /// sockets over to a new process started with `-u` once it gets SIGQUIT;
 /// with none running, the new one starts without `-u` (an upgrade would wait
 /// for sockets nobody sends). The pid file is trusted only if that process
-/// is a carrier2, so a stale file never signals some other process. Only
-/// shell builtins and `cat` are used, which Carrier2's image has.
+/// is a carrier2, so a stale file never signals some other process. A
+/// container that has just restarted on Carrier2 may hold its ports before
+/// it writes its pid file: a fresh start that fails then is followed by one
+/// upgrade from the carrier2 the pid file names by now. Only shell builtins
+/// and `cat` are used, which Carrier2's image has.
 pub fn write_script(files: &[(String, String)]) -> String {
     let mut script = String::new();
     for (path, content) in files {
@@ -445,15 +448,23 @@ pub fn write_script(files: &[(String, String)]) -> String {
     }
     script.push_str(&format!(
         r#"upgrade=
-pid=$(cat {PID_FILE} 2>/dev/null)
-if [ -n "$pid" ]; then
+take_over() {{
+  pid=$(cat {PID_FILE} 2>/dev/null)
+  [ -n "$pid" ] || return 1
   case "$(cat "/proc/$pid/cmdline" 2>/dev/null)" in
     *carrier2*) kill -QUIT "$pid" 2>/dev/null && upgrade=-u ;;
+    *) return 1 ;;
   esac
-fi
+}}
+take_over
 : > {ERROR_LOG}
 carrier2 -c {CONFIG_PATH} $upgrade -d >> {ERROR_LOG} 2>&1
 status=$?
+if [ "$status" -ne 0 ] && [ -z "$upgrade" ] && take_over; then
+  : > {ERROR_LOG}
+  carrier2 -c {CONFIG_PATH} -u -d >> {ERROR_LOG} 2>&1
+  status=$?
+fi
 log=$(cat {ERROR_LOG})
 printf '%s\n' "$log"
 case "$log" in
@@ -827,8 +838,84 @@ proxy:
             script.contains("carrier2 -c /tmp/config.yaml $upgrade -d >> /tmp/carrier.log 2>&1\n")
         );
         assert!(script.contains("*carrier2*) kill -QUIT \"$pid\" 2>/dev/null && upgrade=-u ;;"));
+        // A fresh start that lost the race with a Carrier2 still starting
+        // hands over from it once.
+        assert!(script.contains(
+            "if [ \"$status\" -ne 0 ] && [ -z \"$upgrade\" ] && take_over; then\n  : > /tmp/carrier.log\n  carrier2 -c /tmp/config.yaml -u -d >> /tmp/carrier.log 2>&1\n"
+        ));
         assert!(script.contains(": > /tmp/config.yaml\n"));
         assert!(script.ends_with("fi\nexit 0\n"));
+    }
+
+    /// The script run by a real shell, in a directory standing in for the
+    /// pod's /tmp, against a fake `carrier2`: the pod's own Carrier2 (a
+    /// process named carrier2) took the ports but had not written its pid
+    /// file when the script read it; the fresh start fails on the taken
+    /// ports, as Pingora's would, by which time the pid file is there.
+    #[test]
+    #[cfg(unix)]
+    fn a_fresh_start_that_finds_the_ports_taken_hands_over_once() {
+        use std::process::{Command, Stdio};
+        let dir = std::env::temp_dir().join(format!("carrier2mount-race-{}", std::process::id()));
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let tmp = format!("{}/", dir.display());
+        let mut serving = Command::new("bash")
+            .args(["-c", "exec -a carrier2 sleep 30"])
+            .spawn()
+            .unwrap();
+        let fake = format!(
+            "#!/bin/sh
+             case \" $* \" in\n               *' -u '*) echo 'INFO Bootstrap starting'; echo \"upgrading from pid $(cat {tmp}carrier2.pid)\"; exit 0 ;;\n             esac\n             echo {pid} > {tmp}carrier2.pid\n             echo \"{PANIC_MARK} at src/main.rs: a Carrier2 already serves (its ports are taken)\" >&2\n             exit 1\n",
+            pid = serving.id()
+        );
+        let fake_path = bin.join("carrier2");
+        std::fs::write(&fake_path, fake).unwrap();
+        Command::new("chmod")
+            .arg("+x")
+            .arg(&fake_path)
+            .status()
+            .unwrap();
+        let files = vec![(CONFIG_PATH.to_string(), "version: 1\n".to_string())];
+        let script = write_script(&files).replace("/tmp/", &tmp);
+        let mut shell = Command::new("sh")
+            .arg("-s")
+            .env(
+                "PATH",
+                format!(
+                    "{}:{}",
+                    bin.display(),
+                    std::env::var("PATH").unwrap_or_default()
+                ),
+            )
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write as _;
+        shell
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(script.as_bytes())
+            .unwrap();
+        let output = shell.wait_with_output().unwrap();
+        let _ = serving.kill();
+        let _ = serving.wait();
+        let config = std::fs::read_to_string(dir.join("config.yaml")).unwrap_or_default();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            reload_succeeded(output.status.code().unwrap_or(-1), &stdout),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            stdout.contains(&format!("upgrading from pid {}", serving.id())),
+            "{stdout}"
+        );
+        assert_eq!(config, "version: 1\n");
     }
 
     #[test]
