@@ -58,6 +58,7 @@ fn access(ns: &TestNamespace, provider: &ProviderModule, mount: &Mount) -> Clust
         events: None,
         journal: None,
         bridges: std::sync::Arc::from([]),
+        notes: None,
     }
 }
 

@@ -11,7 +11,7 @@ use kube::{
 use super::{crd::GefyraBridgeMount, seen_whole::SeenWhole, settings::MountSettings};
 use crate::{
     bridge::Book,
-    plugins::{Discovery, Freshness, Registry},
+    plugins::{Discovery, Freshness, Notes, Registry},
 };
 
 pub struct Context {
@@ -28,4 +28,6 @@ pub struct Context {
     pub book: Arc<Book>,
     /// When each mount was last seen whole (ACTIVE's checks keep a gap).
     pub seen_whole: SeenWhole,
+    /// What providers noted for each mount between calls (the `notes` import).
+    pub notes: Arc<Notes>,
 }

@@ -100,6 +100,7 @@ pub async fn run(
         mounts: store.clone(),
         book: book.clone(),
         seen_whole: Default::default(),
+        notes: Arc::default(),
     });
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
     let bridges = crate::bridge::controller::run(

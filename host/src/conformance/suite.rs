@@ -28,7 +28,8 @@ use super::{
     writes::put_back_problem,
 };
 use crate::plugins::{
-    CallError, ClusterAccess, Discovery, EventSubject, Freshness, Journal, ProviderModule,
+    CallError, ClusterAccess, Discovery, EventSubject, Freshness, Journal, MountNotes, Notes,
+    ProviderModule,
     bindings::{
         BRIDGES_IMPORT, Condition as ProviderCondition, Mount, Progress, ProviderError,
         provider_bridges::{Bridge, HeaderMatch, MatchType, PortRoute, RequestMatch, Rule},
@@ -127,6 +128,8 @@ pub(super) struct Run {
     timeout: Duration,
     /// The bridges the `bridges` import lists to the provider now.
     bridges: Arc<[Bridge]>,
+    /// The provider's notes, kept as the operator keeps them.
+    notes: Arc<Notes>,
     checks: Vec<Check>,
     /// Called with each check as it completes, so progress is visible.
     report: Box<dyn FnMut(&Check) + Send>,
@@ -155,6 +158,7 @@ impl Run {
             kinds,
             timeout,
             bridges: Arc::from([]),
+            notes: Arc::default(),
             checks: Vec::new(),
             report,
         }
@@ -180,6 +184,10 @@ impl Run {
             )),
             journal: Some(self.journal.clone()),
             bridges: self.bridges.clone(),
+            notes: Some(MountNotes {
+                notes: self.notes.clone(),
+                mount: self.mount.uid.clone(),
+            }),
         }
     }
 

@@ -15,6 +15,7 @@ use super::{
     bindings::{ClusterError, ObjectRef, provider_bridges::Bridge},
     freshness::Freshness,
     journal::Journal,
+    notes::MountNotes,
     scope::Scope,
 };
 
@@ -88,6 +89,9 @@ pub struct ClusterAccess {
     /// The mount's valid GefyraBridges, what the call's `bridges` import
     /// lists; empty when the mount has none (and for every filter call).
     pub bridges: Arc<[Bridge]>,
+    /// The notes of the mount the call serves (the `notes` import); `None`
+    /// where there is no mount to keep them for.
+    pub notes: Option<MountNotes>,
 }
 
 impl ClusterAccess {

@@ -44,6 +44,8 @@ pub use provider::pontoon::provider::cluster::{
     ClusterError, EventType, ExecOutput, ExecRequest, ObjectRef, PatchType,
 };
 pub use provider::pontoon::provider::log::Level;
+/// The `notes` import: hints a provider keeps for a mount between calls.
+pub use provider::pontoon::provider::notes as provider_notes;
 pub use provider::pontoon::provider::types::{
     Capability, Error as ProviderError, Metadata, NamespaceScope, TemporaryError, Verb,
 };

@@ -9,13 +9,15 @@
 //! `use crate::plugins::` lines show it):
 //!
 //! 1. `bindings` (the WIT, generated), `budget` (the memory provider calls
-//!    share), `freshness` (what lists ask of the watch cache), then
-//!    `limits` (deadline and memory cap)
+//!    share), `freshness` (what lists ask of the watch cache), `notes`
+//!    (the mounts' notes, in memory), then `limits` (deadline and memory
+//!    cap)
 //! 2. `error`, `scope` (capability scopes), `engine` (engine, epoch clock)
 //! 3. `journal` (what a provider wrote, for conformance), `grants` (what an
 //!    administrator allows), `access` (the cluster as one call may reach it)
 //! 4. `state`: the per-call store data
-//! 5. `host/`: the host interfaces, one per file (`cluster`, `log`); `call`:
+//! 5. `host/`: the host interfaces, one per file (`cluster`, `log`,
+//!    `bridges`, `notes`); `call`:
 //!    the mechanics of one call (store, deadlines, stops as [`CallError`],
 //!    call metrics)
 //! 6. `provider`, `filter`: the typed faces of the two worlds
@@ -34,6 +36,7 @@ pub mod grants;
 mod host;
 mod journal;
 mod limits;
+mod notes;
 mod provider;
 mod registry;
 mod runtime;
@@ -47,6 +50,7 @@ pub use filter::FilterModule;
 pub use freshness::Freshness;
 pub use journal::{Journal, Written};
 pub use limits::Limits;
+pub use notes::{MountNotes, Notes};
 pub use provider::ProviderModule;
 pub use registry::{LoadedModule, Registry};
 pub use runtime::{PluginRuntime, Worlds};

@@ -23,7 +23,7 @@ use serde_json::json;
 use crate::{
     api::{self, Ctx},
     carrier_config::{self, CarrierConfig},
-    names, original, pods,
+    configured, names, original, pods,
     prepare::{check_container, tls_parameters},
     restore::{self, Entry, OriginalConfig, Store},
     tls::{SecretRef, TlsParameters},
@@ -143,9 +143,13 @@ pub fn install(ctx: &Ctx) -> Result<Progress, Error> {
         .collect();
     let outputs = ctx.run_scripts(&scripts);
     let mut failure = None;
+    let mut seen_configured = Vec::new();
     for (commit, output) in commits.into_iter().zip(outputs) {
+        let pod = &pods[commit.index];
         match plan.committed(commit, output) {
-            Ok(PodState::Configured) => {}
+            Ok(PodState::Configured) => {
+                seen_configured.extend(configured::instance(pod, ctx.container()));
+            }
             Ok(_) => waiting = true,
             // Each pod's outcome is reported; the first failure is returned.
             Err(err) => {
@@ -153,6 +157,8 @@ pub fn install(ctx: &Ctx) -> Result<Progress, Error> {
             }
         }
     }
+    // What `ready` may take for done without reading it back at once.
+    configured::record(&seen_configured);
     if let Some(err) = failure {
         return Err(err);
     }

@@ -25,6 +25,7 @@
 
 mod api;
 pub mod carrier_config;
+mod configured;
 mod install;
 mod mark;
 pub mod names;

@@ -6,7 +6,7 @@ use pontoon_provider_sdk::{
     k8s_openapi::api::core::v1::Pod,
 };
 
-use crate::{api::Ctx, carrier_config, mark, names, pods, shadow};
+use crate::{api::Ctx, carrier_config, configured, mark, names, pods, shadow};
 
 pub const SHADOW_PODS_READY: &str = "ShadowPodsReady";
 pub const CARRIER_INSTALLED: &str = "CarrierInstalled";
@@ -121,7 +121,9 @@ fn originals_condition(originals: &[Pod], container: &str) -> Condition {
     }
 }
 
-/// Reads `/tmp/config.yaml` back from every original pod that runs Carrier2.
+/// Reads `/tmp/config.yaml` back from every original pod that runs
+/// Carrier2, except those `install` saw take their config moments ago (in
+/// the container instance that still runs: see `configured`).
 fn upstream_condition(ctx: &Ctx, originals: &[Pod]) -> Condition {
     let total = originals.len();
     if total == 0 {
@@ -131,19 +133,30 @@ fn upstream_condition(ctx: &Ctx, originals: &[Pod]) -> Condition {
         pods::running_image(pod, ctx.container())
             .is_some_and(|image| pods::same_image(image, ctx.carrier_image()))
     };
-    // Read back from every pod that runs Carrier2 at once.
+    let seen = configured::recent();
+    let seen_configured = |pod: &Pod| {
+        seen.as_ref()
+            .is_some_and(|seen| seen.configured(pod, ctx.container()))
+    };
+    let read_back = |pod: &Pod| runs_carrier(pod) && !seen_configured(pod);
+    // Read back from every other pod that runs Carrier2 at once.
     let script = carrier_config::cat_config_script();
     let reading: Vec<(&str, &str)> = originals
         .iter()
-        .filter(|pod| runs_carrier(pod))
+        .filter(|pod| read_back(pod))
         .map(|pod| (pods::name(pod), script.as_str()))
         .collect();
     let mut outputs = ctx.run_scripts(&reading).into_iter();
     let mut missing = Vec::new();
+    let mut taken_as_seen = 0;
     for pod in originals {
         let name = pods::name(pod);
         if !runs_carrier(pod) {
             missing.push(format!("{name} does not run Carrier2 yet"));
+            continue;
+        }
+        if seen_configured(pod) {
+            taken_as_seen += 1;
             continue;
         }
         match outputs.next() {
@@ -165,10 +178,28 @@ fn upstream_condition(ctx: &Ctx, originals: &[Pod]) -> Condition {
         }
     }
     if missing.is_empty() {
+        let how = match &seen {
+            Some(seen) if taken_as_seen > 0 => format!(
+                " ({} as install saw Carrier2 take its config {:.1} s ago, in containers \
+                 that have not restarted since{})",
+                if taken_as_seen == total {
+                    "all"
+                } else {
+                    "some"
+                },
+                seen.age.as_secs_f64(),
+                if taken_as_seen == total {
+                    String::new()
+                } else {
+                    format!("; {} read back", total - taken_as_seen)
+                }
+            ),
+            _ => String::new(),
+        };
         Condition::new(
             UPSTREAM_SET,
             true,
-            format!("Carrier2 in all {total} original pods forwards to the shadow Service"),
+            format!("Carrier2 in all {total} original pods forwards to the shadow Service{how}"),
         )
     } else {
         Condition::new(

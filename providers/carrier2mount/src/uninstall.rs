@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::{
     api::{self, Ctx},
-    mark, names, original, pods,
+    configured, mark, names, original, pods,
     restore::{self, Entry, OriginalConfig, Store},
     shadow,
     workload::Workload,
@@ -29,6 +29,8 @@ use crate::{
 pub const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
 
 pub fn uninstall(ctx: &Ctx) -> Result<Progress, Error> {
+    // The pods are being put back: what install saw them take is over.
+    configured::forget();
     let workload = ctx.workload()?;
     // Decided before anything is touched: an original that cannot be
     // trusted stops the uninstall with the shadow still serving.

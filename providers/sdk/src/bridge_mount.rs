@@ -36,6 +36,20 @@ pub mod bridges {
     };
 }
 
+/// The mount's notes (the `notes` import): hints from an earlier call, kept
+/// by the host in memory and gone at any time; never the only record of
+/// anything.
+pub mod notes {
+    pub use super::bindings::pontoon::provider::notes::{Note, forget, read, write};
+
+    /// The note under `key` if it was written less than `max_age` ago.
+    pub fn read_fresh(key: &str, max_age: std::time::Duration) -> Option<String> {
+        read(key)
+            .filter(|note| u128::from(note.age_ms) < max_age.as_millis())
+            .map(|note| note.value)
+    }
+}
+
 /// Seconds after which the host retries a step that lost a write race.
 pub const CONFLICT_RETRY_SECONDS: u32 = 2;
 /// Seconds after which the host retries after an object was missing or the

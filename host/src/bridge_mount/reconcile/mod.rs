@@ -31,7 +31,7 @@ use super::{context::Context, crd::GefyraBridgeMount, state::State};
 use crate::{
     bridge,
     plugins::{
-        ClusterAccess, EventSubject, ProviderModule,
+        ClusterAccess, EventSubject, MountNotes, ProviderModule,
         bindings::{Mount, provider_bridges::Bridge},
     },
 };
@@ -130,6 +130,7 @@ impl<'a> Reconcile<'a> {
         self.uninstall_all().await?;
         self.ctx.book.forget(&self.uid());
         self.ctx.seen_whole.forget(&self.uid());
+        self.ctx.notes.forget_mount(&self.uid());
         // What is left is the finalizer's removal.
         crate::chaos::point("uninstalled");
         Ok(Action::await_change())
@@ -177,6 +178,10 @@ impl<'a> Reconcile<'a> {
             }),
             journal: None,
             bridges: self.bridges.clone(),
+            notes: Some(MountNotes {
+                notes: self.ctx.notes.clone(),
+                mount: self.uid(),
+            }),
         }
     }
 }

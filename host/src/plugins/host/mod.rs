@@ -4,6 +4,7 @@
 mod bridges;
 mod cluster;
 mod log;
+mod notes;
 
 use super::state::CallState;
 
