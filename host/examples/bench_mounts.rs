@@ -437,6 +437,8 @@ struct Round {
     patched: BTreeSet<String>,
     running: BTreeSet<String>,
     back: BTreeSet<String>,
+    /// The CarrierConfigured Events seen (their notes name the pod).
+    configured: BTreeSet<String>,
 }
 
 impl Round {
@@ -592,12 +594,16 @@ impl Timeline {
                 if let Ok(watcher::Event::Apply(e)) = event
                     && e.reason.as_deref() == Some("CarrierConfigured")
                 {
-                    // The recorder folds repeats of a reason about one
-                    // object into one Event whose series counts them.
+                    // One Event a pod (its note names the pod); the
+                    // recorder folds exact repeats into one whose series
+                    // counts them.
                     let posted = e.series.as_ref().map_or(1, |s| s.count);
                     let about = e.regarding.as_ref().and_then(|o| o.name.clone());
+                    let note = e.note.clone().unwrap_or_default();
                     t.with(|r| {
-                        if about.as_deref() == Some(r.mount.as_str()) && posted >= 3 {
+                        if about.as_deref() == Some(r.mount.as_str())
+                            && (Round::count(&mut r.configured, note) || posted >= 3)
+                        {
                             r.mark(Step::ConfigCommitted);
                         }
                     });

@@ -429,8 +429,9 @@ async fn traffic(workload: Workload, prefix: &str) -> anyhow::Result<()> {
     outcome
 }
 
-async fn traffic_in(bed: &Bed, testbed: TestbedNet, workload: Workload) -> anyhow::Result<()> {
-    let ns = &bed.target;
+/// The target's own Service (`echo`, port 80 to the echo servers), as the
+/// test bed's network reaches it.
+async fn echo_service(ns: &TestNamespace, testbed: TestbedNet) -> anyhow::Result<Net> {
     let service: Service = serde_json::from_value(json!({
         "metadata": { "name": "echo" },
         "spec": { "selector": { "app": "echo" },
@@ -444,10 +445,15 @@ async fn traffic_in(bed: &Bed, testbed: TestbedNet, workload: Workload) -> anyho
         .spec
         .and_then(|s| s.cluster_ip)
         .context("the Service has no ClusterIP")?;
-    let net = Net {
+    Ok(Net {
         net: testbed,
         service: format!("{ip}:80"),
-    };
+    })
+}
+
+async fn traffic_in(bed: &Bed, testbed: TestbedNet, workload: Workload) -> anyhow::Result<()> {
+    let ns = &bed.target;
+    let net = echo_service(ns, testbed).await?;
     workload.create(ns).await?;
     let originals: Vec<String> = ready_pods(ns, "app=echo", workload.replicas())
         .await?
@@ -655,4 +661,139 @@ async fn a_statefulset_mount_carries_traffic_and_bridges_route_by_their_rules() 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_bare_pod_mount_carries_traffic_and_bridges_route_by_their_rules() -> anyhow::Result<()> {
     traffic(Workload::Pod, "traffic-pod").await
+}
+
+/// A Carrier2 that restarts in one pod moments after the mount went ACTIVE
+/// comes back without its config (a restarted container's /tmp is new) and
+/// serves nothing. The mount must see that at once, not take the pod for
+/// configured because install saw it take its config a moment before: it
+/// leaves ACTIVE, configures the pod again, and every request reaches the
+/// shadow again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_carrier2_restarted_right_after_active_is_seen_and_configured_again() -> anyhow::Result<()>
+{
+    let testbed = match TestbedNet::of_testbed() {
+        Ok(net) => net,
+        Err(reason) => return pontoon_tests::skip::skip("traffic-restart", &reason),
+    };
+    let bed = Bed::new("traffic-restart").await?;
+    let outcome = restarted_in(&bed, testbed).await;
+    if outcome.is_err() {
+        let _ = bed.delete_mount("restart").await;
+    }
+    outcome
+}
+
+/// How long a mount may take to leave ACTIVE once a pod's Carrier2 lost its
+/// config: the pod's restart wakes a check of the mount at once (well under
+/// a second here); the periodic check, and install's note about the pod,
+/// would take 30 s or more.
+const NOTICED_WITHIN: Duration = Duration::from_secs(15);
+
+async fn restarted_in(bed: &Bed, testbed: TestbedNet) -> anyhow::Result<()> {
+    let ns = &bed.target;
+    let net = echo_service(ns, testbed).await?;
+    Workload::Deployment.create(ns).await?;
+    ready_pods(ns, "app=echo", 2).await?;
+    let shadow = |a: &Answer| a.as_ref().is_ok_and(|p| p.starts_with("echo-gefyra"));
+    bed.mount("restart", "deploy/echo", "echo").await?;
+    bed.wait_state("restart", "ACTIVE").await?;
+    until(
+        &net,
+        &[Kind::Plain; 10],
+        "every answer from the shadow",
+        |_, a| shadow(a),
+    )
+    .await?;
+
+    // Every state the mount is in from now on.
+    let states = {
+        let config = kube::runtime::watcher::Config::default().fields("metadata.name=restart");
+        let stream = kube::runtime::WatchStreamExt::applied_objects(kube::runtime::watcher(
+            bed.mounts(),
+            config,
+        ));
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Ok(Some(mount)) = futures::TryStreamExt::try_next(&mut stream).await {
+                if sender.send(mount.fields.state.unwrap_or_default()).is_err() {
+                    break;
+                }
+            }
+        });
+        receiver
+    };
+    let mut states = states;
+
+    // Carrier2 in one original pod stops; the test bed restarts its container.
+    let pods = ns.api::<Pod>();
+    let originals: Vec<Pod> = pods
+        .list(&kube::api::ListParams::default().labels("app=echo"))
+        .await?
+        .items
+        .into_iter()
+        .filter(|p| !p.name_any().starts_with("echo-gefyra"))
+        .collect();
+    let pod = originals.first().context("no original pod")?.name_any();
+    let restarts = |p: &Pod| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|c| c.iter().find(|c| c.name == "echo"))
+            .map_or(0, |c| c.restart_count)
+    };
+    let before = restarts(&pods.get(&pod).await?);
+    support::mounts::exec(
+        &pods,
+        &pod,
+        "echo",
+        &["sh", "-c", "kill $(cat /tmp/carrier2.pid)"],
+    )
+    .await?;
+    wait_for(
+        &pods,
+        &pod,
+        |p: Option<&Pod>| p.is_some_and(|p| restarts(p) > before),
+        TIMEOUT,
+    )
+    .await
+    .with_context(|| format!("the container of {pod} was not restarted"))?;
+
+    // The mount leaves ACTIVE for it, soon.
+    let deadline = tokio::time::Instant::now() + NOTICED_WITHIN;
+    let mut seen = Vec::new();
+    loop {
+        match tokio::time::timeout_at(deadline, states.recv()).await {
+            Ok(Some(state)) => {
+                if seen.last() != Some(&state) {
+                    seen.push(state.clone());
+                }
+                if state != "ACTIVE" {
+                    break;
+                }
+            }
+            Ok(None) => bail!("the watch of the mount ended; states seen {seen:?}"),
+            Err(_) => bail!(
+                "the mount stayed ACTIVE for {NOTICED_WITHIN:?} after Carrier2 in {pod} restarted \
+                 without its config (states seen {seen:?})\n{}",
+                configs(ns).await
+            ),
+        }
+    }
+    // ... and is whole again: every request reaches the shadow.
+    bed.wait_state("restart", "ACTIVE").await?;
+    until(
+        &net,
+        &[Kind::Plain; 20],
+        "every answer from the shadow again",
+        |_, a| shadow(a),
+    )
+    .await?;
+    let config = support::mounts::exec(&pods, &pod, "echo", &["cat", "/tmp/config.yaml"]).await?;
+    ensure!(
+        config.contains("clusterUpstream"),
+        "{pod} has no Carrier2 config forwarding to the shadow after the mount was whole again: {config}"
+    );
+    bed.delete_mount("restart").await
 }

@@ -15,10 +15,13 @@ pub const MAX_NOTE_BYTES: usize = 8 * 1024;
 /// The most notes kept for one mount.
 pub const MAX_NOTES: usize = 8;
 
+/// One mount's notes: each key's value and when it was written.
+type MountNotesMap = HashMap<String, (String, Instant)>;
+
 /// Every mount's notes, by mount uid.
 #[derive(Default)]
 pub struct Notes {
-    by_mount: Mutex<HashMap<String, HashMap<String, (String, Instant)>>>,
+    by_mount: Mutex<HashMap<String, MountNotesMap>>,
 }
 
 /// Why a note was not kept.
@@ -41,9 +44,7 @@ impl std::fmt::Display for NotKept {
 }
 
 impl Notes {
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<String, (String, Instant)>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, MountNotesMap>> {
         // A panic elsewhere while holding the lock leaves plain data behind.
         self.by_mount
             .lock()

@@ -80,7 +80,8 @@ impl Reconcile<'_> {
             return Rendered::Unchanged;
         }
         // Nothing known (the operator just started): this render is the
-        // first look at the mount, and its configs are read back after it.
+        // first look at the mount (its commit compares every pod's config
+        // with what it should be), and readiness is checked after it.
         let known = self.ctx.book.rendered(&uid).is_some();
         let installed = provider
             .install(self.access(provider, request), request)
