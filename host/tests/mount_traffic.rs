@@ -665,10 +665,13 @@ async fn a_bare_pod_mount_carries_traffic_and_bridges_route_by_their_rules() -> 
 
 /// A Carrier2 that restarts in one pod moments after the mount went ACTIVE
 /// comes back without its config (a restarted container's /tmp is new) and
-/// serves nothing. The mount must see that at once, not take the pod for
-/// configured because install saw it take its config a moment before: it
-/// leaves ACTIVE, configures the pod again, and every request reaches the
-/// shadow again.
+/// serves nothing. The mount must see that at once, within the 30 s in which
+/// `ready` takes install's note for the pods' configs: it leaves ACTIVE,
+/// configures the pod again, and every request reaches the shadow again.
+/// (On the test bed, as with a kubelet, the pod is first seen not Ready,
+/// which alone sends the mount RESTORING; that the note names the container
+/// instance, so a restarted one is read back, is checked in carrier2mount's
+/// `configured` unit tests.)
 #[tokio::test(flavor = "multi_thread")]
 async fn a_carrier2_restarted_right_after_active_is_seen_and_configured_again() -> anyhow::Result<()>
 {
