@@ -48,7 +48,9 @@ use kube::{
 use pontoon::bridge_mount::{GefyraBridge, GefyraBridgeMount, crd::BridgeMountFields};
 use pontoon_tests::{
     TestNamespace,
-    bench::{BenchOperator, CpuByCommand, Metrics, machine_cpu, memory_kib, percentile},
+    bench::{
+        BenchOperator, CpuByCommand, Metrics, ProcessTicks, machine_cpu, memory_kib, percentile,
+    },
     traffic::{Request, TestbedNet, echo_container},
     wait_for, wait_for_list,
 };
@@ -959,21 +961,10 @@ struct Usage {
 impl Usage {
     fn of(pid: u32) -> anyhow::Result<Self> {
         let peak_rss_kib = memory_kib(pid, "VmHWM:")?;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-        // Fields after the command name (which may contain spaces) start at `)`.
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .map(|(_, rest)| rest.split_whitespace().collect())
-            .unwrap_or_default();
-        // utime and stime are fields 14 and 15 of stat: indices 11 and 12 after `)`.
-        let ticks: u64 = [11, 12]
-            .iter()
-            .filter_map(|&i| fields.get(i).and_then(|v| v.parse::<u64>().ok()))
-            .sum();
-        let per_second = clock_ticks_per_second();
+        let ticks = ProcessTicks::of(pid)?.own;
         Ok(Self {
             peak_rss_kib,
-            cpu_seconds: ticks as f64 / per_second,
+            cpu_seconds: ticks as f64 / clock_ticks_per_second(),
         })
     }
 }

@@ -710,7 +710,7 @@ async fn restarted_in(bed: &Bed, testbed: TestbedNet) -> anyhow::Result<()> {
     .await?;
 
     // Every state the mount is in from now on.
-    let states = {
+    let mut states = {
         let config = kube::runtime::watcher::Config::default().fields("metadata.name=restart");
         let stream = kube::runtime::WatchStreamExt::applied_objects(kube::runtime::watcher(
             bed.mounts(),
@@ -727,7 +727,6 @@ async fn restarted_in(bed: &Bed, testbed: TestbedNet) -> anyhow::Result<()> {
         });
         receiver
     };
-    let mut states = states;
 
     // Carrier2 in one original pod stops; the test bed restarts its container.
     let pods = ns.api::<Pod>();

@@ -139,16 +139,23 @@ impl Metrics {
     /// The sum of every sample of `name` whose labels contain each of
     /// `labels` (e.g. `module="carrier2mount"`).
     pub fn sum(&self, name: &str, labels: &[&str]) -> f64 {
+        self.samples(name)
+            .filter(|(rest, _)| labels.iter().all(|want| rest.contains(want)))
+            .map(|(_, value)| value)
+            .sum()
+    }
+
+    /// Every sample of `name`: its labels as written (`a="x",b="y"}`, empty
+    /// without labels) and its value.
+    fn samples<'a>(&'a self, name: &'a str) -> impl Iterator<Item = (&'a str, f64)> + 'a {
         self.0
             .lines()
             .filter(|l| !l.starts_with('#'))
-            .filter_map(|l| {
+            .filter_map(move |l| {
                 let (series, value) = l.rsplit_once(' ')?;
-                let (metric, rest) = series.split_once('{').unwrap_or((series, ""));
-                (metric == name && labels.iter().all(|want| rest.contains(want)))
-                    .then(|| value.parse::<f64>().ok())?
+                let (metric, labels) = series.split_once('{').unwrap_or((series, ""));
+                (metric == name).then(|| Some((labels, value.parse::<f64>().ok()?)))?
             })
-            .sum()
     }
 
     /// The API server's own metrics (`/metrics`), as the test bed's admin
@@ -169,17 +176,7 @@ impl Metrics {
     ) -> Vec<(Vec<String>, f64)> {
         let mut by_key = std::collections::BTreeMap::<Vec<String>, f64>::new();
         for (sign, scrape) in [(1.0, self), (-1.0, before)] {
-            for line in scrape.0.lines().filter(|l| !l.starts_with('#')) {
-                let Some((series, value)) = line.rsplit_once(' ') else {
-                    continue;
-                };
-                let (metric, labels) = series.split_once('{').unwrap_or((series, ""));
-                let Ok(value) = value.parse::<f64>() else {
-                    continue;
-                };
-                if metric != name {
-                    continue;
-                }
+            for (labels, value) in scrape.samples(name) {
                 let key = keys.iter().map(|k| label(labels, k)).collect();
                 *by_key.entry(key).or_default() += sign * value;
             }
@@ -248,8 +245,8 @@ impl CpuByCommand {
             let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
                 continue;
             };
-            if let Some(parsed) = parse_stat(&stat) {
-                by_pid.insert(pid, parsed);
+            if let Some(ticks) = ProcessTicks::parse(&stat) {
+                by_pid.insert(pid, (ticks.command, ticks.own + ticks.reaped));
             }
         }
         Self(by_pid)
@@ -276,16 +273,36 @@ impl CpuByCommand {
     }
 }
 
-/// (command, utime + stime + cutime + cstime) from a /proc/PID/stat line.
-fn parse_stat(stat: &str) -> Option<(String, u64)> {
-    let (head, rest) = stat.rsplit_once(')')?;
-    let command = head.split_once('(')?.1.to_string();
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime, stime, cutime, cstime: fields 14-17 of stat, 11-14 after `)`.
-    let ticks = (11..=14)
-        .map(|i| fields.get(i).and_then(|v| v.parse::<u64>().ok()))
-        .sum::<Option<u64>>()?;
-    Some((command, ticks))
+/// A process's CPU time in clock ticks, from its /proc/PID/stat line.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ProcessTicks {
+    pub command: String,
+    /// utime + stime: its own.
+    pub own: u64,
+    /// cutime + cstime: that of the children it has reaped.
+    pub reaped: u64,
+}
+
+impl ProcessTicks {
+    pub fn parse(stat: &str) -> Option<Self> {
+        // The command (which may hold spaces and parentheses) ends at the last `)`.
+        let (head, rest) = stat.rsplit_once(')')?;
+        let command = head.split_once('(')?.1.to_string();
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // utime, stime, cutime, cstime: fields 14-17 of stat, 11-14 after `)`.
+        let field = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok());
+        Some(Self {
+            command,
+            own: field(11)? + field(12)?,
+            reaped: field(13)? + field(14)?,
+        })
+    }
+
+    /// Those of the process `pid` now.
+    pub fn of(pid: u32) -> anyhow::Result<Self> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+        Self::parse(&stat).with_context(|| format!("unreadable /proc/{pid}/stat: {stat}"))
+    }
 }
 
 #[cfg(test)]
@@ -295,8 +312,15 @@ mod tests {
     #[test]
     fn stat_lines_give_command_and_all_cpu_ticks() {
         let line = "4242 (kube apiserver) S 1 2 3 0 -1 4194560 100 0 0 0 700 300 20 5 20 0 12 0";
-        assert_eq!(parse_stat(line), Some(("kube apiserver".to_string(), 1025)));
-        assert_eq!(parse_stat("4242 (short) S 1"), None);
+        assert_eq!(
+            ProcessTicks::parse(line),
+            Some(ProcessTicks {
+                command: "kube apiserver".to_string(),
+                own: 1000,
+                reaped: 25
+            })
+        );
+        assert_eq!(ProcessTicks::parse("4242 (short) S 1"), None);
     }
 
     #[test]

@@ -70,11 +70,10 @@ pub fn forget() {
 /// What `install` saw, if it saw it less than [`TRUST`] ago: the note and
 /// its age.
 pub fn recent() -> Option<Seen> {
-    let note = notes::read(KEY)?;
-    let age = Duration::from_millis(note.age_ms);
-    (age < TRUST).then_some(Seen {
+    let note = notes::read_fresh(KEY, TRUST)?;
+    Some(Seen {
         note: note.value,
-        age,
+        age: Duration::from_millis(note.age_ms),
     })
 }
 

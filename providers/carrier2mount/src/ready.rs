@@ -179,21 +179,18 @@ fn upstream_condition(ctx: &Ctx, originals: &[Pod]) -> Condition {
     }
     if missing.is_empty() {
         let how = match &seen {
-            Some(seen) if taken_as_seen > 0 => format!(
-                " ({} as install saw Carrier2 take its config {:.1} s ago, in containers \
-                 that have not restarted since{})",
-                if taken_as_seen == total {
-                    "all"
+            Some(seen) if taken_as_seen > 0 => {
+                let (which, others) = if taken_as_seen == total {
+                    ("all", String::new())
                 } else {
-                    "some"
-                },
-                seen.age.as_secs_f64(),
-                if taken_as_seen == total {
-                    String::new()
-                } else {
-                    format!("; {} read back", total - taken_as_seen)
-                }
-            ),
+                    ("some", format!("; {} read back", total - taken_as_seen))
+                };
+                format!(
+                    " ({which} as install saw Carrier2 take its config {:.1} s ago, in \
+                     containers that have not restarted since{others})",
+                    seen.age.as_secs_f64()
+                )
+            }
             _ => String::new(),
         };
         Condition::new(

@@ -43,10 +43,8 @@ pub mod notes {
     pub use super::bindings::pontoon::provider::notes::{Note, forget, read, write};
 
     /// The note under `key` if it was written less than `max_age` ago.
-    pub fn read_fresh(key: &str, max_age: std::time::Duration) -> Option<String> {
-        read(key)
-            .filter(|note| u128::from(note.age_ms) < max_age.as_millis())
-            .map(|note| note.value)
+    pub fn read_fresh(key: &str, max_age: std::time::Duration) -> Option<Note> {
+        read(key).filter(|note| u128::from(note.age_ms) < max_age.as_millis())
     }
 }
 
