@@ -42,7 +42,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams},
+    api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams},
     runtime::{WatchStreamExt, watcher},
 };
 use pontoon::bridge_mount::{GefyraBridge, GefyraBridgeMount, crd::BridgeMountFields};
@@ -351,8 +351,11 @@ async fn run(gefyra: &TestNamespace, operator: &BenchOperator) -> anyhow::Result
             create[round].as_secs_f64(),
             delete[round].as_secs_f64()
         );
-        // The restart of the restore rolls the pods: the next round starts from a settled Deployment.
-        settled(&one, 3).await?;
+        // The restore gives the same pods their image back in place. A
+        // kubelet gives a restarted container a fresh /tmp, the test bed's
+        // fake pods keep theirs, so the next round's Carrier2 would find
+        // this round's config already there: each round gets new pods.
+        fresh_pods(&one, 3).await?;
     }
     let calls = calls_between(&metrics_before, &operator.metrics()?);
 
@@ -918,6 +921,39 @@ async fn settled(ns: &TestNamespace, replicas: i32) -> anyhow::Result<()> {
     )
     .await?;
     Ok(())
+}
+
+/// Replaces the Deployment's pods with new ones and waits until exactly
+/// `replicas` new pods run the app and are Ready.
+async fn fresh_pods(ns: &TestNamespace, replicas: usize) -> anyhow::Result<()> {
+    let pods: Api<Pod> = ns.api();
+    let selector = ListParams::default().labels("app=web");
+    let old: BTreeSet<String> = pods
+        .list(&selector)
+        .await?
+        .items
+        .iter()
+        .filter_map(|p| p.metadata.uid.clone())
+        .collect();
+    pods.delete_collection(&DeleteParams::default(), &selector)
+        .await?;
+    wait_for_list(
+        &pods,
+        "app=web",
+        |ps| {
+            ps.len() == replicas
+                && ps.iter().all(|p| {
+                    p.metadata
+                        .uid
+                        .as_ref()
+                        .is_some_and(|uid| !old.contains(uid))
+                        && app_image_ready(p, APP_IMAGE)
+                })
+        },
+        TIMEOUT,
+    )
+    .await?;
+    settled(ns, i32::try_from(replicas)?).await
 }
 
 async fn install_crds(client: &Client) -> anyhow::Result<()> {

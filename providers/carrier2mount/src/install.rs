@@ -25,6 +25,7 @@ use crate::{
     carrier_config::{self, CarrierConfig},
     configured, names, original, pods,
     prepare::{check_container, tls_parameters},
+    put_back,
     restore::{self, Entry, OriginalConfig, Store},
     tls::{SecretRef, TlsParameters},
     workload::Workload,
@@ -71,6 +72,9 @@ struct Plan<'a> {
 
 pub fn install(ctx: &Ctx) -> Result<Progress, Error> {
     let started = Instant::now();
+    // Restore entries are written again: an earlier uninstall's note that
+    // it dropped them no longer holds.
+    put_back::forget();
     let workload = ctx.require_workload()?;
     let template_container = check_container(ctx, &workload)?;
     let ns = ctx.target_namespace();

@@ -32,6 +32,7 @@ pub mod names;
 mod original;
 mod pods;
 mod prepare;
+mod put_back;
 mod ready;
 mod restore;
 mod selector;

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::{
     api::{self, Ctx},
-    configured, mark, names, original, pods,
+    configured, mark, names, original, pods, put_back,
     restore::{self, Entry, OriginalConfig, Store},
     shadow,
     workload::Workload,
@@ -32,14 +32,29 @@ pub fn uninstall(ctx: &Ctx) -> Result<Progress, Error> {
     // The pods are being put back: what install saw them take is over.
     configured::forget();
     let workload = ctx.workload()?;
+    let target = ctx.target_name();
+    if let Some(workload) = &workload
+        && put_back::recently(&target)
+    {
+        // An earlier call put every original back and dropped the entries:
+        // what is left is waiting, unless a pod asks for Carrier2 again.
+        let pods = ctx.original_pods(workload)?;
+        if pods
+            .iter()
+            .all(|pod| put_back::settled(pod, ctx.container(), ctx.carrier_image()))
+        {
+            return done_when_back(ctx, &pods);
+        }
+        info!("a pod of {target} asks for Carrier2 again; planning the restore anew");
+    }
     // Decided before anything is touched: an original that cannot be
     // trusted stops the uninstall with the shadow still serving.
     let plan = restore_plan(ctx, workload.as_ref())?;
     let unrestorable = plan.unrestorable.clone();
     let others_kept = plan.others_kept;
-    let left = plan.apply(ctx, workload.as_ref())?;
+    let applied = plan.apply(ctx, workload.as_ref())?;
     let store = Store::of(ctx.mount);
-    match left {
+    match applied.left {
         // What the removal of this target's entries left: no read needed.
         Some(left) => {
             store.delete_if_empty_as(&left)?;
@@ -61,14 +76,31 @@ pub fn uninstall(ctx: &Ctx) -> Result<Progress, Error> {
     }
     let Some(workload) = workload else {
         remove_shadow(ctx)?;
+        put_back::forget();
         info!("target {} is gone: nothing to restore", ctx.target);
         return Ok(Progress::Done);
     };
-    let lagging = lagging_pods(ctx, &workload)?;
+    put_back::record(&target);
+    if applied.images > 0 {
+        // Those pods restart onto their originals now; none can be back
+        // yet, so there is nothing to list until they change.
+        info!(
+            "gave {} pod(s) of {target} their original image back; waiting for them to run it",
+            applied.images
+        );
+        return Ok(Progress::WhenPodsChange);
+    }
+    done_when_back(ctx, &ctx.original_pods(&workload)?)
+}
+
+/// Done once every pod of `pods` runs its original: only then is the
+/// shadow removed, since a pod still running Carrier2 sends its traffic to
+/// the shadow's Service, and would answer 502 without it.
+fn done_when_back(ctx: &Ctx, pods: &[Pod]) -> Result<Progress, Error> {
+    let lagging = lagging_pods(ctx, pods);
     if lagging.is_empty() {
-        // Only now: a pod still running Carrier2 sends its traffic to the
-        // shadow's Service, and would answer 502 without it.
         remove_shadow(ctx)?;
+        put_back::forget();
         Ok(Progress::Done)
     } else {
         info!("waiting for original pods: {}", lagging.join("; "));
@@ -283,14 +315,17 @@ impl RestorePlan {
     /// template makes new ones. Restarting always would roll every pod a
     /// second time, stamp the user's template, and, for 200 mounts at once,
     /// more than double the API server's work of the restore.
-    fn apply(self, ctx: &Ctx, workload: Option<&Workload>) -> Result<Option<ConfigMap>, Error> {
+    fn apply(self, ctx: &Ctx, workload: Option<&Workload>) -> Result<Applied, Error> {
         let has_template = workload.is_some_and(|w| w.kind != TargetKind::Pod);
         let inexact = self.restore.iter().any(|(pod, original)| {
             pods::container(pod, ctx.container())
                 .is_some_and(|current| runs_another_command(current, original))
         });
+        let mut images = 0;
         for (pod, original) in &self.restore {
-            restore_pod(ctx, pod, ctx.container(), Some(original))?;
+            if restore_pod(ctx, pod, ctx.container(), Some(original))? {
+                images += 1;
+            }
         }
         for pod in &self.unannotate {
             restore_pod(ctx, pod, ctx.container(), None)?;
@@ -301,8 +336,19 @@ impl RestorePlan {
         {
             restart_workload(workload)?;
         }
-        Store::of(ctx.mount).remove_all(&self.entries)
+        Ok(Applied {
+            images,
+            left: Store::of(ctx.mount).remove_all(&self.entries)?,
+        })
     }
+}
+
+/// What applying a restore plan did.
+struct Applied {
+    /// Pods whose image was patched back (they restart onto it).
+    images: usize,
+    /// The ConfigMap as the removal of the entries left it, if there was one.
+    left: Option<ConfigMap>,
 }
 
 /// Whether `current` runs a command or args other than its original's:
@@ -313,17 +359,18 @@ fn runs_another_command(current: &Container, original: &OriginalConfig) -> bool 
 
 /// Patches the container's image back and drops the pod's copy of its
 /// original in the same patch (`original` `None`: only the copy); command
-/// and args cannot change in a pod, so they are only compared.
+/// and args cannot change in a pod, so they are only compared. `true` when
+/// the image was patched.
 fn restore_pod(
     ctx: &Ctx,
     pod: &Pod,
     container: &str,
     original: Option<&OriginalConfig>,
-) -> Result<(), Error> {
+) -> Result<bool, Error> {
     let (ns, name) = (ctx.target_namespace(), pods::name(pod));
     let Some(current) = pods::container(pod, container) else {
         warn!("pod {name} has no container {container}; nothing to restore in it");
-        return Ok(());
+        return Ok(false);
     };
     if let Some(original) = original
         && runs_another_command(current, original)
@@ -349,7 +396,7 @@ fn restore_pod(
         .as_ref()
         .is_some_and(|a| a.contains_key(original::ANNOTATION));
     if image.is_none() && !annotated {
-        return Ok(());
+        return Ok(false);
     }
     let mut patch = json!({ "metadata": { "annotations": { original::ANNOTATION: null } } });
     if let Some(image) = image {
@@ -366,10 +413,10 @@ fn restore_pod(
                     ),
                 );
             }
-            Ok(())
+            Ok(image.is_some())
         }
         // Deleted meanwhile: nothing left to restore.
-        Err(ClusterError::NotFound(_)) => Ok(()),
+        Err(ClusterError::NotFound(_)) => Ok(false),
         Err(err) => Err(err.into()),
     }
 }
@@ -408,25 +455,25 @@ fn restart_workload(workload: &Workload) -> Result<(), Error> {
 
 /// Original pods that are not back yet: still asking for or running Carrier2,
 /// or not running what their spec asks for.
-fn lagging_pods(ctx: &Ctx, workload: &Workload) -> Result<Vec<String>, Error> {
+fn lagging_pods(ctx: &Ctx, original_pods: &[Pod]) -> Vec<String> {
     let carrier = ctx.carrier_image();
     let mut lagging = Vec::new();
-    for pod in ctx.original_pods(workload)? {
-        let name = pods::name(&pod);
-        let Some(spec) = pods::spec_image(&pod, ctx.container()) else {
+    for pod in original_pods {
+        let name = pods::name(pod);
+        let Some(spec) = pods::spec_image(pod, ctx.container()) else {
             continue;
         };
         if pods::same_image(spec, carrier) {
             lagging.push(format!("{name} still asks for {carrier}"));
             continue;
         }
-        match pods::running_image(&pod, ctx.container()) {
+        match pods::running_image(pod, ctx.container()) {
             Some(running) if pods::same_image(running, spec) => {}
             Some(running) => lagging.push(format!("{name} runs {running}, not {spec} yet")),
             None => lagging.push(format!("{name} has not started {spec} yet")),
         }
     }
-    Ok(lagging)
+    lagging
 }
 
 /// `2026-03-01T12:00:00Z` for seconds since the Unix epoch.
