@@ -317,30 +317,62 @@ impl RestorePlan {
     /// more than double the API server's work of the restore.
     fn apply(self, ctx: &Ctx, workload: Option<&Workload>) -> Result<Applied, Error> {
         let has_template = workload.is_some_and(|w| w.kind != TargetKind::Pod);
-        let inexact = self.restore.iter().any(|(pod, original)| {
-            pods::container(pod, ctx.container())
-                .is_some_and(|current| runs_another_command(current, original))
-        });
         let mut images = 0;
-        for (pod, original) in &self.restore {
-            if restore_pod(ctx, pod, ctx.container(), Some(original))? {
-                images += 1;
+        for action in self.actions(ctx.container(), has_template) {
+            match action {
+                Action::Restart => {
+                    if let Some(workload) = workload {
+                        restart_workload(workload)?;
+                    }
+                }
+                Action::Restore(pod, original) => {
+                    if restore_pod(ctx, pod, ctx.container(), Some(original))? {
+                        images += 1;
+                    }
+                }
+                Action::Unannotate(pod) => {
+                    restore_pod(ctx, pod, ctx.container(), None)?;
+                }
             }
-        }
-        for pod in &self.unannotate {
-            restore_pod(ctx, pod, ctx.container(), None)?;
-        }
-        if has_template
-            && inexact
-            && let Some(workload) = workload
-        {
-            restart_workload(workload)?;
         }
         Ok(Applied {
             images,
             left: Store::of(ctx.mount).remove_all(&self.entries)?,
         })
     }
+
+    /// The writes to the pods and the workload, in an order that leaves a
+    /// later call able to finish whatever write the operator dies before:
+    /// the restart comes first, since patching a pod back takes away what
+    /// shows that one is needed (a pod on Carrier2 whose saved original
+    /// runs another command); the entries go after all of these.
+    fn actions(&self, container: &str, has_template: bool) -> Vec<Action<'_>> {
+        let inexact = self.restore.iter().any(|(pod, original)| {
+            pods::container(pod, container)
+                .is_some_and(|current| runs_another_command(current, original))
+        });
+        let restart = (has_template && inexact).then_some(Action::Restart);
+        restart
+            .into_iter()
+            .chain(
+                self.restore
+                    .iter()
+                    .map(|(pod, original)| Action::Restore(pod, original)),
+            )
+            .chain(self.unannotate.iter().map(Action::Unannotate))
+            .collect()
+    }
+}
+
+/// One write of a restore.
+#[derive(Debug, PartialEq)]
+enum Action<'a> {
+    /// Roll the workload's pods from its template.
+    Restart,
+    /// Give the pod its original image back and drop its copy of it.
+    Restore(&'a Pod, &'a OriginalConfig),
+    /// Drop the copy from a pod that runs its original already.
+    Unannotate(&'a Pod),
 }
 
 /// What applying a restore plan did.
@@ -507,6 +539,64 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::pods::tests::pod;
+
+    const CARRIER: &str = "quay.io/gefyra/carrier2:latest";
+
+    fn original(command: &str) -> OriginalConfig {
+        OriginalConfig {
+            image: Some("nginx".into()),
+            command: Some(vec![command.into()]),
+            args: None,
+        }
+    }
+
+    fn on_carrier(name: &str, command: &str) -> Pod {
+        let mut p = pod(name, CARRIER, Some(CARRIER), true);
+        p.spec.as_mut().unwrap().containers[0].command = Some(vec![command.into()]);
+        p
+    }
+
+    fn plan(restore: Vec<(Pod, OriginalConfig)>, unannotate: Vec<Pod>) -> RestorePlan {
+        RestorePlan {
+            restore,
+            unannotate,
+            entries: Vec::new(),
+            unrestorable: Vec::new(),
+            others_kept: false,
+        }
+    }
+
+    #[test]
+    fn a_restart_comes_before_the_patches_that_would_hide_its_reason() {
+        let plan = plan(
+            vec![
+                (on_carrier("web-1", "serve"), original("serve")),
+                (on_carrier("web-2", "serve"), original("serve --old")),
+            ],
+            vec![pod("web-3", "nginx", Some("nginx"), true)],
+        );
+        let actions = plan.actions("app", true);
+        assert_eq!(actions.len(), 4);
+        assert_eq!(actions[0], Action::Restart, "{actions:?}");
+        assert!(matches!(actions[1], Action::Restore(p, _) if pods::name(p) == "web-1"));
+        assert!(matches!(actions[2], Action::Restore(p, _) if pods::name(p) == "web-2"));
+        assert!(matches!(actions[3], Action::Unannotate(p) if pods::name(p) == "web-3"));
+        // A bare Pod has no template to restart from: it keeps its command.
+        assert!(!plan.actions("app", false).contains(&Action::Restart));
+    }
+
+    #[test]
+    fn pods_that_can_be_made_exact_in_place_are_not_restarted() {
+        let plan = plan(
+            vec![(on_carrier("web-1", "serve"), original("serve"))],
+            Vec::new(),
+        );
+        let actions = plan.actions("app", true);
+        assert_eq!(actions.len(), 1);
+        assert!(matches!(actions[0], Action::Restore(..)));
+    }
 
     #[test]
     fn timestamps_are_rfc3339_utc() {
