@@ -205,3 +205,57 @@ pub fn event(event_type: EventType, reason: &str, message: &str) {
         warn!("could not post event {reason} ({message}): {err}");
     }
 }
+
+/// Posts one Event for what a step did to several pods alike, naming them
+/// all (none: no Event). One a pod would not read better: the operator's
+/// recorder folds Events of the same reason about a mount into one series
+/// that keeps only the first one's message, so the other pods' names were
+/// lost, and each was one more write to the API server.
+pub fn pods_event(event_type: EventType, reason: &str, namespace: &str, pods: &[&str], what: &str) {
+    if !pods.is_empty() {
+        event(event_type, reason, &pods_message(namespace, pods, what));
+    }
+}
+
+/// Most pods an Event names; the rest are counted.
+const NAMED_PODS: usize = 10;
+
+/// "Pods `a`, `b` and `c` in namespace `ns`: what".
+pub fn pods_message(namespace: &str, pods: &[&str], what: &str) -> String {
+    let quoted: Vec<String> = pods
+        .iter()
+        .take(NAMED_PODS)
+        .map(|pod| format!("`{pod}`"))
+        .collect();
+    let names = match (quoted.as_slice(), pods.len() - quoted.len()) {
+        ([one], 0) => format!("Pod {one}"),
+        ([first @ .., last], 0) => format!("Pods {} and {last}", first.join(", ")),
+        (named, more) => format!("Pods {} and {more} more", named.join(", ")),
+    };
+    format!("{names} in namespace `{namespace}`: {what}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_about_pods_names_each_up_to_ten() {
+        assert_eq!(
+            pods_message("shop", &["web-1"], "runs nginx again"),
+            "Pod `web-1` in namespace `shop`: runs nginx again"
+        );
+        assert_eq!(
+            pods_message("shop", &["web-1", "web-2", "web-3"], "runs nginx again"),
+            "Pods `web-1`, `web-2` and `web-3` in namespace `shop`: runs nginx again"
+        );
+        let many: Vec<String> = (0..12).map(|i| format!("web-{i}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        let message = pods_message("shop", &many, "x");
+        assert!(
+            message.starts_with("Pods `web-0`, `web-1`, ")
+                && message.ends_with("`web-9` and 2 more in namespace `shop`: x"),
+            "{message}"
+        );
+    }
+}

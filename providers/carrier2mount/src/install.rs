@@ -41,6 +41,10 @@ const WORK_BUDGET: Duration = Duration::from_secs(5);
 /// Where one pod stands.
 enum PodState {
     Configured,
+    /// Carrier2 took this call's config (it reloaded with it).
+    Reconfigured,
+    /// Its container was patched to Carrier2 now and restarts on it.
+    Patched,
     /// Its container is restarting (with Carrier2) or the pod changed.
     Waiting,
     /// It runs Carrier2, which gets its config from this commit.
@@ -130,15 +134,26 @@ pub fn install(ctx: &Ctx) -> Result<Progress, Error> {
     plan.store.save_all(&unsaved)?;
     let mut waiting = false;
     let mut commits = Vec::new();
+    let mut patched = Vec::new();
+    let mut out_of_time = false;
     for (index, (pod, container)) in pods.iter().zip(containers).enumerate() {
         if started.elapsed() > WORK_BUDGET {
-            return Ok(Progress::RetryAfter(1));
+            out_of_time = true;
+            break;
         }
         match plan.pod(pod, container, index)? {
             PodState::Configured => {}
-            PodState::Waiting => waiting = true,
+            PodState::Patched => {
+                patched.push(pods::name(pod));
+                waiting = true;
+            }
+            PodState::Reconfigured | PodState::Waiting => waiting = true,
             PodState::Commit(commit) => commits.push(commit),
         }
+    }
+    plan.patched_event(&patched);
+    if out_of_time {
+        return Ok(Progress::RetryAfter(1));
     }
     // Every pod's config at once: the pods answer in parallel.
     let scripts: Vec<(&str, &str)> = commits
@@ -148,11 +163,16 @@ pub fn install(ctx: &Ctx) -> Result<Progress, Error> {
     let outputs = ctx.run_scripts(&scripts);
     let mut failure = None;
     let mut seen_configured = Vec::new();
+    let mut reconfigured: BTreeMap<Vec<i32>, Vec<&str>> = BTreeMap::new();
     for (commit, output) in commits.into_iter().zip(outputs) {
         let pod = &pods[commit.index];
+        let ports = commit.ports.clone();
         match plan.committed(commit, output) {
-            Ok(PodState::Configured) => {
+            Ok(state @ (PodState::Configured | PodState::Reconfigured)) => {
                 seen_configured.extend(configured::instance(pod, ctx.container()));
+                if matches!(state, PodState::Reconfigured) {
+                    reconfigured.entry(ports).or_default().push(pods::name(pod));
+                }
             }
             Ok(_) => waiting = true,
             // Each pod's outcome is reported; the first failure is returned.
@@ -160,6 +180,9 @@ pub fn install(ctx: &Ctx) -> Result<Progress, Error> {
                 failure.get_or_insert(err);
             }
         }
+    }
+    for (ports, names) in &reconfigured {
+        plan.configured_event(names, ports);
     }
     // What `ready` may take for done without reading it back at once.
     configured::record(&seen_configured);
@@ -174,6 +197,40 @@ pub fn install(ctx: &Ctx) -> Result<Progress, Error> {
 }
 
 impl Plan<'_> {
+    /// One Event for the pods this call patched to Carrier2.
+    fn patched_event(&self, patched: &[&str]) {
+        api::pods_event(
+            EventType::Normal,
+            "PodPatched",
+            self.ctx.target_namespace(),
+            patched,
+            &format!(
+                "container `{}` now runs {} ({} of the {} pods of {})",
+                self.ctx.container(),
+                self.ctx.carrier_image(),
+                patched.len(),
+                self.total,
+                self.ctx.target
+            ),
+        );
+    }
+
+    /// One Event for the pods whose Carrier2 took this call's config.
+    fn configured_event(&self, pods: &[&str], ports: &[i32]) {
+        let ports: Vec<String> = ports.iter().map(i32::to_string).collect();
+        api::pods_event(
+            EventType::Normal,
+            "CarrierConfigured",
+            self.ctx.target_namespace(),
+            pods,
+            &format!(
+                "Carrier2 proxies port(s) {} to Service `{}`",
+                ports.join(", "),
+                self.service
+            ),
+        );
+    }
+
     /// The target container of `pod`.
     fn container<'p>(&self, pod: &'p Pod) -> Result<&'p Container, Error> {
         pods::container(pod, self.ctx.container()).ok_or_else(|| {
@@ -218,17 +275,7 @@ impl Plan<'_> {
                 }
                 Err(err) => return Err(err.into()),
             }
-            api::event(
-                EventType::Normal,
-                "PodPatched",
-                &format!(
-                    "Pod `{name}` ({} of {}) in namespace `{ns}`: container `{}` now runs {carrier}",
-                    index + 1,
-                    self.total,
-                    container.name
-                ),
-            );
-            return Ok(PodState::Waiting);
+            return Ok(PodState::Patched);
         }
         match pods::running_image(pod, &container.name) {
             Some(running) if pods::same_image(running, carrier) => {}
@@ -423,24 +470,7 @@ impl Plan<'_> {
         }
         let stdout = String::from_utf8_lossy(&output.stdout);
         if carrier_config::reload_succeeded(output.exit_code, &stdout) {
-            api::event(
-                EventType::Normal,
-                "CarrierConfigured",
-                &format!(
-                    "Pod `{name}` ({} of {}) in namespace `{ns}`: Carrier2 proxies port(s) {} to \
-                     Service `{}`",
-                    commit.index + 1,
-                    self.total,
-                    commit
-                        .ports
-                        .iter()
-                        .map(i32::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    self.service
-                ),
-            );
-            return Ok(PodState::Configured);
+            return Ok(PodState::Reconfigured);
         }
         let all = format!("{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
         let tail = carrier_config::tail(&all, 4);

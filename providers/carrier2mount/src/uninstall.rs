@@ -317,26 +317,42 @@ impl RestorePlan {
     /// more than double the API server's work of the restore.
     fn apply(self, ctx: &Ctx, workload: Option<&Workload>) -> Result<Applied, Error> {
         let has_template = workload.is_some_and(|w| w.kind != TargetKind::Pod);
-        let mut images = 0;
+        // The pods given their image back, by image: one Event each.
+        let mut restored: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+        let mut outcome = Ok(());
         for action in self.actions(ctx.container(), has_template) {
-            match action {
-                Action::Restart => {
-                    if let Some(workload) = workload {
-                        restart_workload(workload)?;
-                    }
-                }
+            let done = match action {
+                Action::Restart => match workload {
+                    Some(workload) => restart_workload(workload),
+                    None => Ok(()),
+                },
                 Action::Restore(pod, original) => {
-                    if restore_pod(ctx, pod, ctx.container(), Some(original))? {
-                        images += 1;
-                    }
+                    restore_pod(ctx, pod, ctx.container(), Some(original)).map(|image| {
+                        if let Some(image) = image {
+                            restored.entry(image).or_default().push(pods::name(pod));
+                        }
+                    })
                 }
-                Action::Unannotate(pod) => {
-                    restore_pod(ctx, pod, ctx.container(), None)?;
-                }
+                Action::Unannotate(pod) => restore_pod(ctx, pod, ctx.container(), None).map(drop),
+            };
+            if done.is_err() {
+                outcome = done;
+                break;
             }
         }
+        // What was done is said even when a later write failed.
+        for (image, pods) in &restored {
+            api::pods_event(
+                EventType::Normal,
+                "PodRestored",
+                ctx.target_namespace(),
+                pods,
+                &format!("container `{}` runs {image} again", ctx.container()),
+            );
+        }
+        outcome?;
         Ok(Applied {
-            images,
+            images: restored.values().map(Vec::len).sum(),
             left: Store::of(ctx.mount).remove_all(&self.entries)?,
         })
     }
@@ -391,18 +407,18 @@ fn runs_another_command(current: &Container, original: &OriginalConfig) -> bool 
 
 /// Patches the container's image back and drops the pod's copy of its
 /// original in the same patch (`original` `None`: only the copy); command
-/// and args cannot change in a pod, so they are only compared. `true` when
-/// the image was patched.
+/// and args cannot change in a pod, so they are only compared. The image
+/// when it was patched.
 fn restore_pod(
     ctx: &Ctx,
     pod: &Pod,
     container: &str,
     original: Option<&OriginalConfig>,
-) -> Result<bool, Error> {
+) -> Result<Option<String>, Error> {
     let (ns, name) = (ctx.target_namespace(), pods::name(pod));
     let Some(current) = pods::container(pod, container) else {
         warn!("pod {name} has no container {container}; nothing to restore in it");
-        return Ok(false);
+        return Ok(None);
     };
     if let Some(original) = original
         && runs_another_command(current, original)
@@ -428,27 +444,16 @@ fn restore_pod(
         .as_ref()
         .is_some_and(|a| a.contains_key(original::ANNOTATION));
     if image.is_none() && !annotated {
-        return Ok(false);
+        return Ok(None);
     }
     let mut patch = json!({ "metadata": { "annotations": { original::ANNOTATION: null } } });
     if let Some(image) = image {
         patch["spec"] = json!({ "containers": [{ "name": container, "image": image }] });
     }
     match cluster::patch::<Pod>(ns, name, PatchType::Strategic, &patch) {
-        Ok(_) => {
-            if let Some(image) = image {
-                api::event(
-                    EventType::Normal,
-                    "PodRestored",
-                    &format!(
-                        "Pod `{name}` in namespace `{ns}`: container `{container}` runs {image} again"
-                    ),
-                );
-            }
-            Ok(image.is_some())
-        }
+        Ok(_) => Ok(image.map(str::to_string)),
         // Deleted meanwhile: nothing left to restore.
-        Err(ClusterError::NotFound(_)) => Ok(false),
+        Err(ClusterError::NotFound(_)) => Ok(None),
         Err(err) => Err(err.into()),
     }
 }
