@@ -85,8 +85,27 @@ const CARRIER_IMAGE: &str = "quay.io/gefyra/carrier2:latest";
 const APP_IMAGE: &str = "nginx:1.27";
 const TIMEOUT: Duration = Duration::from_secs(180);
 
+/// Milliseconds one core takes for a fixed piece of arithmetic. The figures
+/// of two runs compare only as far as the machine ran alike: the test bed's
+/// CPU for the same burst moved by a quarter between runs an hour apart on
+/// the same machine, so the bench prints this with its figures.
+fn machine_pace() -> f64 {
+    let started = Instant::now();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..300_000_000u64 {
+        // xorshift: no memory, nothing the optimiser can fold away.
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x = std::hint::black_box(x);
+    }
+    std::hint::black_box(x);
+    started.elapsed().as_secs_f64() * 1000.0
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let pace = machine_pace();
     let client = pontoon_tests::client().await?;
     install_crds(&client).await?;
     let gefyra = TestNamespace::new("bench-gefyra").await?;
@@ -130,6 +149,9 @@ async fn main() -> anyhow::Result<()> {
     let usage = usage?;
 
     println!();
+    println!(
+        "machine pace: {pace:.0} ms before the run (one core, a fixed loop of arithmetic, the test bed idle; compare figures of runs only at a like pace)"
+    );
     println!(
         "one mount, 3-replica Deployment, {ROUNDS} rounds (each on new pods, so each Carrier2 starts without a config, as after a kubelet restart):"
     );

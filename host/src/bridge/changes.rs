@@ -10,10 +10,10 @@ use std::{
     hash::{Hash, Hasher},
 };
 
-use futures::{Stream, TryStreamExt, future};
+use futures::{Stream, TryStreamExt, stream};
 use kube::{
     Api, ResourceExt,
-    runtime::{WatchStreamExt, watcher},
+    runtime::{WatchStreamExt, reflector::store::Writer, watcher},
 };
 
 use crate::{
@@ -21,16 +21,24 @@ use crate::{
     controller_support::{watch_backoff, watch_config},
 };
 
-/// The bridges of `api` whose request changed, came or went; on a re-list
-/// every bridge (one deleted during a watch gap has no event of its own,
-/// but wakes its mount through a sibling or the mount's own re-list).
+/// The bridges of `api` whose request changed, came or went; after a
+/// re-list every bridge (one deleted during a watch gap has no event of its
+/// own, but wakes its mount through a sibling or the mount's own re-list).
+///
+/// The same watch keeps `store`, which a mount reads its bridges from: a
+/// bridge is in it before the change it wakes its mount with, so the mount
+/// never renders without the bridge that woke it. A re-list replaces the
+/// store only once it is complete, so its bridges wake their mounts then.
 pub fn rendering_changes(
     api: Api<GefyraBridge>,
+    store: Writer<GefyraBridge>,
 ) -> impl Stream<Item = Result<GefyraBridge, watcher::Error>> + Send + 'static {
     let mut seen = Seen::default();
     watcher(api, watch_config())
         .backoff(watch_backoff())
-        .try_filter_map(move |event| future::ready(Ok(seen.wakes(event))))
+        .reflect(store)
+        .map_ok(move |event| stream::iter(seen.wakes(event).into_iter().map(Ok)))
+        .try_flatten()
 }
 
 /// What the watch has seen of each bridge: the fingerprint of its request.
@@ -38,36 +46,43 @@ pub fn rendering_changes(
 struct Seen {
     requests: HashMap<String, u64>,
     /// While a re-list runs: what it has seen so far, which replaces
-    /// `requests` when it is done (bridges gone meanwhile drop out).
-    relisted: Option<HashMap<String, u64>>,
+    /// `requests` when it is done (bridges gone meanwhile drop out), and
+    /// the bridges to wake their mounts with then.
+    relisted: Option<(HashMap<String, u64>, Vec<GefyraBridge>)>,
 }
 
 impl Seen {
-    /// The bridge whose mount is to look again after `event`, if any.
-    fn wakes(&mut self, event: watcher::Event<GefyraBridge>) -> Option<GefyraBridge> {
+    /// The bridges whose mounts are to look again after `event`.
+    fn wakes(&mut self, event: watcher::Event<GefyraBridge>) -> Vec<GefyraBridge> {
         match event {
             watcher::Event::Init => {
-                self.relisted = Some(HashMap::new());
-                None
+                self.relisted = Some(Default::default());
+                Vec::new()
             }
             watcher::Event::InitApply(bridge) => {
-                let relisted = self.relisted.get_or_insert_with(HashMap::new);
-                relisted.insert(key(&bridge), request(&bridge));
-                Some(bridge)
+                let (requests, bridges) = self.relisted.get_or_insert_with(Default::default);
+                requests.insert(key(&bridge), request(&bridge));
+                bridges.push(bridge);
+                Vec::new()
             }
-            watcher::Event::InitDone => {
-                if let Some(relisted) = self.relisted.take() {
-                    self.requests = relisted;
+            watcher::Event::InitDone => match self.relisted.take() {
+                Some((requests, bridges)) => {
+                    self.requests = requests;
+                    bridges
                 }
-                None
-            }
+                None => Vec::new(),
+            },
             watcher::Event::Apply(bridge) => {
                 let print = request(&bridge);
-                (self.requests.insert(key(&bridge), print) != Some(print)).then_some(bridge)
+                if self.requests.insert(key(&bridge), print) == Some(print) {
+                    Vec::new()
+                } else {
+                    vec![bridge]
+                }
             }
             watcher::Event::Delete(bridge) => {
                 self.requests.remove(&key(&bridge));
-                Some(bridge)
+                vec![bridge]
             }
         }
     }
@@ -127,21 +142,19 @@ mod tests {
     #[test]
     fn the_bridge_controllers_report_wakes_no_mount_but_a_new_request_does() {
         let mut seen = Seen::default();
-        assert!(
-            seen.wakes(watcher::Event::Apply(bridge("a", None)))
-                .is_some()
-        );
+        assert!(seen.wakes(watcher::Event::Apply(bridge("a", None))).len() == 1);
         assert!(
             seen.wakes(watcher::Event::Apply(bridge("a", Some("INSTALLING"))))
-                .is_none()
+                .is_empty()
         );
         assert!(
             seen.wakes(watcher::Event::Apply(bridge("a", Some("ACTIVE"))))
-                .is_none()
+                .is_empty()
         );
         assert!(
             seen.wakes(watcher::Event::Apply(bridge("b", Some("ACTIVE"))))
-                .is_some(),
+                .len()
+                == 1,
             "new rules must be rendered"
         );
         let mut relabelled = bridge("b", Some("ACTIVE"));
@@ -151,7 +164,7 @@ mod tests {
             .as_mut()
             .unwrap()
             .insert("gefyra.dev/bridge-mount".into(), "other".into());
-        assert!(seen.wakes(watcher::Event::Apply(relabelled)).is_some());
+        assert!(seen.wakes(watcher::Event::Apply(relabelled)).len() == 1);
     }
 
     #[test]
@@ -163,13 +176,10 @@ mod tests {
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                 k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
             ));
-        assert!(seen.wakes(watcher::Event::Apply(marked.clone())).is_some());
-        assert!(seen.wakes(watcher::Event::Delete(marked)).is_some());
+        assert!(seen.wakes(watcher::Event::Apply(marked.clone())).len() == 1);
+        assert!(seen.wakes(watcher::Event::Delete(marked)).len() == 1);
         // Recreated with the same request after its deletion: rendered again.
-        assert!(
-            seen.wakes(watcher::Event::Apply(bridge("a", None)))
-                .is_some()
-        );
+        assert!(seen.wakes(watcher::Event::Apply(bridge("a", None))).len() == 1);
     }
 
     #[test]
@@ -179,16 +189,21 @@ mod tests {
         let mut other = bridge("a", None);
         other.metadata.name = Some("gone".into());
         seen.wakes(watcher::Event::Apply(other));
-        assert!(seen.wakes(watcher::Event::Init).is_none());
+        assert!(seen.wakes(watcher::Event::Init).is_empty());
+        // Woken only once the re-list is whole (the store is replaced then).
         assert!(
             seen.wakes(watcher::Event::InitApply(bridge("a", None)))
-                .is_some()
+                .is_empty()
         );
-        assert!(seen.wakes(watcher::Event::InitDone).is_none());
+        let woken = seen.wakes(watcher::Event::InitDone);
+        assert_eq!(
+            woken.iter().map(|b| b.name_any()).collect::<Vec<_>>(),
+            ["b"]
+        );
         assert_eq!(seen.requests.len(), 1);
         assert!(
             seen.wakes(watcher::Event::Apply(bridge("a", Some("ACTIVE"))))
-                .is_none()
+                .is_empty()
         );
     }
 }

@@ -1,11 +1,12 @@
 //! The cluster reads behind a judgement: a mount's bridges and the ports of
 //! its target container.
 
+use futures::FutureExt;
 use k8s_openapi::api::{
     apps::v1::{Deployment, StatefulSet},
     core::v1::{Container, Pod, PodSpec},
 };
-use kube::{Api, Client, ResourceExt, api::ListParams};
+use kube::{Api, Client, ResourceExt, api::ListParams, runtime::reflector::Store};
 use pontoon_provider_sdk::{Target, TargetKind};
 
 use super::judge::{self, MountView};
@@ -31,6 +32,32 @@ pub async fn bridges_of(
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(Vec::new()),
         Err(err) => Err(err),
     }
+}
+
+/// The bridges labelled with `mount` as the mount controller's watch has
+/// them; `None` until that watch has listed every bridge once (or when it
+/// cannot, the CRD missing): a store that is not whole yet could lack a
+/// bridge the pods hold, and installing without it would take it out.
+///
+/// The store, not a list: a list that must be current (a consistent read)
+/// waits for the API server's cache to catch up with etcd, 30-90 ms on the
+/// test bed while writes go on, before every install and every check of an
+/// ACTIVE mount. The watch delivers a bridge into the store before the
+/// change that wakes its mount, so what the mount renders is never older
+/// than what woke it.
+pub fn seen_bridges_of(
+    seen: &Store<GefyraBridge>,
+    mount: &GefyraBridgeMount,
+) -> Option<Vec<GefyraBridge>> {
+    seen.wait_until_ready().now_or_never()?.ok()?;
+    let (ns, name) = (mount.namespace(), mount.name_any());
+    Some(
+        seen.state()
+            .iter()
+            .filter(|b| b.namespace() == ns && b.labels().get(MOUNT_LABEL) == Some(&name))
+            .map(|b| (**b).clone())
+            .collect(),
+    )
 }
 
 /// The ports the mount's target container declares; `None` when the target
@@ -118,9 +145,13 @@ pub fn judge_all(
 /// The mount's bridges to render: the valid ones, in name order.
 pub async fn valid_bridges(
     client: &Client,
+    seen: &Store<GefyraBridge>,
     mount: &GefyraBridgeMount,
 ) -> Result<Vec<Bridge>, kube::Error> {
-    let bridges = bridges_of(client, mount).await?;
+    let bridges = match seen_bridges_of(seen, mount) {
+        Some(bridges) => bridges,
+        None => bridges_of(client, mount).await?,
+    };
     if bridges.is_empty() {
         return Ok(Vec::new());
     }

@@ -8,7 +8,11 @@ use kube::{
     runtime::{events::Recorder, reflector::Store},
 };
 
-use super::{crd::GefyraBridgeMount, seen_whole::SeenWhole, settings::MountSettings};
+use super::{
+    crd::{GefyraBridge, GefyraBridgeMount},
+    seen_whole::SeenWhole,
+    settings::MountSettings,
+};
 use crate::{
     bridge::Book,
     plugins::{Discovery, Freshness, Notes, Registry},
@@ -23,6 +27,8 @@ pub struct Context {
     pub settings: MountSettings,
     /// Every mount the controller sees (its reflector), for duplicate checks.
     pub mounts: Store<GefyraBridgeMount>,
+    /// Every bridge the controller's bridge watch sees: what mounts render.
+    pub bridges: Store<GefyraBridge>,
     /// What each mount's pods hold of its bridges (shared with the bridge
     /// controller).
     pub book: Arc<Book>,

@@ -88,6 +88,7 @@ pub async fn run(
     });
     let counted = store.clone();
     METRICS.on_scrape(move || count_states(&counted));
+    let (bridges_seen, bridges_writer) = kube::runtime::reflector::store();
     let (book, changed) = Book::new();
     let book = Arc::new(book);
     let ctx = Arc::new(Context {
@@ -98,6 +99,7 @@ pub async fn run(
         recorder: recorder.clone(),
         settings,
         mounts: store.clone(),
+        bridges: bridges_seen,
         book: book.clone(),
         seen_whole: Default::default(),
         notes: Arc::default(),
@@ -129,7 +131,7 @@ pub async fn run(
         })
         // A bridge that comes, goes or changes its request is rendered by
         // its mount; the bridge controller's reports wake no mount.
-        .watches_stream(rendering_changes(bridge_api), |bridge| {
+        .watches_stream(rendering_changes(bridge_api, bridges_writer), |bridge| {
             let mount = bridge.labels().get(MOUNT_LABEL)?;
             Some(ObjectRef::new(mount).within(&bridge.namespace()?))
         })

@@ -99,9 +99,10 @@ impl<'a> Reconcile<'a> {
         if matches!(state, State::Installing | State::Active) {
             // Read before installing, never guessed: installing with a list
             // that lacks a bridge takes it out of the pods.
-            self.bridges = bridge::lookup::valid_bridges(&self.ctx.client, &self.cr)
-                .await?
-                .into();
+            self.bridges =
+                bridge::lookup::valid_bridges(&self.ctx.client, &self.ctx.bridges, &self.cr)
+                    .await?
+                    .into();
         }
         match state {
             State::Requested => self.admit(state, &provider, &request).await,
