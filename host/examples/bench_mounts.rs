@@ -624,15 +624,21 @@ impl Timeline {
                     && e.reason.as_deref() == Some("CarrierConfigured")
                 {
                     // One Event a call, naming the pods whose Carrier2
-                    // took its config.
+                    // took its config. The recorder folds a later call's
+                    // Event of the same reason into the first one's series,
+                    // keeping the first note: each folded one stands for at
+                    // least one more pod.
+                    let folded = e.series.as_ref().map_or(0, |s| s.count.max(1) - 1);
                     let about = e.regarding.as_ref().and_then(|o| o.name.clone());
                     let note = e.note.clone().unwrap_or_default();
                     t.with(|r| {
-                        if about.as_deref() == Some(r.mount.as_str())
-                            && named_pods(&note)
-                                .into_iter()
-                                .any(|pod| Round::count(&mut r.configured, pod))
-                        {
+                        if about.as_deref() != Some(r.mount.as_str()) {
+                            return;
+                        }
+                        for pod in named_pods(&note) {
+                            Round::count(&mut r.configured, pod);
+                        }
+                        if r.configured.len() + usize::try_from(folded).unwrap_or(0) >= 3 {
                             r.mark(Step::ConfigCommitted);
                         }
                     });
