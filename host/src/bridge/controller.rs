@@ -148,11 +148,8 @@ fn bridges_of(
     store: &Store<GefyraBridge>,
     mount: &GefyraBridgeMount,
 ) -> Vec<ObjectRef<GefyraBridge>> {
-    let (ns, name) = (mount.namespace(), mount.name_any());
-    store
-        .state()
+    lookup::labelled_in(store, mount)
         .iter()
-        .filter(|b| b.namespace() == ns && b.labels().get(MOUNT_LABEL) == Some(&name))
         .map(|b| ObjectRef::from_obj(&**b))
         .collect()
 }
@@ -206,10 +203,9 @@ async fn verdict(bridge: &GefyraBridge, ctx: &Context) -> Result<Verdict, Error>
             ),
         ));
     }
-    let siblings: Vec<GefyraBridge> = bridges_of(&ctx.bridges, &mount)
+    let siblings: Vec<GefyraBridge> = lookup::labelled_in(&ctx.bridges, &mount)
         .iter()
-        .filter_map(|r| ctx.bridges.get(r))
-        .map(|b| (*b).clone())
+        .map(|b| (**b).clone())
         .collect();
     let siblings = if siblings.iter().any(|b| b.name_any() == bridge.name_any()) {
         siblings

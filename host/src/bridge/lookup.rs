@@ -1,6 +1,8 @@
 //! The cluster reads behind a judgement: a mount's bridges and the ports of
 //! its target container.
 
+use std::sync::Arc;
+
 use futures::FutureExt;
 use k8s_openapi::api::{
     apps::v1::{Deployment, StatefulSet},
@@ -50,14 +52,21 @@ pub fn seen_bridges_of(
     mount: &GefyraBridgeMount,
 ) -> Option<Vec<GefyraBridge>> {
     seen.wait_until_ready().now_or_never()?.ok()?;
-    let (ns, name) = (mount.namespace(), mount.name_any());
     Some(
-        seen.state()
+        labelled_in(seen, mount)
             .iter()
-            .filter(|b| b.namespace() == ns && b.labels().get(MOUNT_LABEL) == Some(&name))
             .map(|b| (**b).clone())
             .collect(),
     )
+}
+
+/// The bridges in `store` labelled with `mount`, in its namespace.
+pub fn labelled_in(
+    store: &Store<GefyraBridge>,
+    mount: &GefyraBridgeMount,
+) -> Vec<Arc<GefyraBridge>> {
+    let (ns, name) = (mount.namespace(), mount.name_any());
+    store.state_filter(|b| b.namespace() == ns && b.labels().get(MOUNT_LABEL) == Some(&name))
 }
 
 /// The ports the mount's target container declares; `None` when the target

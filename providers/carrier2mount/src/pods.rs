@@ -55,6 +55,11 @@ pub fn spec_image<'a>(pod: &'a Pod, container: &str) -> Option<&'a str> {
     self::container(pod, container)?.image.as_deref()
 }
 
+/// Whether the container's spec asks for `image`.
+pub fn asks_for(pod: &Pod, container: &str, image: &str) -> bool {
+    spec_image(pod, container).is_some_and(|spec| same_image(spec, image))
+}
+
 /// The image the container runs now, if it has started at all.
 pub fn running_image<'a>(pod: &'a Pod, container: &str) -> Option<&'a str> {
     let status = container_status(pod, container)?;

@@ -45,9 +45,8 @@ pub fn recently(target: &str) -> bool {
 /// Whether a pod needs nothing from a restore: it does not ask for Carrier2
 /// and carries no saved original of `container`.
 pub fn settled(pod: &Pod, container: &str, carrier_image: &str) -> bool {
-    let on_carrier = pods::spec_image(pod, container)
-        .is_some_and(|image| pods::same_image(image, carrier_image));
-    !on_carrier && original::from_pod(pod, container, carrier_image) == original::Copy::Absent
+    !pods::asks_for(pod, container, carrier_image)
+        && original::from_pod(pod, container, carrier_image) == original::Copy::Absent
 }
 
 #[cfg(test)]

@@ -251,9 +251,9 @@ fn restore_plan(ctx: &Ctx, workload: Option<&Workload>) -> Result<RestorePlan, E
     let mut refused = Vec::new();
     for (name, pod) in pods {
         let annotated = original::from_pod(&pod, container, carrier);
-        let runs_carrier =
-            pods::spec_image(&pod, container).is_some_and(|image| pods::same_image(image, carrier));
-        if !runs_carrier {
+        // What `put_back::settled` takes for nothing to do is what this
+        // skips: no Carrier2 asked for and no copy of the original.
+        if !pods::asks_for(&pod, container, carrier) {
             if annotated != original::Copy::Absent {
                 plan.unannotate.push(pod);
             }
@@ -319,27 +319,19 @@ impl RestorePlan {
         let has_template = workload.is_some_and(|w| w.kind != TargetKind::Pod);
         // The pods given their image back, by image: one Event each.
         let mut restored: BTreeMap<String, Vec<&str>> = BTreeMap::new();
-        let mut outcome = Ok(());
-        for action in self.actions(ctx.container(), has_template) {
-            let done = match action {
-                Action::Restart => match workload {
-                    Some(workload) => restart_workload(workload),
-                    None => Ok(()),
-                },
+        let outcome = self
+            .actions(ctx.container(), has_template)
+            .into_iter()
+            .try_for_each(|action| match action {
+                Action::Restart => workload.map_or(Ok(()), restart_workload),
                 Action::Restore(pod, original) => {
-                    restore_pod(ctx, pod, ctx.container(), Some(original)).map(|image| {
-                        if let Some(image) = image {
-                            restored.entry(image).or_default().push(pods::name(pod));
-                        }
-                    })
+                    if let Some(image) = restore_pod(ctx, pod, ctx.container(), Some(original))? {
+                        restored.entry(image).or_default().push(pods::name(pod));
+                    }
+                    Ok(())
                 }
                 Action::Unannotate(pod) => restore_pod(ctx, pod, ctx.container(), None).map(drop),
-            };
-            if done.is_err() {
-                outcome = done;
-                break;
-            }
-        }
+            });
         // What was done is said even when a later write failed.
         for (image, pods) in &restored {
             api::pods_event(
