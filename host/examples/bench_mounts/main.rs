@@ -14,6 +14,10 @@
 //!   created (until the first request with its header, sent through the
 //!   workload's Service, is answered by the developer's pod) and deleted
 //!   (until such a request is answered by the shadow again);
+//! - the test bed's floor for the burst (`floor.rs`; `BENCH_MOUNTS_FLOOR=0`
+//!   skips it): the same targets given only the writes and one exec a pod
+//!   that a mount cannot do without, with no operator, so that the burst's
+//!   figures can be read as floor + operator;
 //! - last, a burst of 200 mounts (`BENCH_MOUNTS_BURST`, 0 skips it) of
 //!   3-replica Deployments created at once, with the operator under the
 //!   chart's limits (3 provider calls at once, 64 MiB each, unless
@@ -55,6 +59,8 @@ use pontoon_tests::{
     wait_for, wait_for_list,
 };
 use serde_json::json;
+
+mod floor;
 
 const ROUNDS: usize = 10;
 const MANY: usize = 50;
@@ -137,6 +143,11 @@ async fn main() -> anyhow::Result<()> {
         },
         Err(_) => None,
     };
+    let with_floor = std::env::var("BENCH_MOUNTS_FLOOR").map_or(true, |v| v != "0");
+    let floor = match &outcome {
+        Ok(_) if burst_size > 0 && with_floor => Some(floor::floor(&gefyra, burst_size).await),
+        _ => None,
+    };
     let burst = match &outcome {
         Ok(_) if burst_size > 0 => Some(burst(&gefyra, burst_size, &operator).await),
         _ => None,
@@ -145,6 +156,7 @@ async fn main() -> anyhow::Result<()> {
     operator.kill()?;
     let bridges = bridges.transpose()?;
     let (create, delete, many, timeline, calls) = outcome?;
+    let floor = floor.transpose()?;
     let burst = burst.transpose()?;
     let usage = usage?;
 
@@ -174,6 +186,24 @@ async fn main() -> anyhow::Result<()> {
         "  all ACTIVE after     {:>7.3} s   (goal: <= 15 s)",
         many.as_secs_f64()
     );
+    if let Some(f) = &floor {
+        println!(
+            "the test bed's floor for the burst: {} targets like its own, no operator; sent at once (32 in flight), only the writes a mount cannot do without and one exec a pod (see floor.rs):",
+            f.mounts
+        );
+        println!(
+            "  shadows Ready, pods on Carrier2 and exec'd after {:>7.3} s (the burst's ACTIVE less every status write, Event, read and check of the operator's)",
+            f.active.as_secs_f64()
+        );
+        print_cpu("until then", &f.create_cpu);
+        print_requests("until then", &f.create_requests, f.mounts);
+        println!(
+            "  restored after       {:>7.3} s (the burst's restored less the mounts' own deletion and the operator's reads, status and Events)",
+            f.restored.as_secs_f64()
+        );
+        print_cpu("until restored", &f.delete_cpu);
+        print_requests("until restored", &f.delete_requests, f.mounts);
+    }
     if let Some(b) = &burst {
         let (turns, memory_mib, budget_mib) = sandbox();
         println!(
