@@ -53,6 +53,7 @@ fn access(ns: &TestNamespace, provider: &ProviderModule, mount: &Mount) -> Clust
         // Steps driven one by one right after the test's own writes, as
         // `pontoon conformance` drives them.
         freshness: Arc::new(Freshness::consistent()),
+        writes: Arc::default(),
         scope: provider.scope_for(mount),
         field_manager: provider.name().to_string(),
         events: None,

@@ -15,7 +15,7 @@ use super::{
 };
 use crate::{
     bridge::Book,
-    plugins::{Discovery, Freshness, Notes, Registry},
+    plugins::{Discovery, Freshness, Notes, Registry, WriteTurns},
 };
 
 pub struct Context {
@@ -23,6 +23,9 @@ pub struct Context {
     pub registry: Arc<Registry>,
     pub discovery: Arc<Discovery>,
     pub freshness: Arc<Freshness>,
+    /// One provider write at a time to each object (the shared restore
+    /// ConfigMap above all).
+    pub writes: Arc<WriteTurns>,
     pub recorder: Recorder,
     pub settings: MountSettings,
     /// Every mount the controller sees (its reflector), for duplicate checks.

@@ -96,6 +96,7 @@ pub async fn run(
         registry: registry.clone(),
         discovery: Arc::new(Discovery::default()),
         freshness: Arc::default(),
+        writes: Arc::default(),
         recorder: recorder.clone(),
         settings,
         mounts: store.clone(),

@@ -29,7 +29,7 @@ use super::{
 };
 use crate::plugins::{
     CallError, ClusterAccess, Discovery, EventSubject, Freshness, Journal, MountNotes, Notes,
-    ProviderModule,
+    ProviderModule, WriteTurns,
     bindings::{
         BRIDGES_IMPORT, Condition as ProviderCondition, Mount, Progress, ProviderError,
         provider_bridges::{Bridge, HeaderMatch, MatchType, PortRoute, RequestMatch, Rule},
@@ -117,6 +117,7 @@ pub(super) struct Run {
     provider: Arc<ProviderModule>,
     discovery: Arc<Discovery>,
     freshness: Arc<Freshness>,
+    writes: Arc<WriteTurns>,
     /// What the provider wrote in the round that runs.
     journal: Arc<Journal>,
     mount: Mount,
@@ -151,6 +152,7 @@ impl Run {
             provider,
             discovery: Arc::default(),
             freshness: Arc::new(Freshness::consistent()),
+            writes: Arc::default(),
             journal: Arc::default(),
             mount,
             operator_ns,
@@ -175,6 +177,7 @@ impl Run {
             client: self.client.clone(),
             discovery: self.discovery.clone(),
             freshness: self.freshness.clone(),
+            writes: self.writes.clone(),
             scope: self.provider.scope_for(&self.mount),
             field_manager: self.provider.name().to_string(),
             events: Some(EventSubject::new(

@@ -17,6 +17,7 @@ use super::{
     journal::Journal,
     notes::MountNotes,
     scope::Scope,
+    write_turns::WriteTurns,
 };
 
 /// Maps `apiVersion` + `kind` to API resources (plural names) once per
@@ -79,6 +80,8 @@ pub struct ClusterAccess {
     pub discovery: Arc<Discovery>,
     /// The operator's own writes, which its lists must not be older than.
     pub freshness: Arc<Freshness>,
+    /// One write at a time to each object, over every call of the process.
+    pub writes: Arc<WriteTurns>,
     pub scope: Scope,
     /// Server-side apply field manager: the provider's name.
     pub field_manager: String,

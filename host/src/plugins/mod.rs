@@ -42,6 +42,7 @@ mod registry;
 mod runtime;
 pub mod scope;
 mod state;
+mod write_turns;
 
 pub use access::{ClusterAccess, Discovery, EventSubject};
 pub use call::HARD_DEADLINE_GRACE;
@@ -54,3 +55,4 @@ pub use notes::{MountNotes, Notes};
 pub use provider::ProviderModule;
 pub use registry::{LoadedModule, Registry};
 pub use runtime::{PluginRuntime, Worlds};
+pub use write_turns::WriteTurns;

@@ -171,6 +171,7 @@ impl<'a> Reconcile<'a> {
             client: self.ctx.client.clone(),
             discovery: self.ctx.discovery.clone(),
             freshness: self.ctx.freshness.clone(),
+            writes: self.ctx.writes.clone(),
             scope: provider.scope_for(request),
             field_manager: provider.name().to_string(),
             events: Some(EventSubject {

@@ -271,6 +271,10 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
         let (access, api) = self.submitted_api(&s, &namespace, Verb::Create).await?;
         let journal = access.journal.clone();
         let freshness = access.freshness.clone();
+        let writes = access.writes.clone();
+        let _turn = writes
+            .turn(&s.api_version, &s.kind, &namespace, &s.name)
+            .await;
         let created = api
             .create(&PostParams::default(), &s.object)
             .await
@@ -293,6 +297,10 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
         let params = PatchParams::apply(&access.field_manager).force();
         let journal = access.journal.clone();
         let freshness = access.freshness.clone();
+        let writes = access.writes.clone();
+        let _turn = writes
+            .turn(&s.api_version, &s.kind, &namespace, &s.name)
+            .await;
         let reference = s.reference(&namespace);
         if let Some(journal) = &journal {
             journal.before_write(&api, &reference).await?;
@@ -335,6 +343,10 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
         };
         let journal = access.journal.clone();
         let freshness = access.freshness.clone();
+        let writes = access.writes.clone();
+        let _turn = writes
+            .turn(&r.api_version, &r.kind, &r.namespace, &r.name)
+            .await;
         if let Some(journal) = &journal {
             journal.before_write(&api, &r).await?;
         }
@@ -357,6 +369,10 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
         let _timed = self.timed(|| format!("delete {} {}/{}", r.kind, r.namespace, r.name));
         let (access, api) = self.object_api(&r, Verb::Delete).await?;
         let journal = access.journal.clone();
+        let writes = access.writes.clone();
+        let _turn = writes
+            .turn(&r.api_version, &r.kind, &r.namespace, &r.name)
+            .await;
         delete(&api, &r, &DeleteParams::background(), journal.as_deref()).await
     }
 
@@ -384,6 +400,10 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
             }),
             ..DeleteParams::background()
         };
+        let writes = access.writes.clone();
+        let _turn = writes
+            .turn(&r.api_version, &r.kind, &r.namespace, &r.name)
+            .await;
         // A failed precondition is a 409 Conflict, which `api_error` maps to `conflict`.
         delete(&api, &r, &params, journal.as_deref()).await
     }
