@@ -9,7 +9,9 @@
 //! without notes, the note older than [`TRUST`]) plans the restore from the
 //! ConfigMap as the first call did, and so does a call that finds a pod on
 //! Carrier2 or carrying its saved original again. `install` drops the note,
-//! since it writes restore entries again (a MISSING mount that comes back).
+//! since it writes restore entries again (a MISSING mount that comes back);
+//! an uninstall that is done renews it for the call the host may still
+//! make before the mount is gone; the host drops it with the mount.
 
 use std::time::Duration;
 

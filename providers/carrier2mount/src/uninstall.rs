@@ -100,7 +100,12 @@ fn done_when_back(ctx: &Ctx, pods: &[Pod]) -> Result<Progress, Error> {
     let lagging = lagging_pods(ctx, pods);
     if lagging.is_empty() {
         remove_shadow(ctx)?;
-        put_back::forget();
+        // The note stays, renewed: the host often calls once more before
+        // the mount is gone (its own status write wakes the mount again),
+        // and that call then finds nothing to do from the pods alone,
+        // without reading the shared restore ConfigMap (two reads of up
+        // to ≈200 KB a mount in a burst of 200).
+        put_back::record(&ctx.target_name());
         Ok(Progress::Done)
     } else {
         info!("waiting for original pods: {}", lagging.join("; "));
