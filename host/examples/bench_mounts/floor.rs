@@ -64,12 +64,18 @@ const SHADOW: &str = "web-gefyra";
 /// What the floor measured, in the burst's terms.
 pub struct Floor {
     pub mounts: usize,
-    pub active: Duration,
-    pub restored: Duration,
-    pub create_cpu: Vec<(String, f64)>,
-    pub delete_cpu: Vec<(String, f64)>,
-    pub create_requests: Vec<(Vec<String>, f64)>,
-    pub delete_requests: Vec<(Vec<String>, f64)>,
+    /// Until every shadow was Ready and every pod exec'd on Carrier2.
+    pub create: Phase,
+    /// Until every pod was back on its original image and Ready.
+    pub restore: Phase,
+}
+
+/// One timed phase: how long it took, the CPU seconds by process and the
+/// API server's requests (all clients) meanwhile.
+pub struct Phase {
+    pub took: Duration,
+    pub cpu: Vec<(String, f64)>,
+    pub requests: Vec<(Vec<String>, f64)>,
 }
 
 /// The floor for `count` targets like the burst's; the targets' namespaces
@@ -103,52 +109,28 @@ pub async fn floor(gefyra: &TestNamespace, count: usize) -> anyhow::Result<Floor
     let pods = PodView::start(&client).await?;
     let gate = Arc::new(Semaphore::new(AT_ONCE));
 
-    let ticks = clock_ticks_per_second();
-    let processes = CpuByCommand::now();
-    let requests = Metrics::of_api_server(&client).await?;
-    let started = Instant::now();
-    let writes = originals.iter().map(|(ns, names)| {
-        let gate = gate.clone();
-        let config_maps = config_maps.clone();
-        async move {
-            let _turn = gate.acquire().await?;
-            mount(ns, names, &config_maps).await
-        }
-    });
-    let (written, ()) = tokio::try_join!(
-        futures::future::try_join_all(writes),
-        pods.until_mounted(&originals, &gate),
-    )?;
-    drop(written);
-    let active = started.elapsed();
-    let create_cpu = CpuByCommand::now().since(&processes, ticks);
-    let create_requests =
-        Metrics::of_api_server(&client)
-            .await?
-            .growth_by(&requests, API_REQUESTS, &REQUEST_KEYS);
-
-    let processes = CpuByCommand::now();
-    let requests = Metrics::of_api_server(&client).await?;
-    let started = Instant::now();
-    let writes = originals.iter().map(|(ns, names)| {
-        let gate = gate.clone();
-        let config_maps = config_maps.clone();
-        async move {
-            let _turn = gate.acquire().await?;
-            restore(ns, names, &config_maps).await
-        }
-    });
-    let (written, ()) = tokio::try_join!(
-        futures::future::try_join_all(writes),
-        pods.until_restored(&originals),
-    )?;
-    drop(written);
-    let restored = started.elapsed();
-    let delete_cpu = CpuByCommand::now().since(&processes, ticks);
-    let delete_requests =
-        Metrics::of_api_server(&client)
-            .await?
-            .growth_by(&requests, API_REQUESTS, &REQUEST_KEYS);
+    let writes = originals
+        .iter()
+        .map(|(ns, names)| gated(&gate, mount(ns, names, &config_maps)));
+    let mounted = async {
+        tokio::try_join!(
+            futures::future::try_join_all(writes),
+            pods.until_mounted(&originals, &gate),
+        )
+        .map(drop)
+    };
+    let create = measured(&client, mounted).await?;
+    let writes = originals
+        .iter()
+        .map(|(ns, names)| gated(&gate, restore(ns, names, &config_maps)));
+    let restored = async {
+        tokio::try_join!(
+            futures::future::try_join_all(writes),
+            pods.until_restored(&originals),
+        )
+        .map(drop)
+    };
+    let restore = measured(&client, restored).await?;
 
     pods.stop();
     config_maps
@@ -160,13 +142,40 @@ pub async fn floor(gefyra: &TestNamespace, count: usize) -> anyhow::Result<Floor
     gone(&client, &names).await?;
     Ok(Floor {
         mounts: count,
-        active,
-        restored,
-        create_cpu,
-        delete_cpu,
-        create_requests,
-        delete_requests,
+        create,
+        restore,
     })
+}
+
+/// `work` timed, with the CPU and the API server's requests it took.
+async fn measured(
+    client: &Client,
+    work: impl Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<Phase> {
+    let ticks = clock_ticks_per_second();
+    let processes = CpuByCommand::now();
+    let requests = Metrics::of_api_server(client).await?;
+    let started = Instant::now();
+    work.await?;
+    let took = started.elapsed();
+    Ok(Phase {
+        took,
+        cpu: CpuByCommand::now().since(&processes, ticks),
+        requests: Metrics::of_api_server(client).await?.growth_by(
+            &requests,
+            API_REQUESTS,
+            &REQUEST_KEYS,
+        ),
+    })
+}
+
+/// `write` once it has one of the gate's turns.
+async fn gated(
+    gate: &Semaphore,
+    write: impl Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    let _turn = gate.acquire().await?;
+    write.await
 }
 
 /// One watch of every pod the floor looks at (the targets' and the

@@ -193,16 +193,16 @@ async fn main() -> anyhow::Result<()> {
         );
         println!(
             "  shadows Ready, pods on Carrier2 and exec'd after {:>7.3} s (the burst's ACTIVE less every status write, Event, read and check of the operator's)",
-            f.active.as_secs_f64()
+            f.create.took.as_secs_f64()
         );
-        print_cpu("until then", &f.create_cpu);
-        print_requests("until then", &f.create_requests, f.mounts);
+        print_cpu("until then", &f.create.cpu);
+        print_requests("until then", &f.create.requests, f.mounts);
         println!(
             "  restored after       {:>7.3} s (the burst's restored less the mounts' own deletion and the operator's reads, status and Events)",
-            f.restored.as_secs_f64()
+            f.restore.took.as_secs_f64()
         );
-        print_cpu("until restored", &f.delete_cpu);
-        print_requests("until restored", &f.delete_requests, f.mounts);
+        print_cpu("until restored", &f.restore.cpu);
+        print_requests("until restored", &f.restore.requests, f.mounts);
     }
     if let Some(b) = &burst {
         let (turns, memory_mib, budget_mib) = sandbox();
