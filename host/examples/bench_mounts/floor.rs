@@ -309,19 +309,7 @@ async fn mount(
     pods: &[String],
     config_maps: &Api<ConfigMap>,
 ) -> anyhow::Result<()> {
-    let entries: serde_json::Map<String, serde_json::Value> = pods
-        .iter()
-        .map(|pod| (entry_key(ns, pod), json!(entry(ns, pod))))
-        .collect();
-    let one_at_a_time = CONFIG_MAP_WRITES.lock().await;
-    config_maps
-        .patch(
-            RESTORE_CONFIG_MAP,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "data": entries })),
-        )
-        .await?;
-    drop(one_at_a_time);
+    write_entries(config_maps, ns, pods, |pod| json!(entry(ns, pod))).await?;
     // Labelled `app: web-gefyra` (the deployment's name), apart from the target's pods.
     ns.api::<Deployment>()
         .create(&PostParams::default(), &deployment(SHADOW, 3)?)
@@ -388,19 +376,29 @@ async fn restore(
         api.patch(pod, &PatchParams::default(), &Patch::Strategic(patch))
             .await?;
     }
-    let removed: serde_json::Map<String, serde_json::Value> = pods
+    write_entries(config_maps, ns, pods, |_| serde_json::Value::Null).await
+}
+
+/// Sets each pod's entry in the shared restore ConfigMap to `value(pod)`
+/// (null removes it), in one merge patch.
+async fn write_entries(
+    config_maps: &Api<ConfigMap>,
+    ns: &TestNamespace,
+    pods: &[String],
+    value: impl Fn(&str) -> serde_json::Value,
+) -> anyhow::Result<()> {
+    let entries: serde_json::Map<String, serde_json::Value> = pods
         .iter()
-        .map(|pod| (entry_key(ns, pod), serde_json::Value::Null))
+        .map(|pod| (entry_key(ns, pod), value(pod)))
         .collect();
-    let one_at_a_time = CONFIG_MAP_WRITES.lock().await;
+    let _one_at_a_time = CONFIG_MAP_WRITES.lock().await;
     config_maps
         .patch(
             RESTORE_CONFIG_MAP,
             &PatchParams::default(),
-            &Patch::Merge(json!({ "data": removed })),
+            &Patch::Merge(json!({ "data": entries })),
         )
         .await?;
-    drop(one_at_a_time);
     Ok(())
 }
 
