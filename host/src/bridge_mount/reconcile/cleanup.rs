@@ -29,7 +29,7 @@ impl Reconcile<'_> {
     /// TERMINATED: uninstall, then delete the mount; the finalizer's cleanup
     /// finishes the rest.
     pub(super) async fn finish(&mut self) -> Result<Action, Error> {
-        match self.uninstall_all().await {
+        match self.uninstall_all(Record::Condition).await {
             Ok(()) => {}
             Err(Error::CleanupPending { retry, .. }) => return Ok(Action::requeue(retry)),
             Err(err) => return Err(err),
@@ -47,8 +47,10 @@ impl Reconcile<'_> {
     }
 
     /// Uninstalls until the provider is done, then deletes the bridges; an
-    /// uninstall that is not done yet is [`Error::CleanupPending`].
-    pub(super) async fn uninstall_all(&mut self) -> Result<(), Error> {
+    /// uninstall that is not done yet is [`Error::CleanupPending`]. `record`
+    /// says how the end of the uninstall is told (its Event is posted
+    /// either way).
+    pub(super) async fn uninstall_all(&mut self, record: Record) -> Result<(), Error> {
         let ever_prepared = self.cr.ever_prepared();
         let uninstall = match self.provider() {
             None => provider_gone(self.cr.provider_name(), ever_prepared, self.interval),
@@ -63,7 +65,14 @@ impl Reconcile<'_> {
         match uninstall {
             Uninstall::Done => {
                 if !self.writer.uninstalled() {
-                    self.writer.report(target_restored()).await?;
+                    match record {
+                        Record::Condition => self.writer.report(target_restored()).await?,
+                        Record::EventOnly => {
+                            if let Some(notice) = target_restored().notice {
+                                self.writer.publish(notice).await;
+                            }
+                        }
+                    }
                 }
             }
             Uninstall::NothingToUndo => {}
@@ -117,6 +126,20 @@ impl Reconcile<'_> {
             .await;
         Ok(())
     }
+}
+
+/// How a finished uninstall is told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Record {
+    /// The `Uninstalled` condition written, with its Event: the mount stays
+    /// for a moment (TERMINATED deletes it next) and the state machine
+    /// reads the condition.
+    Condition,
+    /// Its Event only: the finalizer goes next and the mount with it, so
+    /// nobody could read the condition, and writing it would only wake the
+    /// mount for one more uninstall call before it is gone (in a burst of
+    /// 200 deletions, a status write and a provider call a mount).
+    EventOnly,
 }
 
 /// Where an uninstall stands.

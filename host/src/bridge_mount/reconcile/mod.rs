@@ -128,7 +128,7 @@ impl<'a> Reconcile<'a> {
                 .fire(from, Transition::mount_deleted(), interval)
                 .await?;
         }
-        self.uninstall_all().await?;
+        self.uninstall_all(cleanup::Record::EventOnly).await?;
         self.ctx.book.forget(&self.uid());
         self.ctx.seen_whole.forget(&self.uid());
         self.ctx.notes.forget_mount(&self.uid());
