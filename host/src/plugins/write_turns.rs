@@ -16,23 +16,26 @@
 //! than provider turns that rarely queues writes to different objects, and
 //! then only for the time of one write.
 
-use std::hash::{BuildHasher, Hash};
+use std::{
+    hash::{BuildHasher, Hash},
+    sync::Arc,
+};
 
-use tokio::sync::{Mutex, MutexGuard};
+use tokio::sync::{Mutex, OwnedMutexGuard};
 
 /// Lanes of writes: many more than the provider turns (6 by default).
 const LANES: usize = 256;
 
 /// The write lanes of one process, shared by every provider call.
 pub struct WriteTurns {
-    lanes: Vec<Mutex<()>>,
+    lanes: Vec<Arc<Mutex<()>>>,
     hasher: std::collections::hash_map::RandomState,
 }
 
 impl Default for WriteTurns {
     fn default() -> Self {
         Self {
-            lanes: (0..LANES).map(|_| Mutex::new(())).collect(),
+            lanes: (0..LANES).map(|_| Arc::new(Mutex::new(()))).collect(),
             hasher: std::collections::hash_map::RandomState::new(),
         }
     }
@@ -40,16 +43,17 @@ impl Default for WriteTurns {
 
 impl WriteTurns {
     /// Waits until no other write to the object is in flight; the write
-    /// goes while the returned guard lives.
+    /// goes while the returned guard lives (it borrows nothing, so a call
+    /// holds it across its own awaits).
     pub async fn turn(
         &self,
         api_version: &str,
         kind: &str,
         namespace: &str,
         name: &str,
-    ) -> MutexGuard<'_, ()> {
+    ) -> OwnedMutexGuard<()> {
         let lane = self.lane(&(api_version, kind, namespace, name));
-        self.lanes[lane].lock().await
+        self.lanes[lane].clone().lock_owned().await
     }
 
     fn lane(&self, object: &impl Hash) -> usize {

@@ -271,8 +271,8 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
         let (access, api) = self.submitted_api(&s, &namespace, Verb::Create).await?;
         let journal = access.journal.clone();
         let freshness = access.freshness.clone();
-        let writes = access.writes.clone();
-        let _turn = writes
+        let _turn = access
+            .writes
             .turn(&s.api_version, &s.kind, &namespace, &s.name)
             .await;
         let created = api
@@ -297,8 +297,8 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
         let params = PatchParams::apply(&access.field_manager).force();
         let journal = access.journal.clone();
         let freshness = access.freshness.clone();
-        let writes = access.writes.clone();
-        let _turn = writes
+        let _turn = access
+            .writes
             .turn(&s.api_version, &s.kind, &namespace, &s.name)
             .await;
         let reference = s.reference(&namespace);
@@ -343,8 +343,8 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
         };
         let journal = access.journal.clone();
         let freshness = access.freshness.clone();
-        let writes = access.writes.clone();
-        let _turn = writes
+        let _turn = access
+            .writes
             .turn(&r.api_version, &r.kind, &r.namespace, &r.name)
             .await;
         if let Some(journal) = &journal {
@@ -369,8 +369,8 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
         let _timed = self.timed(|| format!("delete {} {}/{}", r.kind, r.namespace, r.name));
         let (access, api) = self.object_api(&r, Verb::Delete).await?;
         let journal = access.journal.clone();
-        let writes = access.writes.clone();
-        let _turn = writes
+        let _turn = access
+            .writes
             .turn(&r.api_version, &r.kind, &r.namespace, &r.name)
             .await;
         delete(&api, &r, &DeleteParams::background(), journal.as_deref()).await
@@ -400,8 +400,8 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
             }),
             ..DeleteParams::background()
         };
-        let writes = access.writes.clone();
-        let _turn = writes
+        let _turn = access
+            .writes
             .turn(&r.api_version, &r.kind, &r.namespace, &r.name)
             .await;
         // A failed precondition is a 409 Conflict, which `api_error` maps to `conflict`.
