@@ -1368,7 +1368,8 @@ fn refused(requests: &[Audited]) -> Vec<String> {
 /// The chart's RBAC is exactly what the operator (and its providers, and
 /// the hook) called as the chart's ServiceAccount, as the test bed's audit
 /// log recorded it: nothing was refused, and every right granted was used
-/// on the paths this test runs, or is named below with the path that uses it.
+/// on the paths this test runs, or is named below with the path that uses it
+/// (or, for a right these paths take only on some runs, with why).
 fn rbac_is_what_was_called(
     namespace: &str,
     account: &str,
@@ -1404,16 +1405,28 @@ fn rbac_is_what_was_called(
         ("coordination.k8s.io", "leases", "create", "leader election (replicaCount > 1)"),
         ("coordination.k8s.io", "leases", "get", "leader election"),
         ("coordination.k8s.io", "leases", "update", "leader election"),
-        ("events.k8s.io", "events", "patch", "an Event repeated (the recorder counts it on the first)"),
         ("gateway.networking.k8s.io", "backendtlspolicies/status", "patch", "a Gateway whose backends a BackendTLSPolicy names writes its entry in the policy's status (gateway_protocols, the conformance suite)"),
         ("gateway.networking.k8s.io", "listenersets/status", "patch", "a Gateway writes the status of the ListenerSets naming it (gateway::listener_sets_*, the conformance suite)"),
     ]
     .into_iter()
     .map(|(g, r, v, why)| ((g.to_string(), r.to_string(), v.to_string()), why))
     .collect();
+    // Rights this test's paths take or not depending on timing, so they can
+    // be neither required nor called stale here.
+    let by_timing: std::collections::BTreeMap<Rule, &str> = [(
+        "events.k8s.io",
+        "events",
+        "patch",
+        "an Event repeated within the recorder's window (it counts the repeat on the first one): whether a reconcile repeats one during this test depends on how its watches interleave",
+    )]
+    .into_iter()
+    .map(|(g, r, v, why)| ((g.to_string(), r.to_string(), v.to_string()), why))
+    .collect();
     let unused: Vec<&Rule> = granted
         .iter()
-        .filter(|r| !used.contains(*r) && !elsewhere.contains_key(*r))
+        .filter(|r| {
+            !used.contains(*r) && !elsewhere.contains_key(*r) && !by_timing.contains_key(*r)
+        })
         .collect();
     assert!(
         unused.is_empty(),
