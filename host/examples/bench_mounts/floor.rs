@@ -27,7 +27,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use futures::StreamExt;
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, Namespace, Pod, Service},
@@ -35,7 +34,7 @@ use k8s_openapi::api::{
 use kube::{
     Api, Client,
     api::{AttachParams, DeleteParams, ListParams, Patch, PatchParams, PostParams},
-    runtime::{WatchStreamExt, reflector, reflector::Store, watcher},
+    runtime::watcher,
 };
 use pontoon_tests::{
     TestNamespace,
@@ -46,7 +45,7 @@ use tokio::{sync::Semaphore, task::JoinSet};
 
 use super::{
     API_REQUESTS, APP_IMAGE, CARRIER_IMAGE, REQUEST_KEYS, TIMEOUT, app_image_ready,
-    clock_ticks_per_second, deployment, targets,
+    clock_ticks_per_second, deployment, targets, view::View,
 };
 
 /// Requests in flight at once: the floor is not held back by a client.
@@ -132,7 +131,7 @@ pub async fn floor(gefyra: &TestNamespace, count: usize) -> anyhow::Result<Floor
     };
     let restore = measured(&client, restored).await?;
 
-    pods.stop();
+    drop(pods);
     config_maps
         .delete(RESTORE_CONFIG_MAP, &DeleteParams::default())
         .await?;
@@ -178,34 +177,23 @@ async fn gated(
     write.await
 }
 
-/// One watch of every pod the floor looks at (the targets' and the
-/// shadows'), so that waiting adds one watch to the test bed, not one a
-/// target.
+/// The floor's one watch of every pod it looks at (the targets' and the
+/// shadows').
 struct PodView {
-    store: Store<Pod>,
-    watch: tokio::task::JoinHandle<()>,
+    view: View<Pod>,
     client: Client,
 }
 
-/// How often the view is looked at while waiting.
+/// How often the view is looked at while an exec may finish.
 const LOOK: Duration = Duration::from_millis(50);
 
 impl PodView {
     async fn start(client: &Client) -> anyhow::Result<Self> {
-        let (store, writer) = reflector::store();
         let config = watcher::Config::default().labels(&format!("app in (web,{SHADOW})"));
-        let stream = reflector(writer, watcher(Api::<Pod>::all(client.clone()), config));
-        let watch = tokio::spawn(stream.applied_objects().for_each(|_| async {}));
-        store.wait_until_ready().await?;
         Ok(Self {
-            store,
-            watch,
+            view: View::start(Api::<Pod>::all(client.clone()), config).await?,
             client: client.clone(),
         })
-    }
-
-    fn stop(&self) {
-        self.watch.abort();
     }
 
     /// Until every shadow has 3 Ready pods and every original pod has run
@@ -225,7 +213,7 @@ impl PodView {
         let deadline = Instant::now() + 2 * TIMEOUT;
         loop {
             let mut shadows: BTreeMap<String, usize> = BTreeMap::new();
-            for pod in self.store.state() {
+            for pod in self.view.state() {
                 let ns = pod.metadata.namespace.clone().unwrap_or_default();
                 if !targets.contains(ns.as_str()) || pod.metadata.deletion_timestamp.is_some() {
                     continue;
@@ -273,32 +261,22 @@ impl PodView {
             .iter()
             .flat_map(|(ns, names)| names.iter().map(|n| (ns.name().to_string(), n.clone())))
             .collect();
-        let deadline = Instant::now() + 2 * TIMEOUT;
-        loop {
-            let back = self
-                .store
-                .state()
-                .iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .filter(|p| app_image_ready(p, APP_IMAGE))
-                .filter(|p| {
-                    all.contains(&(
-                        p.metadata.namespace.clone().unwrap_or_default(),
-                        p.metadata.name.clone().unwrap_or_default(),
-                    ))
-                })
-                .count();
-            if back == all.len() {
-                return Ok(());
-            }
-            anyhow::ensure!(
-                Instant::now() < deadline,
-                "floor: {back} of {} pods restored after {:?}",
-                all.len(),
-                2 * TIMEOUT
-            );
-            tokio::time::sleep(LOOK).await;
-        }
+        self.view
+            .until(2 * TIMEOUT, |pods| {
+                let back = pods
+                    .iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                    .filter(|p| app_image_ready(p, APP_IMAGE))
+                    .filter(|p| {
+                        all.contains(&(
+                            p.metadata.namespace.clone().unwrap_or_default(),
+                            p.metadata.name.clone().unwrap_or_default(),
+                        ))
+                    })
+                    .count();
+                (back < all.len()).then(|| format!("floor: {back} of {} pods restored", all.len()))
+            })
+            .await
     }
 }
 

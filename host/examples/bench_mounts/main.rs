@@ -61,6 +61,9 @@ use pontoon_tests::{
 use serde_json::json;
 
 mod floor;
+mod view;
+
+use view::View;
 
 const ROUNDS: usize = 10;
 const MANY: usize = 50;
@@ -216,8 +219,9 @@ async fn main() -> anyhow::Result<()> {
             b.active.as_secs_f64()
         );
         println!(
-            "  operator RSS         peak {:>6.1} MiB during the burst (limit in the chart: {CHART_MEMORY_LIMIT_MIB} MiB; goal: <= 64 MiB)",
-            b.peak_rss_kib as f64 / 1024.0
+            "  operator RSS         peak {:>6.1} MiB during the burst (limit in the chart: {CHART_MEMORY_LIMIT_MIB} MiB; goal: <= 64 MiB; {:.1} MiB at most in the run before it)",
+            b.peak_rss_kib as f64 / 1024.0,
+            b.peak_before_kib as f64 / 1024.0
         );
         println!(
             "  operator CPU         {:>7.2} s over {:.1} s: {:.2} cores on average (goal: under one)",
@@ -245,6 +249,10 @@ async fn main() -> anyhow::Result<()> {
         println!(
             "  all deleted and restored after {:>7.3} s (goal: <= 15 s; restored: mount gone, every pod on its original image and Ready)",
             b.restored.as_secs_f64()
+        );
+        println!(
+            "  operator RSS         peak {:>6.1} MiB during the deletion (goal: <= 64 MiB)",
+            b.restore_peak_rss_kib as f64 / 1024.0
         );
         print_cpu("deleted until all restored", &b.delete_cpu);
         print_requests("deleted until all restored", &b.delete_requests, b.mounts);
@@ -725,7 +733,12 @@ struct Burst {
     mounts: usize,
     active: Duration,
     restored: Duration,
+    /// The operator's peak RSS until all were ACTIVE, and from the deletes
+    /// until all were restored.
     peak_rss_kib: u64,
+    restore_peak_rss_kib: u64,
+    /// Its peak RSS over the run before the burst (VmHWM).
+    peak_before_kib: u64,
     cpu_seconds: f64,
     /// Provider calls until all were ACTIVE, and the seconds they ran
     /// (each holding one of the turns).
@@ -762,18 +775,8 @@ async fn burst(
     let namespaces = targets("bench-burst", count, 3).await?;
     let names: Vec<String> = (0..count).map(|i| format!("burst-{i}")).collect();
     let client = pontoon_tests::client().await?;
-    let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let sampler = {
-        let sampling = sampling.clone();
-        tokio::spawn(async move {
-            let mut peak = 0;
-            while sampling.load(std::sync::atomic::Ordering::Relaxed) {
-                peak = peak.max(memory_kib(pid, "VmRSS:").unwrap_or(0));
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            peak
-        })
-    };
+    let peak_before_kib = memory_kib(pid, "VmHWM:")?;
+    let rss = RssSampler::start(pid);
     let cpu_before = Usage::of(pid)?.cpu_seconds;
     let machine_before = machine_cpu()?;
     let processes_before = CpuByCommand::now();
@@ -806,11 +809,18 @@ async fn burst(
     let calls = delta("pontoon_provider_call_seconds_count");
     let call_seconds = delta("pontoon_provider_call_seconds_sum");
     let call_memory_peak = metrics_after.sum("pontoon_provider_memory_peak_bytes", &carrier);
-    sampling.store(false, std::sync::atomic::Ordering::Relaxed);
-    let peak_rss_kib = sampler.await?;
+    let peak_rss_kib = rss.take();
 
     let create_steps = calls_between(&metrics_before, &metrics_after);
 
+    // Watched from before the deletes, with one watch of the mounts and one
+    // of the targets' pods, as the floor waits for its restore.
+    let left = View::start(mounts.clone(), watcher::Config::default()).await?;
+    let pods = View::start(
+        Api::<Pod>::all(client.clone()),
+        watcher::Config::default().labels("app=web"),
+    )
+    .await?;
     let metrics_before = operator.metrics()?;
     let processes_before = CpuByCommand::now();
     let requests_before = Metrics::of_api_server(&client).await?;
@@ -820,21 +830,34 @@ async fn burst(
         async move { mounts.delete(name, &DeleteParams::default()).await }
     });
     futures::future::try_join_all(deletes).await?;
-    let gone = names.iter().map(|name| {
-        let mounts = mounts.clone();
-        async move {
-            wait_for(
-                &mounts,
-                name,
-                |m: Option<&GefyraBridgeMount>| m.is_none(),
-                TIMEOUT,
-            )
-            .await
-        }
-    });
-    futures::future::try_join_all(gone).await?;
-    futures::future::try_join_all(namespaces.iter().map(|ns| restored(ns, 3))).await?;
+    let burst: BTreeSet<&str> = names.iter().map(String::as_str).collect();
+    left.until(TIMEOUT, |mounts| {
+        let left = mounts
+            .iter()
+            .filter(|m| burst.contains(m.name_any().as_str()))
+            .count();
+        (left > 0).then(|| format!("{left} mounts of the burst not gone"))
+    })
+    .await?;
+    let targets: BTreeSet<&str> = namespaces.iter().map(|ns| ns.name()).collect();
+    pods.until(TIMEOUT, |pods| {
+        let lagging = targets
+            .iter()
+            .filter(|ns| {
+                let live: Vec<&Pod> = pods
+                    .iter()
+                    .filter(|p| p.metadata.namespace.as_deref() == Some(**ns))
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                    .map(|p| &**p)
+                    .collect();
+                !is_restored(&live, 3)
+            })
+            .count();
+        (lagging > 0).then(|| format!("{lagging} targets of the burst not restored"))
+    })
+    .await?;
     let restored = started.elapsed();
+    let restore_peak_rss_kib = rss.take();
     let delete_cpu = CpuByCommand::now().since(&processes_before, ticks);
     let delete_requests = Metrics::of_api_server(&client).await?.growth_by(
         &requests_before,
@@ -846,7 +869,9 @@ async fn burst(
         mounts: count,
         active,
         restored,
+        peak_before_kib,
         peak_rss_kib,
+        restore_peak_rss_kib,
         cpu_seconds,
         calls,
         call_seconds,
@@ -859,6 +884,40 @@ async fn burst(
         create_requests,
         delete_requests,
     })
+}
+
+/// The operator's RSS, looked at every 100 ms for as long as it lives.
+struct RssSampler {
+    /// The highest RSS (KiB) seen since the last `take`.
+    peak: Arc<std::sync::atomic::AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RssSampler {
+    fn start(pid: u32) -> Self {
+        let peak = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let seen = peak.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let rss = memory_kib(pid, "VmRSS:").unwrap_or(0);
+                seen.fetch_max(rss, std::sync::atomic::Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        Self { peak, task }
+    }
+
+    /// The peak since the last take (or the start); the next one starts
+    /// from the RSS now.
+    fn take(&self) -> u64 {
+        self.peak.swap(0, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Drop for RssSampler {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 fn deployment(name: &str, replicas: i32) -> anyhow::Result<Deployment> {
@@ -945,13 +1004,7 @@ async fn restored(ns: &TestNamespace, replicas: usize) -> anyhow::Result<()> {
                 .iter()
                 .filter(|p| p.metadata.deletion_timestamp.is_none())
                 .collect();
-            live.len() >= replicas
-                && live
-                    .iter()
-                    .filter(|p| app_image_ready(p, APP_IMAGE))
-                    .count()
-                    >= replicas
-                && !live.iter().any(|p| app_image_ready(p, CARRIER_IMAGE))
+            is_restored(&live, replicas)
         },
         TIMEOUT,
     )
@@ -959,7 +1012,18 @@ async fn restored(ns: &TestNamespace, replicas: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The Deployment has exactly `replicas` pods, all updated and Ready.
+/// `live` (a target's pods not being deleted): `replicas` of them on the
+/// original image and Ready, none on Carrier2.
+fn is_restored(live: &[&Pod], replicas: usize) -> bool {
+    live.len() >= replicas
+        && live
+            .iter()
+            .filter(|p| app_image_ready(p, APP_IMAGE))
+            .count()
+            >= replicas
+        && !live.iter().any(|p| app_image_ready(p, CARRIER_IMAGE))
+}
+
 async fn settled(ns: &TestNamespace, replicas: i32) -> anyhow::Result<()> {
     let deployments: Api<Deployment> = ns.api();
     let done = move |d: Option<&Deployment>| {
