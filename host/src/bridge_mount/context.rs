@@ -12,6 +12,7 @@ use super::{
     crd::{GefyraBridge, GefyraBridgeMount},
     seen_whole::SeenWhole,
     settings::MountSettings,
+    uninstalled::Uninstalled,
 };
 use crate::{
     bridge::Book,
@@ -37,6 +38,9 @@ pub struct Context {
     pub book: Arc<Book>,
     /// When each mount was last seen whole (ACTIVE's checks keep a gap).
     pub seen_whole: SeenWhole,
+    /// Which mounts' deletions were uninstalled a moment ago (their
+    /// cleanup, woken again before the deletion is seen, skips the call).
+    pub uninstalled: Uninstalled,
     /// What providers noted for each mount between calls (the `notes` import).
     pub notes: Arc<Notes>,
 }

@@ -103,6 +103,7 @@ pub async fn run(
         bridges: bridges_seen,
         book: book.clone(),
         seen_whole: Default::default(),
+        uninstalled: Default::default(),
         notes: Arc::default(),
     });
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));

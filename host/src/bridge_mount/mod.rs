@@ -13,6 +13,7 @@ pub mod settings;
 pub mod state;
 pub mod status;
 pub mod terminate;
+pub mod uninstalled;
 
 pub use context::Context;
 pub use crd::{DEFAULT_PROVIDER, GefyraBridge, GefyraBridgeMount};

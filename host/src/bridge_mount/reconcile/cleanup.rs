@@ -92,7 +92,7 @@ impl Reconcile<'_> {
 
     /// Deletes the GefyraBridges labelled with this mount (none when the
     /// GefyraBridge CRD is not installed).
-    async fn delete_bridges(&mut self) -> Result<(), Error> {
+    pub(super) async fn delete_bridges(&mut self) -> Result<(), Error> {
         let bridges: Api<GefyraBridge> = Api::namespaced(
             self.ctx.client.clone(),
             &self.cr.namespace().unwrap_or_default(),

@@ -120,6 +120,13 @@ impl<'a> Reconcile<'a> {
     /// done, the mount's GefyraBridges deleted; only then may it go.
     pub async fn cleanup(mut self) -> Result<Action, Error> {
         crate::chaos::point("reconcile");
+        if self.ctx.uninstalled.recently(&self.uid()) {
+            // Woken again before the deletion reached the cache: the
+            // uninstall said done a moment ago (see `Uninstalled`). Left:
+            // a bridge labelled since, and the finalizer's removal.
+            self.delete_bridges().await?;
+            return Ok(Action::await_change());
+        }
         if let Ok(from) = self.cr.state()
             && from != State::Terminated
         {
@@ -129,6 +136,7 @@ impl<'a> Reconcile<'a> {
                 .await?;
         }
         self.uninstall_all(cleanup::Record::EventOnly).await?;
+        self.ctx.uninstalled.record(&self.uid());
         self.ctx.book.forget(&self.uid());
         self.ctx.seen_whole.forget(&self.uid());
         self.ctx.notes.forget_mount(&self.uid());
