@@ -5,6 +5,7 @@
 pub mod context;
 pub mod controller;
 pub mod crd;
+mod moments;
 pub mod namespaces;
 pub mod reason;
 mod reconcile;

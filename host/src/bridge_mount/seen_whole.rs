@@ -17,16 +17,21 @@
 //! checks waiting for a turn ran after their mounts had been deleted.)
 //! Past that, the check waits for its turn like any step.
 
-use std::{
-    collections::HashMap,
-    sync::Mutex,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
-#[derive(Default)]
+use super::moments::Moments;
+
 pub struct SeenWhole {
-    /// By mount uid.
-    at: Mutex<HashMap<String, Instant>>,
+    /// When each mount was last seen whole.
+    at: Moments,
+}
+
+impl Default for SeenWhole {
+    fn default() -> Self {
+        Self {
+            at: Moments::new(Self::YIELD_FOR),
+        }
+    }
 }
 
 impl SeenWhole {
@@ -35,16 +40,6 @@ impl SeenWhole {
     /// How long after a mount was seen whole its check may give way to
     /// other mounts' steps while every provider turn is taken.
     pub const YIELD_FOR: Duration = Duration::from_secs(30);
-    /// Entries beyond this many make a record drop the stale ones (mounts
-    /// deleted while the operator was not looking leave theirs).
-    const PRUNE_ABOVE: usize = 256;
-
-    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
-        // The map stays usable even if a holder panicked.
-        self.at
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
 
     /// Mount `uid` was just seen whole.
     pub fn record(&self, uid: &str) {
@@ -52,11 +47,7 @@ impl SeenWhole {
     }
 
     fn record_at(&self, uid: &str, now: Instant) {
-        let mut entries = self.entries();
-        if entries.len() >= Self::PRUNE_ABOVE {
-            entries.retain(|_, at| now.saturating_duration_since(*at) < Self::YIELD_FOR);
-        }
-        entries.insert(uid.to_string(), now);
+        self.at.record_at(uid, now);
     }
 
     /// How long until mount `uid` is due a full check; `None` when it is
@@ -66,9 +57,8 @@ impl SeenWhole {
     }
 
     fn due_in_at(&self, uid: &str, now: Instant) -> Option<Duration> {
-        let at = *self.entries().get(uid)?;
         Self::GAP
-            .checked_sub(now.saturating_duration_since(at))
+            .checked_sub(self.at.since(uid, now)?)
             .filter(|left| !left.is_zero())
     }
 
@@ -79,14 +69,14 @@ impl SeenWhole {
     }
 
     fn may_yield_at(&self, uid: &str, now: Instant) -> bool {
-        self.entries()
-            .get(uid)
-            .is_some_and(|at| now.saturating_duration_since(*at) < Self::YIELD_FOR)
+        self.at
+            .since(uid, now)
+            .is_some_and(|since| since < Self::YIELD_FOR)
     }
 
     /// The mount is gone, or no longer whole.
     pub fn forget(&self, uid: &str) {
-        self.entries().remove(uid);
+        self.at.forget(uid);
     }
 }
 
@@ -126,18 +116,5 @@ mod tests {
             !seen.may_yield_at("a", t0),
             "not whole any more: its check runs"
         );
-    }
-
-    #[test]
-    fn stale_entries_are_dropped_once_there_are_many() {
-        let seen = SeenWhole::default();
-        let t0 = Instant::now();
-        for i in 0..SeenWhole::PRUNE_ABOVE {
-            seen.record_at(&format!("old-{i}"), t0);
-        }
-        let later = t0 + SeenWhole::YIELD_FOR;
-        seen.record_at("new", later);
-        assert_eq!(seen.entries().len(), 1, "only the fresh entry is kept");
-        assert!(seen.due_in_at("new", later).is_some());
     }
 }

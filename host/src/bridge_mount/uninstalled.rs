@@ -17,31 +17,27 @@
 //! After [`Uninstalled::FOR`] (a finalizer that could not be removed for
 //! that long) or after a restart, cleanup calls the provider as always.
 
-use std::{
-    collections::HashMap,
-    sync::Mutex,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
-#[derive(Default)]
+use super::moments::Moments;
+
 pub struct Uninstalled {
-    /// By mount uid: when its uninstall said `done`.
-    at: Mutex<HashMap<String, Instant>>,
+    /// When each mount's uninstall said `done`.
+    at: Moments,
+}
+
+impl Default for Uninstalled {
+    fn default() -> Self {
+        Self {
+            at: Moments::new(Self::FOR),
+        }
+    }
 }
 
 impl Uninstalled {
     /// How long after its uninstall's `done` a mount's cleanup skips the
     /// provider's call.
     pub const FOR: Duration = Duration::from_secs(30);
-    /// Entries beyond this many make a record drop the stale ones (the
-    /// mounts are gone; nothing tells the controller so).
-    const PRUNE_ABOVE: usize = 256;
-
-    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
-        self.at
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
 
     /// Mount `uid`'s uninstall said `done`.
     pub fn record(&self, uid: &str) {
@@ -49,11 +45,7 @@ impl Uninstalled {
     }
 
     fn record_at(&self, uid: &str, now: Instant) {
-        let mut entries = self.entries();
-        if entries.len() >= Self::PRUNE_ABOVE {
-            entries.retain(|_, at| now.saturating_duration_since(*at) < Self::FOR);
-        }
-        entries.insert(uid.to_string(), now);
+        self.at.record_at(uid, now);
     }
 
     /// Whether mount `uid`'s uninstall said `done` less than [`Self::FOR`] ago.
@@ -62,9 +54,9 @@ impl Uninstalled {
     }
 
     fn recently_at(&self, uid: &str, now: Instant) -> bool {
-        self.entries()
-            .get(uid)
-            .is_some_and(|at| now.saturating_duration_since(*at) < Self::FOR)
+        self.at
+            .since(uid, now)
+            .is_some_and(|since| since < Self::FOR)
     }
 }
 
@@ -84,18 +76,5 @@ mod tests {
             !done.recently_at("a", t0 + Uninstalled::FOR),
             "long ago (a finalizer that would not go): call again"
         );
-    }
-
-    #[test]
-    fn stale_entries_are_dropped_once_there_are_many() {
-        let done = Uninstalled::default();
-        let t0 = Instant::now();
-        for i in 0..Uninstalled::PRUNE_ABOVE {
-            done.record_at(&format!("old-{i}"), t0);
-        }
-        let later = t0 + Uninstalled::FOR;
-        done.record_at("new", later);
-        assert_eq!(done.entries().len(), 1, "only the fresh entry is kept");
-        assert!(done.recently_at("new", later));
     }
 }
