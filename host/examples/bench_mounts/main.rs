@@ -841,17 +841,21 @@ async fn burst(
     .await?;
     let targets: BTreeSet<&str> = namespaces.iter().map(|ns| ns.name()).collect();
     pods.until(TIMEOUT, |pods| {
+        // One pass over the pods a look, by target, as the floor's.
+        let mut live: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
+        for pod in pods
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+        {
+            if let Some(ns) = pod.metadata.namespace.as_deref()
+                && targets.contains(ns)
+            {
+                live.entry(ns).or_default().push(pod);
+            }
+        }
         let lagging = targets
             .iter()
-            .filter(|ns| {
-                let live: Vec<&Pod> = pods
-                    .iter()
-                    .filter(|p| p.metadata.namespace.as_deref() == Some(**ns))
-                    .filter(|p| p.metadata.deletion_timestamp.is_none())
-                    .map(|p| &**p)
-                    .collect();
-                !is_restored(&live, 3)
-            })
+            .filter(|ns| !is_restored(live.get(**ns).map_or(&[][..], Vec::as_slice), 3))
             .count();
         (lagging > 0).then(|| format!("{lagging} targets of the burst not restored"))
     })
