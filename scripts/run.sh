@@ -39,7 +39,9 @@ spec:
 YAML
 
 log=$logs/operator.log
-"$pontoon" run --namespace gefyra --providers dist/providers --cache-dir "$tb/module-cache" >"$log" 2>&1 &
+# --single-tenant: the test bed has one user, who may patch and exec every
+# pod anyway; a shared cluster runs the chart's admission policies instead.
+"$pontoon" run --single-tenant --namespace gefyra --providers dist/providers --cache-dir "$tb/module-cache" >"$log" 2>&1 &
 operator=$!
 # Ctrl-C reaches the operator too, which may be gone before this runs: under
 # `set -e` a failing kill or wait would end the trap (and `make run`) with 1.

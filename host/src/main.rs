@@ -47,6 +47,9 @@ enum Command {
         /// Cluster to use; default: in-cluster config or KUBECONFIG (~/.kube/config).
         #[arg(long, value_name = "FILE")]
         kubeconfig: Option<PathBuf>,
+        /// The operator's namespace, where admission is closed first.
+        #[arg(long, default_value = "gefyra", env = "PONTOON_NAMESPACE")]
+        namespace: String,
         /// Only the mounts of this namespace (default: every namespace).
         #[arg(long, value_name = "NAMESPACE", env = "PONTOON_WATCH_NAMESPACE")]
         watch_namespace: Option<String>,
@@ -183,15 +186,49 @@ struct RunArgs {
     provider_memory_budget: u64,
     /// Namespaces mounts may target, comma-separated, or `*` for every
     /// namespace but the excluded ones. A mount targeting any other goes to
-    /// ERROR before anything is touched.
+    /// ERROR before anything is touched. Default: `*` with --single-tenant,
+    /// else none (an administrator of a shared cluster says which).
     #[arg(
         long,
         value_name = "NAMESPACES",
         value_delimiter = ',',
-        default_value = "*",
         env = "PONTOON_MOUNT_NAMESPACES"
     )]
-    mount_namespaces: Vec<String>,
+    mount_namespaces: Option<Vec<String>>,
+    /// The cluster is single-tenant: whoever may create a mount or a bridge
+    /// may also patch and exec every pod it could target, so mounts and
+    /// bridges are served without the admission policies that judge their
+    /// creators' rights (which are then not required). Without it, and
+    /// without those policies in force, every mount and bridge is refused.
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_missing_value = "true",
+        default_value_t = false,
+        action = clap::ArgAction::Set,
+        env = "PONTOON_SINGLE_TENANT"
+    )]
+    single_tenant: bool,
+    /// The ValidatingAdmissionPolicy that judges who may create or change a
+    /// mount (the chart's `<release>-mounts`); mounts are served only while
+    /// it is bound with Deny (unless --single-tenant).
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "pontoon-mounts",
+        env = "PONTOON_MOUNT_ADMISSION_POLICY"
+    )]
+    mount_admission_policy: String,
+    /// The ValidatingAdmissionPolicy that judges who may create or change a
+    /// bridge (the chart's `<release>-bridges`).
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "pontoon-bridges",
+        env = "PONTOON_BRIDGE_ADMISSION_POLICY"
+    )]
+    bridge_admission_policy: String,
     /// Namespaces mounts may never target, comma-separated; the operator's
     /// own (`--namespace`) always is one.
     #[arg(
@@ -305,11 +342,24 @@ async fn main() -> anyhow::Result<ExitCode> {
                 custom_providers: args.custom_providers,
                 grants: args.grants,
                 settings: bridge_mount::MountSettings {
-                    target_namespaces: bridge_mount::TargetNamespaces::new(
-                        args.mount_namespaces.iter().map(String::as_str),
-                        args.mount_excluded_namespaces.iter().map(String::as_str),
-                        &args.namespace,
-                    ),
+                    target_namespaces: match &args.mount_namespaces {
+                        Some(allowed) => bridge_mount::TargetNamespaces::new(
+                            allowed.iter().map(String::as_str),
+                            args.mount_excluded_namespaces.iter().map(String::as_str),
+                            &args.namespace,
+                        ),
+                        None if args.single_tenant => bridge_mount::TargetNamespaces::new(
+                            ["*"],
+                            args.mount_excluded_namespaces.iter().map(String::as_str),
+                            &args.namespace,
+                        ),
+                        None => bridge_mount::TargetNamespaces::unset(),
+                    },
+                    guard: bridge_mount::GuardSettings {
+                        single_tenant: args.single_tenant,
+                        mount_policy: args.mount_admission_policy,
+                        bridge_policy: args.bridge_admission_policy,
+                    },
                     operator_namespace: args.namespace,
                     carrier_image: args.carrier_image,
                     missing_grace_period: Duration::from_secs(args.missing_grace_period),
@@ -361,12 +411,14 @@ async fn main() -> anyhow::Result<ExitCode> {
         }
         Command::TerminateMounts {
             kubeconfig,
+            namespace,
             watch_namespace,
             timeout,
         } => {
             let client = client(kubeconfig, false).await?;
             bridge_mount::terminate::terminate_all(
                 client,
+                &namespace,
                 watch_namespace.as_deref(),
                 Duration::from_secs(timeout),
                 |line| println!("{line}"),

@@ -61,6 +61,8 @@ impl BenchOperator {
         let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
         let mut child = Command::new(&binary)
             .arg("run")
+            // The test bed is one tenant's: no admission policy to wait for.
+            .arg("--single-tenant")
             .args(args)
             .arg("--kubeconfig")
             .arg(kubeconfig_path())

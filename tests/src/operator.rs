@@ -25,8 +25,8 @@ pub struct Operator {
 impl Operator {
     /// Starts `binary run` with operator namespace `namespace`, serving the
     /// mounts of `namespace` only (tests run in parallel, each with its own
-    /// operator), the bundled providers and a module cache shared by the test
-    /// run; `extra` are further flags.
+    /// operator), single-tenant, the bundled providers and a module cache
+    /// shared by the test run; `extra` are further flags.
     pub fn start(binary: &Path, namespace: &str, extra: &[&str]) -> anyhow::Result<Self> {
         let providers = providers::bundled_providers_dir()?;
         Self::start_with_providers(binary, namespace, &providers, extra)
@@ -81,6 +81,9 @@ impl Operator {
             // Tests run operators side by side: each on a free port.
             "--metrics-addr".into(),
             "127.0.0.1:0".into(),
+            // No admission policy guards the test bed's mounts (a test that
+            // wants one passes `--single-tenant=false` after this).
+            "--single-tenant".into(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
         let logs = providers::target_dir().join("operator-logs");

@@ -27,8 +27,10 @@ use super::{
 };
 use crate::{
     bridge_mount::{
+        admitted::{Admissions, Admitted},
         controller::WatchScope,
         crd::{GefyraBridge, GefyraBridgeMount},
+        guard::{Guard, Guarded},
         state::State as MountState,
         status::gefyra_timestamp,
     },
@@ -81,6 +83,8 @@ struct Context {
     client: Client,
     book: Arc<Book>,
     registry: Arc<Registry>,
+    guard: Arc<Guard>,
+    admissions: Arc<Admissions>,
     recorder: Recorder,
     bridges: Store<GefyraBridge>,
 }
@@ -88,9 +92,12 @@ struct Context {
 /// Runs the controller until `shutdown` completes; a cluster without the
 /// GefyraBridge CRD has no bridges to report, and the controller says so
 /// and stops.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     client: Client,
     registry: Arc<Registry>,
+    guard: Arc<Guard>,
+    admissions: Arc<Admissions>,
     book: Arc<Book>,
     changed: UnboundedReceiver<ObjectRef<GefyraBridge>>,
     recorder: Recorder,
@@ -116,10 +123,13 @@ pub async fn run(
     }
     let controller = Controller::new(bridges, watch_config()).trigger_backoff(watch_backoff());
     let store = controller.store();
+    let changes = guard.changes();
     let ctx = Arc::new(Context {
         client,
         book,
         registry,
+        guard,
+        admissions,
         recorder,
         bridges: store.clone(),
     });
@@ -128,6 +138,7 @@ pub async fn run(
             bridges_of(&store, &mount)
         })
         .reconcile_on(changed)
+        .reconcile_all_on(changes)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|outcome| async move {
@@ -173,6 +184,9 @@ async fn reconcile(bridge: Arc<GefyraBridge>, ctx: Arc<Context>) -> Result<Actio
 }
 
 async fn verdict(bridge: &GefyraBridge, ctx: &Context) -> Result<Verdict, Error> {
+    if let Err(why) = ctx.guard.check(Guarded::Bridges).await {
+        return Ok(Verdict::new(BridgeState::Error, why));
+    }
     let ns = bridge.namespace().unwrap_or_default();
     let Some(mount_name) = bridge.labels().get(MOUNT_LABEL).filter(|m| !m.is_empty()) else {
         return Ok(Verdict::new(
@@ -191,7 +205,12 @@ async fn verdict(bridge: &GefyraBridge, ctx: &Context) -> Result<Verdict, Error>
             ),
         ));
     };
-    let provider = mount.provider_name();
+    // What the mount was admitted for, or (not yet admitted) what it asks.
+    let request = match ctx.admissions.of(&mount.uid().unwrap_or_default()).await? {
+        Some(admitted) => admitted,
+        None => Admitted::of(&mount),
+    };
+    let provider = request.provider.as_str();
     if let Some(module) = ctx.registry.provider(provider)
         && !module.renders_bridges()
     {
@@ -213,8 +232,8 @@ async fn verdict(bridge: &GefyraBridge, ctx: &Context) -> Result<Verdict, Error>
         // The store has not seen it yet.
         siblings.into_iter().chain([bridge.clone()]).collect()
     };
-    let ports = lookup::container_ports(&ctx.client, &mount).await;
-    let judged = lookup::judge_all(&mount, &siblings, ports.as_deref());
+    let ports = lookup::container_ports(&ctx.client, &request).await;
+    let judged = lookup::judge_all(&mount, &request, &siblings, ports.as_deref());
     let Some((_, judgement)) = judged.into_iter().find(|(n, _)| *n == bridge.name_any()) else {
         return Ok(Verdict::new(BridgeState::Requested, "being judged"));
     };

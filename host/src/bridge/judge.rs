@@ -19,9 +19,12 @@ pub const MAX_RULES: usize = 1000;
 /// Most matches one rule may hold.
 pub const MAX_MATCHES: usize = 64;
 
-/// What a bridge is judged against: the mount it names.
+/// What a bridge is judged against: the mount it names, as the operator
+/// admitted it.
 pub struct MountView<'a> {
     pub name: &'a str,
+    /// Where the mount's target lives: a bridge must say the same.
+    pub target_namespace: &'a str,
     pub target_container: &'a str,
     /// The ports the mount's target container declares; `None` when the
     /// target cannot be read right now (the ports are then not checked).
@@ -48,6 +51,25 @@ pub fn judge(bridge: &GefyraBridge, mount: &MountView<'_>) -> Result<Bridge, Str
             "target: `{target}` is not the mount `{}` of label gefyra.dev/bridge-mount; \
              set target to the mount's name",
             mount.name
+        ));
+    }
+    // The admission policy judged its creator's rights in the namespace the
+    // bridge names (its own when it names none); that must be where the
+    // requests it takes come from.
+    let claimed = fields
+        .target_namespace
+        .as_deref()
+        .filter(|ns| !ns.is_empty())
+        .map_or_else(
+            || bridge.metadata.namespace.clone().unwrap_or_default(),
+            str::to_string,
+        );
+    if claimed != mount.target_namespace {
+        return Err(format!(
+            "targetNamespace: `{claimed}` is not the namespace `{}` of the mount's target; \
+             set targetNamespace to `{}` (the admission policy judges the rights of a bridge's \
+             creator there)",
+            mount.target_namespace, mount.target_namespace
         ));
     }
     if let Some(container) = fields.target_container.as_deref().filter(|c| !c.is_empty())
@@ -367,6 +389,7 @@ mod tests {
     fn view(ports: &[u16]) -> MountView<'_> {
         MountView {
             name: "bridgemount-a",
+            target_namespace: "default",
             target_container: "nginx",
             container_ports: Some(ports),
         }
@@ -452,6 +475,14 @@ mod tests {
                 "targetContainer: `app`",
             ),
             (
+                serde_json::json!({"targetNamespace": "bank"}),
+                "targetNamespace: `bank` is not the namespace `default` of the mount's target",
+            ),
+            (
+                serde_json::json!({"targetNamespace": null}),
+                "targetNamespace: `gefyra` is not the namespace `default`",
+            ),
+            (
                 serde_json::json!({"provider": "carrier"}),
                 "set provider: carrier2",
             ),
@@ -515,6 +546,7 @@ mod tests {
             "providerParameter": {"rules": [{"match": [{"matchPath": {"path": "/b"}}]}]}}));
         let view = MountView {
             name: "bridgemount-a",
+            target_namespace: "default",
             target_container: "nginx",
             container_ports: None,
         };

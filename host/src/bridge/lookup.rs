@@ -13,7 +13,10 @@ use pontoon_provider_sdk::{Target, TargetKind};
 
 use super::judge::{self, MountView};
 use crate::{
-    bridge_mount::crd::{GefyraBridge, GefyraBridgeMount},
+    bridge_mount::{
+        admitted::Admitted,
+        crd::{GefyraBridge, GefyraBridgeMount},
+    },
     plugins::bindings::provider_bridges::Bridge,
 };
 
@@ -69,14 +72,14 @@ pub fn labelled_in(
     store.state_filter(|b| b.namespace() == ns && b.labels().get(MOUNT_LABEL) == Some(&name))
 }
 
-/// The ports the mount's target container declares; `None` when the target
-/// (or the container) cannot be read now.
-pub async fn container_ports(client: &Client, mount: &GefyraBridgeMount) -> Option<Vec<u16>> {
-    let target = Target::parse(mount.fields.target.as_deref()?).ok()?;
-    let ns = mount.target_namespace();
+/// The ports the target container of `request` declares; `None` when the
+/// target (or the container) cannot be read now.
+pub async fn container_ports(client: &Client, request: &Admitted) -> Option<Vec<u16>> {
+    let target = Target::parse(&request.target).ok()?;
+    let ns = request.target_namespace.as_str();
     let spec: PodSpec = match target.kind {
         TargetKind::Deployment => {
-            Api::<Deployment>::namespaced(client.clone(), &ns)
+            Api::<Deployment>::namespaced(client.clone(), ns)
                 .get_opt(&target.name)
                 .await
                 .ok()??
@@ -85,7 +88,7 @@ pub async fn container_ports(client: &Client, mount: &GefyraBridgeMount) -> Opti
                 .spec?
         }
         TargetKind::StatefulSet => {
-            Api::<StatefulSet>::namespaced(client.clone(), &ns)
+            Api::<StatefulSet>::namespaced(client.clone(), ns)
                 .get_opt(&target.name)
                 .await
                 .ok()??
@@ -94,14 +97,14 @@ pub async fn container_ports(client: &Client, mount: &GefyraBridgeMount) -> Opti
                 .spec?
         }
         TargetKind::Pod => {
-            Api::<Pod>::namespaced(client.clone(), &ns)
+            Api::<Pod>::namespaced(client.clone(), ns)
                 .get_opt(&target.name)
                 .await
                 .ok()??
                 .spec?
         }
     };
-    let wanted = mount.fields.target_container.as_deref()?;
+    let wanted = request.target_container.as_str();
     let container: &Container = spec.containers.iter().find(|c| c.name == wanted)?;
     Some(
         container
@@ -113,17 +116,19 @@ pub async fn container_ports(client: &Client, mount: &GefyraBridgeMount) -> Opti
     )
 }
 
-/// Every bridge of the mount with its judgement (duplicates refused), in
-/// name order.
+/// Every bridge of the mount (admitted for `request`) with its judgement
+/// (duplicates refused), in name order.
 pub fn judge_all(
     mount: &GefyraBridgeMount,
+    request: &Admitted,
     bridges: &[GefyraBridge],
     container_ports: Option<&[u16]>,
 ) -> Vec<(String, Result<Bridge, String>)> {
     let name = mount.name_any();
     let view = MountView {
         name: &name,
-        target_container: mount.fields.target_container.as_deref().unwrap_or_default(),
+        target_namespace: &request.target_namespace,
+        target_container: &request.target_container,
         container_ports,
     };
     let mut judged: Vec<(String, Result<Bridge, String>)> = bridges
@@ -151,11 +156,13 @@ pub fn judge_all(
     judged
 }
 
-/// The mount's bridges to render: the valid ones, in name order.
+/// The mount's bridges to render (the mount admitted for `request`): the
+/// valid ones, in name order.
 pub async fn valid_bridges(
     client: &Client,
     seen: &Store<GefyraBridge>,
     mount: &GefyraBridgeMount,
+    request: &Admitted,
 ) -> Result<Vec<Bridge>, kube::Error> {
     let bridges = match seen_bridges_of(seen, mount) {
         Some(bridges) => bridges,
@@ -164,8 +171,8 @@ pub async fn valid_bridges(
     if bridges.is_empty() {
         return Ok(Vec::new());
     }
-    let ports = container_ports(client, mount).await;
-    Ok(judge_all(mount, &bridges, ports.as_deref())
+    let ports = container_ports(client, request).await;
+    Ok(judge_all(mount, request, &bridges, ports.as_deref())
         .into_iter()
         .filter_map(|(_, verdict)| verdict.ok())
         .collect())

@@ -9,7 +9,9 @@ use kube::{
 };
 
 use super::{
+    admitted::Admissions,
     crd::{GefyraBridge, GefyraBridgeMount},
+    guard::Guard,
     seen_whole::SeenWhole,
     settings::MountSettings,
     uninstalled::Uninstalled,
@@ -43,4 +45,8 @@ pub struct Context {
     pub uninstalled: Uninstalled,
     /// What providers noted for each mount between calls (the `notes` import).
     pub notes: Arc<Notes>,
+    /// What the operator admitted each mount for.
+    pub admissions: Arc<Admissions>,
+    /// Whether the cluster judges mounts and bridges at admission.
+    pub guard: Arc<Guard>,
 }

@@ -24,8 +24,10 @@ use kube::{
 use pontoon_provider_sdk::Target;
 
 use super::{
+    admitted::Admissions,
     context::Context,
     crd::{GefyraBridge, GefyraBridgeMount},
+    guard::Guard,
     reconcile::{Error, Reconcile},
     settings::MountSettings,
     state::State,
@@ -91,6 +93,13 @@ pub async fn run(
     let (bridges_seen, bridges_writer) = kube::runtime::reflector::store();
     let (book, changed) = Book::new();
     let book = Arc::new(book);
+    let guard = Guard::watch(client.clone(), settings.guard.clone());
+    let admissions = Admissions::new(client.clone(), &settings.operator_namespace);
+    prune_records(
+        admissions.clone(),
+        store.clone(),
+        scope.watch_namespace.clone(),
+    );
     let ctx = Arc::new(Context {
         client: client.clone(),
         registry: registry.clone(),
@@ -105,11 +114,15 @@ pub async fn run(
         seen_whole: Default::default(),
         uninstalled: Default::default(),
         notes: Arc::default(),
+        admissions: admissions.clone(),
+        guard: guard.clone(),
     });
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
     let bridges = crate::bridge::controller::run(
         client.clone(),
         registry,
+        guard.clone(),
+        admissions,
         book,
         changed,
         recorder,
@@ -137,6 +150,9 @@ pub async fn run(
             let mount = bridge.labels().get(MOUNT_LABEL)?;
             Some(ObjectRef::new(mount).within(&bridge.namespace()?))
         })
+        // Policies that came (or went) decide anew for the mounts that
+        // waited for them.
+        .reconcile_all_on(guard.changes())
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|outcome| async move {
@@ -154,6 +170,31 @@ pub async fn run(
     let ((), bridges) = tokio::join!(mounts, bridges);
     tracing::info!("bridge-mount controller stopped");
     bridges
+}
+
+/// Once every mount is listed: deletes the admission records of mounts
+/// that are gone (a finalizer removed by hand takes a mount away without
+/// its cleanup). Only the records of the namespaces it watches: another's
+/// are not its to judge.
+fn prune_records(
+    admissions: Arc<Admissions>,
+    mounts: Store<GefyraBridgeMount>,
+    namespace: Option<String>,
+) {
+    tokio::spawn(async move {
+        if mounts.wait_until_ready().await.is_err() {
+            return;
+        }
+        let live = mounts.state().iter().filter_map(|m| m.uid()).collect();
+        match admissions.prune(&live, namespace.as_deref()).await {
+            Ok(0) => {}
+            Ok(pruned) => tracing::info!(
+                pruned,
+                "deleted the admission records of mounts that are gone"
+            ),
+            Err(err) => tracing::warn!(error = %err, "cannot prune admission records"),
+        }
+    });
 }
 
 /// The readiness part this controller reports (`/readyz`).

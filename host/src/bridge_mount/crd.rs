@@ -130,22 +130,10 @@ impl GefyraBridgeMount {
             .unwrap_or_default()
     }
 
-    /// The mount as its provider sees it.
+    /// The mount as its provider sees it, asking for what its fields say
+    /// now (the reconcile uses what was admitted instead).
     pub fn provider_request(&self, settings: &MountSettings) -> Mount {
-        let fields = &self.fields;
-        Mount {
-            name: self.name_any(),
-            namespace: self.namespace().unwrap_or_default(),
-            uid: self.uid().unwrap_or_default(),
-            target: fields.target.clone().unwrap_or_default(),
-            target_namespace: self.target_namespace(),
-            target_container: fields.target_container.clone().unwrap_or_default(),
-            parameters: fields
-                .provider_parameter
-                .as_ref()
-                .map(|p| serde_json::Value::Object(p.clone()).to_string()),
-            settings: settings.for_provider(),
-        }
+        super::admitted::Admitted::of(self).mount(self, settings)
     }
 }
 
@@ -155,20 +143,20 @@ impl GefyraBridgeMount {
 pub struct BridgeMountFields {
     /// Namespace of the target workload (default: the mount's own namespace).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("x-kubernetes-validations" = immutable("targetNamespace")), length(max = 63))]
+    #[schemars(length(max = 63))]
     pub target_namespace: Option<String>,
     /// The workload to intercept: `deploy/NAME`, `sts/NAME`, `pod/NAME` (or their long forms), or `NAME` for a Deployment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     // `statefulsets/` and a 253-character name fit.
-    #[schemars(extend("x-kubernetes-validations" = immutable("target")), length(max = 320))]
+    #[schemars(length(max = 320))]
     pub target: Option<String>,
     /// The container of the target's pods that Carrier2 replaces.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("x-kubernetes-validations" = immutable("targetContainer")), length(max = 63))]
+    #[schemars(length(max = 63))]
     pub target_container: Option<String>,
     /// Name of the provider module serving the mount (`carrier2mount`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("x-kubernetes-validations" = immutable("provider")), length(max = 253))]
+    #[schemars(length(max = 253))]
     pub provider: Option<String>,
     /// Provider-specific parameters (for carrier2mount: TLS settings).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -294,13 +282,34 @@ fn preserved_object(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true })
 }
 
-/// A CEL rule refusing changes of a field once set: a mount cannot move to
-/// another target (the old one would never be restored); delete and recreate.
-fn immutable(field: &str) -> serde_json::Value {
-    serde_json::json!([{
-        "rule": "self == oldSelf",
-        "message": format!("{field} cannot be changed; delete the mount and create a new one"),
-    }])
+/// The fields that say what a mount asks for: judged once, at creation
+/// (the admission policy, the operator's own admission), so none may be
+/// added, changed or removed afterwards.
+pub const FIXED_FIELDS: [&str; 4] = ["targetNamespace", "target", "targetContainer", "provider"];
+
+/// CEL rules on the whole object refusing any change of a [`FIXED_FIELDS`]
+/// field, from absent to present included. A rule on the field itself
+/// (`self == oldSelf`) is not evaluated when the old object lacks the
+/// field, which let a mount created without `targetNamespace` be pointed at
+/// another namespace afterwards; at the root both sides always exist.
+fn fixed_after_creation() -> serde_json::Value {
+    FIXED_FIELDS
+        .iter()
+        .map(|field| {
+            serde_json::json!({
+                "rule": format!(
+                    "has(self.{field}) == has(oldSelf.{field}) && \
+                     (!has(self.{field}) || self.{field} == oldSelf.{field})"
+                ),
+                "message": format!(
+                    "{field} cannot be added, changed or removed once the mount exists (it was \
+                     judged when the mount was created); delete the mount and create a new one"
+                ),
+                "reason": "FieldValueForbidden",
+                "fieldPath": format!(".{field}"),
+            })
+        })
+        .collect()
 }
 
 macro_rules! gefyra_resource {
@@ -370,7 +379,9 @@ gefyra_resource!(
 
 /// The schema of `T`'s fields as a CRD needs it (inline, structural, no `$schema`),
 /// the way kube's derive makes it.
-fn fields_schema<T: JsonSchema>() -> Result<JSONSchemaProps, serde_json::Error> {
+fn fields_schema<T: JsonSchema>(
+    root_rules: Option<serde_json::Value>,
+) -> Result<JSONSchemaProps, serde_json::Error> {
     let generator = schemars::generate::SchemaSettings::openapi3()
         .with(|s| {
             s.inline_subschemas = true;
@@ -390,6 +401,9 @@ fn fields_schema<T: JsonSchema>() -> Result<JSONSchemaProps, serde_json::Error> 
             properties.insert("apiVersion".into(), serde_json::json!({ "type": "string" }));
             properties.insert("kind".into(), serde_json::json!({ "type": "string" }));
             properties.insert("metadata".into(), serde_json::json!({ "type": "object" }));
+        }
+        if let Some(rules) = root_rules {
+            object.insert("x-kubernetes-validations".into(), rules);
         }
     }
     serde_json::from_value(schema)
@@ -447,7 +461,7 @@ fn definition<K: Resource<DynamicType = ()>>(
 pub fn bridge_mount_crd() -> Result<CustomResourceDefinition, serde_json::Error> {
     Ok(definition::<GefyraBridgeMount>(
         &["gbridgemount", "gbridgemounts"],
-        fields_schema::<BridgeMountFields>()?,
+        fields_schema::<BridgeMountFields>(Some(fixed_after_creation()))?,
         vec![
             column("State", ".state", "string"),
             column("Target", ".target", "string"),
@@ -462,7 +476,7 @@ pub fn bridge_mount_crd() -> Result<CustomResourceDefinition, serde_json::Error>
 pub fn bridge_crd() -> Result<CustomResourceDefinition, serde_json::Error> {
     Ok(definition::<GefyraBridge>(
         &["gbridge", "gbridges"],
-        fields_schema::<BridgeFields>()?,
+        fields_schema::<BridgeFields>(None)?,
         vec![
             column("State", ".state", "string"),
             column(
@@ -629,6 +643,7 @@ mod tests {
             missing_grace_period: Duration::from_secs(300),
             reconcile_interval: Duration::from_secs(60),
             target_namespaces: Default::default(),
+            guard: Default::default(),
         };
         let request = mount.provider_request(&settings);
         assert_eq!(request.name, "web-mount");

@@ -2,9 +2,12 @@
 //! format, the lifecycle state machine, and the controller that drives a
 //! mount through it by calling its provider module.
 
+pub mod admitted;
 pub mod context;
 pub mod controller;
 pub mod crd;
+pub mod guard;
+pub mod holders;
 mod moments;
 pub mod namespaces;
 pub mod reason;
@@ -18,5 +21,6 @@ pub mod uninstalled;
 
 pub use context::Context;
 pub use crd::{DEFAULT_PROVIDER, GefyraBridge, GefyraBridgeMount};
+pub use guard::GuardSettings;
 pub use namespaces::TargetNamespaces;
 pub use settings::{MountSettings, RESTORE_CONFIG_MAP};

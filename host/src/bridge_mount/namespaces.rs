@@ -13,6 +13,9 @@ pub struct TargetNamespaces {
     /// `None`: every namespace (but the excluded ones).
     allowed: Option<BTreeSet<String>>,
     excluded: BTreeSet<String>,
+    /// No list was given (and the cluster is not single-tenant): no
+    /// namespace, and the refusal says which flag gives one.
+    unset: bool,
 }
 
 impl Default for TargetNamespaces {
@@ -22,6 +25,7 @@ impl Default for TargetNamespaces {
         Self {
             allowed: None,
             excluded: ["kube-system".to_string()].into(),
+            unset: false,
         }
     }
 }
@@ -54,6 +58,18 @@ impl TargetNamespaces {
         Self {
             allowed: (!allowed.is_empty() && !allowed.contains("*")).then_some(allowed),
             excluded,
+            unset: false,
+        }
+    }
+
+    /// No namespace: what an operator of a shared cluster allows when its
+    /// administrator named none (`--mount-namespaces` has a default, every
+    /// namespace, only with `--single-tenant`).
+    pub fn unset() -> Self {
+        Self {
+            allowed: Some(BTreeSet::new()),
+            excluded: BTreeSet::new(),
+            unset: true,
         }
     }
 
@@ -65,6 +81,13 @@ impl TargetNamespaces {
             .is_none_or(|allowed| allowed.contains(namespace));
         if listed && !self.excluded.contains(namespace) {
             return Ok(());
+        }
+        if self.unset {
+            return Err(format!(
+                "mounts may not target namespace `{namespace}`: the operator was given no list \
+                 of namespaces mounts may target (--mount-namespaces, Helm value \
+                 mounts.targetNamespaces), and without --single-tenant it allows none by default"
+            ));
         }
         Err(format!(
             "mounts may not target namespace `{namespace}`: the operator lets them target {self}; \
@@ -138,6 +161,17 @@ mod tests {
                 .permit("ops")
                 .unwrap_err()
                 .contains("target no namespace;")
+        );
+    }
+
+    #[test]
+    fn without_a_list_a_shared_clusters_operator_allows_none_and_says_which_flag() {
+        let refusal = TargetNamespaces::unset().permit("shop").unwrap_err();
+        assert!(
+            refusal.contains("was given no list")
+                && refusal.contains("--mount-namespaces")
+                && refusal.contains("--single-tenant"),
+            "{refusal}"
         );
     }
 }

@@ -26,6 +26,11 @@ pub enum Reason {
     DuplicateMount,
     ProviderFailed,
     NamespaceNotAllowed,
+    Unguarded,
+    AdmissionClosed,
+    // The `Admitted` condition.
+    Admitted,
+    Drifted,
     // What holds a mount up without moving it.
     TransitionNotAllowed,
     UnknownState,
@@ -47,7 +52,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const ALL: [Reason; 27] = [
+    pub const ALL: [Reason; 31] = [
         Reason::Requested,
         Reason::Preparing,
         Reason::Installing,
@@ -61,6 +66,10 @@ impl Reason {
         Reason::DuplicateMount,
         Reason::ProviderFailed,
         Reason::NamespaceNotAllowed,
+        Reason::Unguarded,
+        Reason::AdmissionClosed,
+        Reason::Admitted,
+        Reason::Drifted,
         Reason::TransitionNotAllowed,
         Reason::UnknownState,
         Reason::UninstallFailed,
@@ -93,6 +102,10 @@ impl Reason {
             Reason::DuplicateMount => "DuplicateMount",
             Reason::ProviderFailed => "ProviderFailed",
             Reason::NamespaceNotAllowed => "NamespaceNotAllowed",
+            Reason::Unguarded => "Unguarded",
+            Reason::AdmissionClosed => "AdmissionClosed",
+            Reason::Admitted => "Admitted",
+            Reason::Drifted => "Drifted",
             Reason::TransitionNotAllowed => "TransitionNotAllowed",
             Reason::UnknownState => "UnknownState",
             Reason::UninstallFailed => "UninstallFailed",

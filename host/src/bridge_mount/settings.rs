@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::namespaces::TargetNamespaces;
+use super::{guard::GuardSettings, namespaces::TargetNamespaces};
 use crate::plugins::bindings::Settings as ProviderSettings;
 
 /// Name of the ConfigMap (in the operator namespace) holding the original
@@ -22,6 +22,9 @@ pub struct MountSettings {
     pub reconcile_interval: Duration,
     /// Where mounts may reach (`--mount-namespaces`).
     pub target_namespaces: TargetNamespaces,
+    /// Which admission policies must judge mounts and bridges, or none
+    /// (`--single-tenant`).
+    pub guard: GuardSettings,
 }
 
 impl MountSettings {

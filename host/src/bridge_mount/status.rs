@@ -12,6 +12,10 @@ pub const READY: &str = "Ready";
 /// True once the provider's uninstall completed (the target is restored);
 /// False while the provider's work is (being) put in place.
 pub const UNINSTALLED: &str = "Uninstalled";
+/// True once the operator admitted the mount, saying for what; False when
+/// its fields no longer say what was admitted (the operator keeps serving
+/// what it admitted).
+pub const ADMITTED: &str = "Admitted";
 
 /// A timestamp as Gefyra writes it in `stateTransitions`: UTC, microseconds, `Z`.
 pub fn gefyra_timestamp(at: Timestamp) -> String {

@@ -23,6 +23,7 @@ use k8s_openapi::{
         apps::v1::Deployment,
         core::v1::{ConfigMap, Secret, Service},
     },
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
     jiff::Timestamp,
 };
 use kube::{
@@ -654,6 +655,17 @@ async fn apply_children(
         service: stored_service.as_deref(),
     };
     let plan = apply_plan::plan(&desired, &shown, last.as_ref(), Instant::now());
+    if let Some(blocked) = blocked(gateway, ctx, &plan, &shown, certificates.is_some()).await? {
+        publish(
+            ctx,
+            gateway,
+            EventType::Warning,
+            "DataPlaneBlocked",
+            blocked.clone(),
+        )
+        .await;
+        return Ok(Served::pending(blocked));
+    }
     tracing::debug!(
         gateway = %key,
         config_stale = plan.config,
@@ -734,6 +746,83 @@ async fn apply_children(
         recheck: plan.recheck,
         ..serving(ctx, gateway, &deployment, &service, &hash)
     })
+}
+
+/// Why the children `plan` writes may not be written, if they may not: an
+/// object of a child's name that is not the Gateway's (a child the stores
+/// do not show is looked up), or `infrastructure.labels` that would put the
+/// data plane's pods behind another Service.
+async fn blocked(
+    gateway: &Gateway,
+    ctx: &GatewayContext,
+    plan: &apply_plan::Plan,
+    shown: &Shown<'_>,
+    certificates: bool,
+) -> Result<Option<String>, Error> {
+    let lured = children::services_lured(gateway, ctx.stores.services.state().iter().map(|s| &**s));
+    if !lured.is_empty() {
+        return Ok(Some(format!(
+            "infrastructure.labels would put the data plane's pods behind Service(s) {} of \
+             namespace `{}`, whose selector they would then match: choose labels no other \
+             Service selects",
+            lured.join(", "),
+            gateway.namespace().unwrap_or_default()
+        )));
+    }
+    let namespace = gateway.namespace().unwrap_or_default();
+    let name = children::name(gateway);
+    let foreign = |kind: &str, child: &str, meta: Option<&ObjectMeta>| {
+        meta.filter(|m| !children::owned_by(m, gateway))
+            .map(|_| children::not_ours(kind, &namespace, child, gateway))
+    };
+    // What the stores show is the cluster, as far as they see it: the
+    // Service store sees every Service; the ConfigMap and Deployment stores
+    // see only objects labelled as data planes, so a child they do not show
+    // may be someone's unlabelled object, and is read.
+    if plan.service
+        && let Some(why) = foreign("Service", &name, shown.service.map(|s| &s.metadata))
+    {
+        return Ok(Some(why));
+    }
+    let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
+    let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+    let certificates_name = children::certificates_name(gateway);
+    let (config_map, deployment, secret) = tokio::try_join!(
+        async {
+            match (plan.config, shown.config_map) {
+                (false, _) => Ok(None),
+                (true, Some(meta)) => Ok(Some(meta.clone())),
+                (true, None) => config_maps
+                    .get_metadata_opt(&name)
+                    .await
+                    .map(|m| m.map(|m| m.metadata)),
+            }
+        },
+        async {
+            match (plan.deployment, shown.deployment) {
+                (false, _) => Ok(None),
+                (true, Some(d)) => Ok(Some(d.metadata.clone())),
+                (true, None) => deployments
+                    .get_metadata_opt(&name)
+                    .await
+                    .map(|m| m.map(|m| m.metadata)),
+            }
+        },
+        async {
+            if plan.config && certificates {
+                secrets
+                    .get_metadata_opt(&certificates_name)
+                    .await
+                    .map(|m| m.map(|m| m.metadata))
+            } else {
+                Ok(None)
+            }
+        },
+    )?;
+    Ok(foreign("ConfigMap", &name, config_map.as_ref())
+        .or_else(|| foreign("Deployment", &name, deployment.as_ref()))
+        .or_else(|| foreign("Secret", &certificates_name, secret.as_ref())))
 }
 
 /// Whether the data plane serves: an available pod, with this config or

@@ -111,8 +111,27 @@ impl Grants {
     pub fn read(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("cannot read the grants file {}: {e}", path.display()))?;
-        yaml_serde::from_str(&text)
-            .map_err(|e| anyhow::anyhow!("the grants file {} is not valid: {e}", path.display()))
+        let grants: Self = yaml_serde::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("the grants file {} is not valid: {e}", path.display()))?;
+        let problems: Vec<String> = grants
+            .0
+            .iter()
+            .flat_map(|(module, grants)| {
+                grants
+                    .iter()
+                    .flat_map(|g| g.names.iter())
+                    .filter_map(move |n| {
+                        super::scope::name_problem(n).map(|p| format!("{module}: {p}"))
+                    })
+            })
+            .collect();
+        anyhow::ensure!(
+            problems.is_empty(),
+            "the grants file {} names objects no grant can be held to: {}",
+            path.display(),
+            problems.join("; ")
+        );
+        Ok(grants)
     }
 
     /// `Ok` if `module` may declare `scope`; else every declared capability

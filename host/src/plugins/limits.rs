@@ -50,6 +50,9 @@ pub struct CallLimiter {
     pub(super) deadline_exceeded: bool,
     /// The most linear memory the instance has had (all its memories).
     pub(super) peak_bytes: usize,
+    /// What the host holds for the call: data the cluster returned (exec
+    /// output, list results) on its way into the guest.
+    pub(super) host_bytes: usize,
     /// What a provider call holds of the shared budget; `None` for calls
     /// outside it (filters, loading).
     pub(super) account: Option<Account>,
@@ -63,8 +66,50 @@ impl CallLimiter {
             memory_exceeded: false,
             deadline_exceeded: false,
             peak_bytes: 0,
+            host_bytes: 0,
             account: None,
         }
+    }
+
+    /// Counts `bytes` the host holds for the call (`what`, for the message)
+    /// against its memory limit and takes them from the shared budget, as
+    /// the guest's own memory is, until the call ends. `Err` when they do
+    /// not fit the call's limit, or the budget has no room before the
+    /// call's deadline.
+    pub async fn hold_host(
+        &mut self,
+        bytes: usize,
+        what: impl FnOnce() -> String,
+    ) -> Result<(), String> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let total = self.peak_bytes + self.host_bytes + bytes;
+        if total > self.memory_bytes {
+            self.memory_exceeded = true;
+            return Err(format!(
+                "{} ({} KiB) does not fit the call's memory limit of {} MiB beside what it \
+                 holds already",
+                what(),
+                bytes.div_ceil(1024),
+                self.memory_bytes / (1024 * 1024)
+            ));
+        }
+        if let Some(account) = &mut self.account {
+            let deadline = tokio::time::Instant::from_std(self.deadline_at);
+            if tokio::time::timeout_at(deadline, account.take(bytes))
+                .await
+                .is_err()
+            {
+                self.deadline_exceeded = true;
+                return Err(format!(
+                    "{}: the call's deadline came while waiting for memory other calls hold",
+                    what()
+                ));
+            }
+        }
+        self.host_bytes += bytes;
+        Ok(())
     }
 
     /// Called at every epoch tick while the guest runs: keep going (after
@@ -89,7 +134,7 @@ impl ResourceLimiterAsync for CallLimiter {
         // The limit is the instance's, whatever number of memories it has.
         let more = desired.saturating_sub(current);
         let total = self.peak_bytes + more;
-        if total > self.memory_bytes {
+        if total + self.host_bytes > self.memory_bytes {
             // Trap instead of failing the grow: a guest allocator that
             // cannot grow aborts anyway, and this way the cause is known.
             self.memory_exceeded = true;
@@ -161,6 +206,30 @@ mod tests {
             128 * MIB,
             "returned when the call's store goes"
         );
+    }
+
+    #[tokio::test]
+    async fn what_the_host_holds_for_a_call_counts_like_its_memory() {
+        let budget = MemoryBudget::new(128 * MIB, 64 * MIB);
+        let mut call = limiter(&budget, Duration::from_secs(10));
+        assert!(call.memory_growing(0, 40 * MIB, None).await.unwrap());
+        call.hold_host(16 * MIB, || "a list".into()).await.unwrap();
+        assert_eq!(budget.free(), 72 * MIB, "taken from the budget");
+        let refused = call
+            .hold_host(9 * MIB, || "the output of exec in pod `web-1`".into())
+            .await
+            .unwrap_err();
+        assert!(
+            refused.starts_with("the output of exec in pod `web-1` (9216 KiB) does not fit")
+                && call.memory_exceeded,
+            "{refused}"
+        );
+        assert!(
+            call.memory_growing(40 * MIB, 49 * MIB, None).await.is_err(),
+            "the guest's growth counts what the host holds"
+        );
+        drop(call);
+        assert_eq!(budget.free(), 128 * MIB);
     }
 
     #[tokio::test]

@@ -102,6 +102,21 @@ impl ProviderModule {
         renders_bridges: bool,
     ) -> Result<Self, LoadError> {
         let metadata = sandbox.load_metadata(&path, &pre).await?;
+        let problems: Vec<String> = metadata
+            .scope
+            .iter()
+            .flat_map(|c| c.names.iter())
+            .filter_map(|n| super::scope::name_problem(n))
+            .collect();
+        if !problems.is_empty() {
+            return Err(LoadError::Metadata {
+                path,
+                reason: format!(
+                    "its scope names objects it could not be held to: {}",
+                    problems.join("; ")
+                ),
+            });
+        }
         Ok(Self {
             sandbox,
             pre,
@@ -157,7 +172,17 @@ impl ProviderModule {
             target: mount.target_namespace.clone(),
             operator: mount.settings.operator_namespace.clone(),
         };
-        Scope::resolve(&self.metadata.scope, &namespaces, &mount.name)
+        let target = pontoon_provider_sdk::Target::parse(&mount.target)
+            .map(|t| t.name)
+            .unwrap_or_default();
+        Scope::resolve(
+            &self.metadata.scope,
+            &namespaces,
+            super::scope::Placeholders {
+                mount: &mount.uid,
+                target: &target,
+            },
+        )
     }
 
     /// Instantiates the module in a fresh store and drops it: what every call

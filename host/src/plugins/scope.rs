@@ -15,9 +15,47 @@ pub struct Namespaces {
     pub operator: String,
 }
 
-/// In a capability's `names`, the mount's name: `{mount}-shadow`,
-/// `{mount}-*` (a trailing `*` matches any rest of the name).
+/// In a capability's `names`, the mount's uid: `{mount}-shadow`,
+/// `{mount}-*` (a trailing `*` matches any rest of the name). A uid, not the
+/// mount's name: mounts named alike in two namespaces, or `web` beside
+/// `web-db`, would share objects by name.
 pub const MOUNT_PLACEHOLDER: &str = "{mount}";
+/// In a capability's `names`, the name of the mount's target workload
+/// (`deploy/web`: `web`), for objects named after it (`{target}-gefyra`).
+/// Exact names only: a workload's name is no prefix only it has.
+pub const TARGET_PLACEHOLDER: &str = "{target}";
+
+/// What the placeholders of a scope stand for, for one mount.
+#[derive(Clone, Copy, Debug)]
+pub struct Placeholders<'a> {
+    /// The mount's uid.
+    pub mount: &'a str,
+    /// The name of its target workload.
+    pub target: &'a str,
+}
+
+/// Why a declared name pattern is refused at load, if it is: a placeholder
+/// followed directly by `*` (`{mount}*` for a mount `web` would match
+/// `web-db-credentials` had `{mount}` been a name), or `{target}` with any
+/// `*`.
+pub fn name_problem(pattern: &str) -> Option<String> {
+    if pattern.contains(&format!("{MOUNT_PLACEHOLDER}*")) {
+        return Some(format!(
+            "name `{pattern}`: `{MOUNT_PLACEHOLDER}` may not be followed directly by `*`; write \
+             `{MOUNT_PLACEHOLDER}-*` for the objects named after the mount"
+        ));
+    }
+    if pattern.contains(TARGET_PLACEHOLDER) && pattern.contains('*') {
+        return Some(format!(
+            "name `{pattern}`: a name with `{TARGET_PLACEHOLDER}` must be exact (no `*`): the \
+             target's name is a prefix of other workloads' names"
+        ));
+    }
+    if pattern.trim_end_matches('*').contains('*') {
+        return Some(format!("name `{pattern}`: `*` may only end a name"));
+    }
+    None
+}
 
 /// One capability with its namespace resolved.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -108,9 +146,13 @@ pub(crate) fn verb_name(verb: Verb) -> &'static str {
 }
 
 impl Scope {
-    /// Resolves a module's declared capabilities for one mount (`mount`:
-    /// its name, for [`MOUNT_PLACEHOLDER`] in names).
-    pub fn resolve(capabilities: &[Capability], namespaces: &Namespaces, mount: &str) -> Self {
+    /// Resolves a module's declared capabilities for one mount (its uid and
+    /// target's name for the placeholders in names).
+    pub fn resolve(
+        capabilities: &[Capability],
+        namespaces: &Namespaces,
+        placeholders: Placeholders<'_>,
+    ) -> Self {
         let rules = capabilities
             .iter()
             .map(|c| Rule {
@@ -124,7 +166,17 @@ impl Scope {
                 names: c
                     .names
                     .iter()
-                    .map(|n| n.replace(MOUNT_PLACEHOLDER, mount))
+                    // Without a target, `{target}` stays as written: no
+                    // object can have a name with braces. (Dropping the name
+                    // would leave the rule without names: any name.)
+                    .map(|n| {
+                        let n = n.replace(MOUNT_PLACEHOLDER, placeholders.mount);
+                        if placeholders.target.is_empty() {
+                            n
+                        } else {
+                            n.replace(TARGET_PLACEHOLDER, placeholders.target)
+                        }
+                    })
                     .collect(),
             })
             .collect();
@@ -247,7 +299,10 @@ pub(super) mod tests {
                 target: "shop".into(),
                 operator: "pontoon".into(),
             },
-            "web-mount",
+            Placeholders {
+                mount: "u-1",
+                target: "web",
+            },
         )
     }
 
@@ -386,7 +441,10 @@ pub(super) mod tests {
                 target: "a".into(),
                 operator: "b".into(),
             },
-            "m",
+            Placeholders {
+                mount: "m",
+                target: "t",
+            },
         );
         assert!(
             s.check(&req(
@@ -405,7 +463,7 @@ pub(super) mod tests {
     }
 
     #[test]
-    fn names_can_be_the_mounts_own() {
+    fn names_can_be_the_mounts_own_by_its_uid() {
         let caps = [capability(
             "",
             &["ConfigMap"],
@@ -417,15 +475,19 @@ pub(super) mod tests {
             target: "shop".into(),
             operator: "pontoon".into(),
         };
-        let s = Scope::resolve(&caps, &namespaces, "web");
+        let web = Placeholders {
+            mount: "0c1f-77",
+            target: "web",
+        };
+        let s = Scope::resolve(&caps, &namespaces, web);
         let get = |name| s.check(&req("v1", "ConfigMap", Verb::Get, "shop", Some(name)));
-        assert!(get("web-shadow").is_ok());
-        assert!(get("web-").is_ok());
-        assert!(get("web.settings").is_ok());
-        // Another mount's objects, or a name that only starts alike.
-        assert!(get("api-shadow").is_err());
-        assert!(get("webshop").is_err());
-        assert!(get("web.settings.old").is_err());
+        assert!(get("0c1f-77-shadow").is_ok());
+        assert!(get("0c1f-77.settings").is_ok());
+        // A mount `web` no longer reaches `web-db-credentials`, nor another
+        // mount's objects.
+        assert!(get("web-db-credentials").is_err());
+        assert!(get("0c1f-770-shadow").is_err());
+        assert!(get("0c1f-77.settings.old").is_err());
         let denied = get("api-shadow").unwrap_err();
         assert!(
             denied.ends_with(
@@ -435,17 +497,105 @@ pub(super) mod tests {
             ),
             "{denied}"
         );
-        // Resolved per mount.
-        let other = Scope::resolve(&caps, &namespaces, "api");
-        assert!(
-            other
-                .check(&req("v1", "ConfigMap", Verb::Get, "shop", Some("api-x")))
-                .is_ok()
+        // Resolved per mount: a mount of the same name elsewhere has another uid.
+        let other = Scope::resolve(
+            &caps,
+            &namespaces,
+            Placeholders {
+                mount: "9a9a-01",
+                target: "web",
+            },
         );
         assert!(
             other
-                .check(&req("v1", "ConfigMap", Verb::Get, "shop", Some("web-x")))
+                .check(&req(
+                    "v1",
+                    "ConfigMap",
+                    Verb::Get,
+                    "shop",
+                    Some("0c1f-77-x")
+                ))
                 .is_err()
         );
+    }
+
+    #[test]
+    fn target_names_are_granted_exactly() {
+        let caps = [capability(
+            "apps",
+            &["Deployment"],
+            &[Verb::Get, Verb::Apply, Verb::Delete],
+            NamespaceScope::Target,
+            &["{target}-gefyra"],
+        )];
+        let namespaces = Namespaces {
+            target: "shop".into(),
+            operator: "pontoon".into(),
+        };
+        let s = Scope::resolve(
+            &caps,
+            &namespaces,
+            Placeholders {
+                mount: "u-1",
+                target: "web",
+            },
+        );
+        let apply = |name| {
+            s.check(&req(
+                "apps/v1",
+                "Deployment",
+                Verb::Apply,
+                "shop",
+                Some(name),
+            ))
+        };
+        assert!(apply("web-gefyra").is_ok());
+        assert!(apply("web").is_err(), "not the target itself");
+        assert!(apply("webshop-gefyra").is_err());
+        assert!(apply("api-gefyra").is_err());
+        let no_target = Scope::resolve(
+            &caps,
+            &namespaces,
+            Placeholders {
+                mount: "u-1",
+                target: "",
+            },
+        );
+        assert!(
+            no_target
+                .check(&req(
+                    "apps/v1",
+                    "Deployment",
+                    Verb::Apply,
+                    "shop",
+                    Some("-gefyra")
+                ))
+                .is_err(),
+            "no target: no name"
+        );
+    }
+
+    #[test]
+    fn a_placeholder_followed_by_a_wildcard_is_refused() {
+        for (pattern, says) in [
+            ("{mount}*", "may not be followed directly by `*`"),
+            ("x-{mount}*", "may not be followed directly by `*`"),
+            ("{target}-*", "must be exact"),
+            ("{target}*", "must be exact"),
+            ("a*b", "`*` may only end a name"),
+        ] {
+            let problem = name_problem(pattern).unwrap_or_default();
+            assert!(problem.contains(says), "{pattern}: {problem}");
+        }
+        for fine in [
+            "{mount}-*",
+            "{mount}",
+            "{target}-gefyra",
+            "restore",
+            "cm-*",
+            "",
+        ] {
+            assert_eq!(name_problem(fine), None, "{fine}");
+        }
     }
 }

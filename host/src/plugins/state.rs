@@ -50,6 +50,19 @@ impl CallState {
         }
     }
 
+    /// Counts data the host holds for the call against its limits (see
+    /// [`CallLimiter::hold_host`]); a refusal is the cluster call's error.
+    pub(super) async fn hold_host(
+        &mut self,
+        bytes: usize,
+        what: impl FnOnce() -> String,
+    ) -> Result<(), crate::plugins::bindings::ClusterError> {
+        self.limiter
+            .hold_host(bytes, what)
+            .await
+            .map_err(crate::plugins::bindings::ClusterError::Api)
+    }
+
     /// The last lines the guest wrote to stderr (its panic message, typically).
     pub fn stderr_tail(&self) -> String {
         let bytes = self.stderr.contents();

@@ -263,6 +263,7 @@ impl Plan<'_> {
                     "annotations": {
                         original::ANNOTATION:
                             original::annotation_value(&container.name, &current_config(container)),
+                        original::MOUNT_ANNOTATION: ctx.mount.uid,
                     },
                 },
                 "spec": { "containers": [{ "name": container.name, "image": carrier }] },
@@ -364,6 +365,7 @@ impl Plan<'_> {
         if annotate {
             let patch = json!({ "metadata": { "annotations": {
                 original::ANNOTATION: original::annotation_value(&container.name, &original),
+                original::MOUNT_ANNOTATION: ctx.mount.uid,
             } } });
             match cluster::patch::<Pod>(ns, name, PatchType::Merge, &patch) {
                 // Gone meanwhile: nothing left to keep.

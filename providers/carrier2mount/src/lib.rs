@@ -50,7 +50,7 @@ use pontoon_provider_sdk::{
     k8s_openapi::api::{
         apps::v1::{Deployment, StatefulSet},
         autoscaling::v2::HorizontalPodAutoscaler,
-        core::v1::{ConfigMap, Pod, Secret, Service},
+        core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service},
     },
 };
 
@@ -61,8 +61,8 @@ pub use restore::DEFAULT_CONFIG_MAP;
 struct Carrier2Mount;
 
 /// Exactly what the steps use: the target namespace's workloads, pods,
-/// Services, HPAs and (for TLS) Secrets; in the operator namespace the
-/// restore ConfigMap and nothing else.
+/// Services, HPAs, a shadow StatefulSet's claims and (for TLS) Secrets; in
+/// the operator namespace the restore ConfigMap and nothing else.
 pub fn scope() -> Vec<Capability> {
     use NamespaceScope::{Operator, Target};
     use Verb::*;
@@ -77,6 +77,9 @@ pub fn scope() -> Vec<Capability> {
         Capability::of::<Service>(&[Get, Apply, Delete], Target),
         Capability::of::<HorizontalPodAutoscaler>(&[List, Apply, Delete], Target),
         Capability::of::<Secret>(&[Get], Target),
+        // A shadow StatefulSet's claims: checked before it is made, and
+        // deleted (those marked as the mount's) with it.
+        Capability::of::<PersistentVolumeClaim>(&[List, Delete], Target),
         Capability::of::<ConfigMap>(&[Get, Create, Patch, Delete], Operator)
             .named(&[DEFAULT_CONFIG_MAP]),
     ]

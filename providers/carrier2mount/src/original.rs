@@ -20,6 +20,20 @@ use crate::{
 /// The annotation on a patched pod holding its container's original.
 pub const ANNOTATION: &str = "pontoon.dev/original-container";
 
+/// The annotation on a patched pod naming the uid of the mount that patched
+/// it, set and removed with [`ANNOTATION`]: the operator refuses a second
+/// mount whose target takes that pod (one mount per pod, whatever the kind
+/// of target: `deploy/web`, then `pod/web-…`).
+pub const MOUNT_ANNOTATION: &str = "pontoon.dev/mount-uid";
+
+/// Whether the pod carries either annotation of a patch.
+pub fn carries_patch_annotations(pod: &Pod) -> bool {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(ANNOTATION) || a.contains_key(MOUNT_ANNOTATION))
+}
+
 /// The annotation's value: which container, and what it ran.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Annotated {

@@ -84,6 +84,9 @@ struct Existing {
     service: Option<Value>,
     /// The HPAs of the namespace (Deployments only; others get no copy).
     hpas: Vec<Value>,
+    /// The claims of the namespace named as the shadow's would be
+    /// (StatefulSets with claim templates only).
+    claims: Vec<Value>,
 }
 
 impl Existing {
@@ -97,10 +100,12 @@ impl Existing {
         } else {
             Vec::new()
         };
+        let claims = claims_named_as_the_shadows(workload)?;
         Ok(Self {
             shadow: ctx.shadow()?,
             service,
             hpas,
+            claims,
         })
     }
 
@@ -135,11 +140,48 @@ impl Existing {
         {
             foreign.push(("HorizontalPodAutoscaler", hpa_name));
         }
+        for claim in self.claims.iter().filter(|c| !mark::is_ours(c, uid)) {
+            let name = claim.pointer("/metadata/name").and_then(Value::as_str);
+            foreign.push((
+                "PersistentVolumeClaim",
+                name.unwrap_or_default().to_string(),
+            ));
+        }
         match foreign.first() {
             None => Ok(()),
             Some((kind, name)) => Err(Error::failed(mark::not_ours(kind, name, ns, uid))),
         }
     }
+}
+
+/// The claims of the target's namespace that the shadow of a StatefulSet
+/// would use (as its controller names them, for as many replicas as the
+/// target has): any there already must be this mount's.
+fn claims_named_as_the_shadows(workload: &Workload) -> Result<Vec<Value>, Error> {
+    if workload.kind != TargetKind::StatefulSet {
+        return Ok(Vec::new());
+    }
+    let mut copy = workload.object.clone();
+    copy["metadata"]["name"] = names::shadow_workload(&workload.name).into();
+    let replicas = workload
+        .object
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    let names = shadow::claim_names(&copy, replicas);
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(
+        api::list("v1", "PersistentVolumeClaim", &workload.namespace)?
+            .into_iter()
+            .filter(|c| {
+                c.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .is_some_and(|n| names.iter().any(|m| m == n))
+            })
+            .collect(),
+    )
 }
 
 /// For a bare Pod that already runs Carrier2, the copy must run the original:
@@ -209,6 +251,7 @@ pub fn prepare(ctx: &Ctx) -> Result<Progress, Error> {
     )
     .map_err(invalid)?;
     mark::stamp(&mut copy, &ctx.mount.uid);
+    shadow::mark_volume_claims(&mut copy, &ctx.mount.uid);
     api::apply(ns, &copy)?;
     let shadow_name = names::shadow_workload(&workload.name);
     if existing.shadow.is_none() {

@@ -49,6 +49,7 @@ pub fn recently(target: &str) -> bool {
 pub fn settled(pod: &Pod, container: &str, carrier_image: &str) -> bool {
     !pods::asks_for(pod, container, carrier_image)
         && original::from_pod(pod, container, carrier_image) == original::Copy::Absent
+        && !original::carries_patch_annotations(pod)
 }
 
 #[cfg(test)]

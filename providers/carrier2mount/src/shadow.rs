@@ -165,9 +165,6 @@ pub fn workload_copy(
                 .unwrap_or_default();
             pod_labels.insert(DUPLICATION_ID_LABEL.into(), duplication_id.into());
             template_meta.insert("labels".into(), Value::Object(pod_labels));
-            if workload.kind == TargetKind::StatefulSet {
-                keep_no_volume_claims(spec);
-            }
         }
     }
     let mut metadata = fresh_metadata(
@@ -221,19 +218,46 @@ fn rewrite_selector(spec: &mut Map<String, Value>) {
     }
 }
 
-/// The claims a shadow StatefulSet makes go with it: uninstall must leave no
-/// PersistentVolumeClaims behind.
-fn keep_no_volume_claims(spec: &mut Map<String, Value>) {
-    let has_claims = spec
-        .get("volumeClaimTemplates")
+/// A shadow StatefulSet's claims, as they are named: `<template>-<shadow>-<n>`
+/// for every claim template and ordinal below `replicas`.
+pub fn claim_names(copy: &Value, replicas: i64) -> Vec<String> {
+    let shadow = copy
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    copy.pointer("/spec/volumeClaimTemplates")
         .and_then(Value::as_array)
-        .is_some_and(|claims| !claims.is_empty());
-    if has_claims {
-        spec.insert(
-            "persistentVolumeClaimRetentionPolicy".into(),
-            json!({ "whenDeleted": "Delete", "whenScaled": "Delete" }),
-        );
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.pointer("/metadata/name").and_then(Value::as_str))
+        .flat_map(|claim| (0..replicas.max(0)).map(move |n| format!("{claim}-{shadow}-{n}")))
+        .collect()
+}
+
+/// The claims of a shadow StatefulSet carry the mount's mark, and the
+/// StatefulSet controller keeps them whatever happens (Retain): with
+/// Delete it would take a claim of one of their names that a user made
+/// into the shadow and delete it with the shadow. Uninstall deletes the
+/// claims that carry the mark, and no other; `prepare` refuses a claim of
+/// one of their names that lacks it before the shadow can use it.
+pub fn mark_volume_claims(copy: &mut Value, uid: &str) {
+    let Some(spec) = copy.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let Some(templates) = spec
+        .get_mut("volumeClaimTemplates")
+        .and_then(Value::as_array_mut)
+        .filter(|t| !t.is_empty())
+    else {
+        return;
+    };
+    for template in templates.iter_mut() {
+        crate::mark::stamp(template, uid);
     }
+    spec.insert(
+        "persistentVolumeClaimRetentionPolicy".into(),
+        json!({ "whenDeleted": "Retain", "whenScaled": "Retain" }),
+    );
 }
 
 fn set_container_config(copy: &mut Value, kind: TargetKind, name: &str, original: &OriginalConfig) {
@@ -522,22 +546,39 @@ mod tests {
     }
 
     #[test]
-    fn a_statefulset_copy_deletes_its_claims_with_it() {
+    fn a_statefulset_copys_claims_are_marked_and_kept_by_its_controller() {
         let mut object = deployment();
         object["kind"] = json!("StatefulSet");
-        object["spec"]["volumeClaimTemplates"] = json!([{"metadata": {"name": "data"}}]);
+        object["spec"]["volumeClaimTemplates"] =
+            json!([{"metadata": {"name": "data"}}, {"metadata": {"name": "logs"}}]);
         let w = Workload::new(&Target::parse("sts/web").unwrap(), "shop", object);
-        let copy = workload_copy(&w, "d", None).unwrap();
+        let mut copy = workload_copy(&w, "d", None).unwrap();
+        mark_volume_claims(&mut copy, "uid-1");
         assert_eq!(
             copy["spec"]["persistentVolumeClaimRetentionPolicy"],
-            json!({"whenDeleted": "Delete", "whenScaled": "Delete"})
+            json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+            "the StatefulSet controller never adopts a claim into deletion"
         );
-        let plain = workload_copy(&web(), "d", None).unwrap();
+        for template in copy["spec"]["volumeClaimTemplates"].as_array().unwrap() {
+            assert!(crate::mark::is_ours(template, "uid-1"), "{template}");
+        }
+        assert_eq!(
+            claim_names(&copy, 2),
+            [
+                "data-web-gefyra-0",
+                "data-web-gefyra-1",
+                "logs-web-gefyra-0",
+                "logs-web-gefyra-1"
+            ]
+        );
+        let mut plain = workload_copy(&web(), "d", None).unwrap();
+        mark_volume_claims(&mut plain, "uid-1");
         assert!(
             plain["spec"]
                 .get("persistentVolumeClaimRetentionPolicy")
                 .is_none()
         );
+        assert!(claim_names(&plain, 3).is_empty());
     }
 
     #[test]

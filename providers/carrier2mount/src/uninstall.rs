@@ -137,6 +137,21 @@ fn remove_shadow(ctx: &Ctx) -> Result<(), Error> {
             );
         }
     }
+    if kind == TargetKind::StatefulSet {
+        // The shadow's claims (kept by its controller: Retain), exactly
+        // those carrying this mount's mark.
+        let selector = format!("{}={}", mark::MOUNT_LABEL, mark::value(uid));
+        for claim in cluster::raw::list("v1", "PersistentVolumeClaim", ns, &selector)? {
+            let claim: Value = serde_json::from_str(&claim).unwrap_or_default();
+            let Some(name) = claim.pointer("/metadata/name").and_then(Value::as_str) else {
+                continue;
+            };
+            if mark::is_ours(&claim, uid) {
+                let reference = api::object_ref("v1", "PersistentVolumeClaim", ns, name);
+                delete_unchanged(&reference, &claim)?;
+            }
+        }
+    }
     if kind == TargetKind::Deployment {
         for hpa in api::list("autoscaling/v2", "HorizontalPodAutoscaler", ns)? {
             if !shadow::hpa_scales(&hpa, &shadow_name)
@@ -259,7 +274,7 @@ fn restore_plan(ctx: &Ctx, workload: Option<&Workload>) -> Result<RestorePlan, E
         // What `put_back::settled` takes for nothing to do is what this
         // skips: no Carrier2 asked for and no copy of the original.
         if !pods::asks_for(&pod, container, carrier) {
-            if annotated != original::Copy::Absent {
+            if annotated != original::Copy::Absent || original::carries_patch_annotations(&pod) {
                 plan.unannotate.push(pod);
             }
             continue;
@@ -435,15 +450,13 @@ fn restore_pod(
     let image = original
         .and_then(|o| o.image.as_deref())
         .filter(|image| current.image.as_deref() != Some(*image));
-    let annotated = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(original::ANNOTATION));
-    if image.is_none() && !annotated {
+    if image.is_none() && !original::carries_patch_annotations(pod) {
         return Ok(None);
     }
-    let mut patch = json!({ "metadata": { "annotations": { original::ANNOTATION: null } } });
+    let mut patch = json!({ "metadata": { "annotations": {
+        original::ANNOTATION: null,
+        original::MOUNT_ANNOTATION: null,
+    } } });
     if let Some(image) = image {
         patch["spec"] = json!({ "containers": [{ "name": container, "image": image }] });
     }

@@ -1,55 +1,125 @@
-//! Admission: REQUESTED, and ERROR's retry, which goes back through it.
-//! The target namespace must be one mounts may target, the provider
-//! validates the mount, a second mount of the same workload is refused (one
-//! mount per workload, whatever the container), the target must exist; then
-//! the mount starts PREPARING.
+//! Admission: before its provider is told of a mount, the operator judges
+//! what it asks for (target namespace, target, container, provider) and
+//! records what it admitted (`admitted.rs`). The checks run for every mount
+//! the operator has no record of, whatever its `state` says: REQUESTED and
+//! ERROR's retry go through them and start PREPARING; a mount found in a
+//! later state without a record (written by hand, or admitted by an
+//! earlier version of the operator, which kept no record) is adopted only
+//! if it passes them, and goes to ERROR otherwise.
+//!
+//! The checks, in order: the cluster judges mounts at admission (or is
+//! single-tenant), the operator is not being uninstalled, the target
+//! namespace is one mounts may target, the parameters are of a size a
+//! provider can take, and no other mount holds the target's workload or
+//! any of its pods. Then the provider validates the mount and its target
+//! must exist.
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use kube::{ResourceExt, runtime::controller::Action};
-use pontoon_provider_sdk::Target;
 
 use super::{
     Error, Reconcile,
-    outcome::{ERROR_RETRY, Next, Step, failure, target_present},
+    outcome::{ERROR_RETRY, Next, Report, Step, failure, target_present},
     transition::Transition,
 };
 use crate::{
     bridge_mount::{
+        admitted::Admitted,
         crd::GefyraBridgeMount,
+        guard::Guarded,
+        holders::{self, Candidate},
         reason::{ReadyReason, Reason},
         state::State,
+        status::{ADMITTED, Observed},
     },
     plugins::{ProviderModule, bindings::Mount},
 };
 
+/// Why a mount is not admitted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub reason: Reason,
+    pub message: String,
+}
+
+impl Refusal {
+    fn new(reason: Reason, message: String) -> Self {
+        Self { reason, message }
+    }
+}
+
+/// Which checks a judgement runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Checks {
+    /// All of them: the mount is to be served.
+    Serve,
+    /// Those that keep a deletion from undoing another mount's work: the
+    /// namespace and the pods. (Putting a target back is never refused for
+    /// want of a policy.)
+    Undo,
+}
+
 impl Reconcile<'_> {
-    /// REQUESTED (and a retry from ERROR): refuse a namespace outside the
-    /// administrator's list and a second mount of the same workload, let the
-    /// provider validate, check the target exists, then start preparing.
+    /// Why the mount may not be admitted for `self.request`, if it may not.
+    pub(super) async fn refusal(&self, checks: Checks) -> Result<Option<Refusal>, Error> {
+        let request = &self.request;
+        if checks == Checks::Serve {
+            if let Err(why) = self.ctx.guard.check(Guarded::Mounts).await {
+                return Ok(Some(Refusal::new(Reason::Unguarded, why)));
+            }
+            if let Some(why) = self.ctx.admissions.closed().await? {
+                return Ok(Some(Refusal::new(Reason::AdmissionClosed, why)));
+            }
+        }
+        let allowed = self
+            .ctx
+            .settings
+            .target_namespaces
+            .permit(&request.target_namespace);
+        if let Err(why) = allowed {
+            return Ok(Some(Refusal::new(Reason::NamespaceNotAllowed, why)));
+        }
+        if checks == Checks::Serve
+            && let Some(why) = oversized_parameters(&self.cr)
+        {
+            return Ok(Some(Refusal::new(Reason::InvalidInput, why)));
+        }
+        let mounts = self.ctx.mounts.state();
+        let mut others = Vec::new();
+        for mount in &mounts {
+            // (A mount whose fields drifted from its record to another
+            // namespace is looked at where its fields say: its record,
+            // read below, still counts for the pods.)
+            if mount.uid() == self.cr.uid()
+                || Admitted::of(mount).target_namespace != request.target_namespace
+            {
+                continue;
+            }
+            let admitted = self
+                .ctx
+                .admissions
+                .of(&mount.uid().unwrap_or_default())
+                .await?;
+            others.push(Candidate { mount, admitted });
+        }
+        let held = holders::holder(&self.ctx.client, &self.cr, request, &others).await?;
+        Ok(held.map(|holder| {
+            Refusal::new(Reason::DuplicateMount, duplicate_message(request, &holder))
+        }))
+    }
+
+    /// REQUESTED (and a retry from ERROR): refuse what the checks refuse,
+    /// let the provider validate, check the target exists, record the
+    /// admission, then start preparing.
     pub(super) async fn admit(
         &mut self,
         from: State,
         provider: &ProviderModule,
         request: &Mount,
     ) -> Result<Action, Error> {
-        let ready = self.writer.ready_reason();
-        let allowed = self
-            .ctx
-            .settings
-            .target_namespaces
-            .permit(&request.target_namespace);
-        if let Some(next) = namespace_refused(from, ready, allowed, self.interval) {
-            return self.execute(from, next).await;
-        }
-        if let Some(refusal) = oversized_parameters(request) {
-            let next = Next::Fire(Transition::impair(Reason::InvalidInput, refusal));
-            return self.execute(from, next).await;
-        }
-        // Before the provider looks: a second mount would find the first
-        // one's shadow and take it for a user's object.
-        let holder = earlier_mount_of_same_target(&self.cr, &self.ctx.mounts.state());
-        if let Some(next) = duplicate(from, ready, request, holder, self.interval) {
+        if let Some(refusal) = self.refusal(Checks::Serve).await? {
+            let next = refused(from, self.writer.ready_reason(), refusal, self.interval);
             return self.execute(from, next).await;
         }
         let valid = provider
@@ -66,8 +136,50 @@ impl Reconcile<'_> {
         if let Some(next) = target_present(from, request, &exists) {
             return self.execute(from, next).await;
         }
+        self.record_admission().await?;
         let next = Next::Fire(admitted(request, provider.name()));
         self.execute(from, next).await
+    }
+
+    /// A mount found beyond REQUESTED and ERROR without a record of its
+    /// admission: adopted (recorded, its state's step follows) when it
+    /// passes the checks; refused otherwise, its provider never called.
+    /// `None` when adopted.
+    pub(super) async fn adopt(&mut self, from: State) -> Result<Option<Action>, Error> {
+        if let Some(refusal) = self.refusal(Checks::Serve).await? {
+            let ready = self.writer.ready_reason();
+            let next = match from {
+                State::Preparing | State::Installing | State::Active => {
+                    refused(from, ready, refusal, self.interval)
+                }
+                // ERROR is not a way out of these: say why nothing is done.
+                _ => Next::Report(
+                    Report::not_ready(refusal.reason, "Admit", not_admitted(from, &refusal)),
+                    self.interval,
+                ),
+            };
+            return self.execute(from, next).await.map(Some);
+        }
+        tracing::info!(mount = %self.cr.qualified_name(), state = %from,
+            "adopting a mount in {from} with no record of its admission: it passes admission now");
+        self.record_admission().await?;
+        Ok(None)
+    }
+
+    /// Records that the mount is admitted for `self.request`, unless it is
+    /// already (a retry from ERROR keeps what was admitted first).
+    async fn record_admission(&mut self) -> Result<(), Error> {
+        let uid = self.uid();
+        if self.ctx.admissions.of(&uid).await?.is_none() {
+            self.ctx.admissions.record(&self.cr, &self.request).await?;
+        }
+        self.writer.record([Observed::new(
+            ADMITTED,
+            true,
+            Reason::Admitted.as_str(),
+            format!("admitted for {}", self.request.describe()),
+        )]);
+        Ok(())
     }
 
     /// ERROR: a mount stays here until what caused it can have changed.
@@ -93,10 +205,11 @@ pub enum Retry {
 }
 
 /// ERROR, by the reason it was entered for: the provider may have been
-/// loaded, the other mount of the target gone, or the operator restarted
-/// with other namespaces allowed (admission answers those at once); a
-/// provider failure may pass after `pause`. Invalid input stays: the
-/// fields that decide it cannot change, the mount must be recreated.
+/// loaded, the other mount of the target gone, the admission policies
+/// installed, or the operator restarted with other namespaces allowed
+/// (admission answers those at once); a provider failure may pass after
+/// `pause`. Invalid input stays: the fields that decide it cannot change,
+/// the mount must be recreated.
 pub fn error_retry(
     ready: ReadyReason,
     waited: Duration,
@@ -105,7 +218,11 @@ pub fn error_retry(
 ) -> Retry {
     match ready {
         ReadyReason::Known(
-            Reason::ProviderNotFound | Reason::DuplicateMount | Reason::NamespaceNotAllowed,
+            Reason::ProviderNotFound
+            | Reason::DuplicateMount
+            | Reason::NamespaceNotAllowed
+            | Reason::Unguarded
+            | Reason::AdmissionClosed,
         ) => Retry::Admit,
         ReadyReason::Known(Reason::ProviderFailed) | ReadyReason::Unset => {
             if waited >= pause {
@@ -133,8 +250,10 @@ pub fn failure_pause(stopped_in_a_row: u32) -> Duration {
 pub const MAX_PARAMETER_BYTES: usize = 64 * 1024;
 
 /// Why the mount's `providerParameter` is refused, if it is: too large.
-pub fn oversized_parameters(request: &Mount) -> Option<String> {
-    let bytes = request.parameters.as_ref().map_or(0, String::len);
+pub fn oversized_parameters(cr: &GefyraBridgeMount) -> Option<String> {
+    let bytes = cr.fields.provider_parameter.as_ref().map_or(0, |p| {
+        serde_json::Value::Object(p.clone()).to_string().len()
+    });
     (bytes > MAX_PARAMETER_BYTES).then(|| {
         format!(
             "providerParameter is {bytes} bytes of JSON and a mount may carry at most \
@@ -144,47 +263,31 @@ pub fn oversized_parameters(request: &Mount) -> Option<String> {
     })
 }
 
-/// A mount targeting a namespace outside the administrator's list goes to
-/// ERROR before anything is read or written there; one in ERROR for that
-/// already waits quietly (the list changes only with a restart).
-pub fn namespace_refused(
-    from: State,
-    ready: ReadyReason,
-    allowed: Result<(), String>,
-    interval: Duration,
-) -> Option<Next> {
-    let refusal = allowed.err()?;
-    if from == State::Error && ready == ReadyReason::Known(Reason::NamespaceNotAllowed) {
-        return Some(Next::Requeue(interval));
+/// A refused mount goes to ERROR saying why, before anything is read or
+/// written for it; one in ERROR for that reason already waits quietly.
+pub fn refused(from: State, ready: ReadyReason, refusal: Refusal, interval: Duration) -> Next {
+    if from == State::Error && ready == ReadyReason::Known(refusal.reason) {
+        return Next::Requeue(interval);
     }
-    Some(Next::Fire(Transition::impair(
-        Reason::NamespaceNotAllowed,
-        refusal,
-    )))
+    Next::Fire(Transition::impair(refusal.reason, refusal.message))
 }
 
-/// A second mount of a mounted workload is refused, naming the first; a
-/// mount in ERROR for that already waits quietly for the first to go.
-pub fn duplicate(
-    from: State,
-    ready: ReadyReason,
-    request: &Mount,
-    holder: Option<String>,
-    interval: Duration,
-) -> Option<Next> {
-    let holder = holder?;
-    if from == State::Error && ready == ReadyReason::Known(Reason::DuplicateMount) {
-        return Some(Next::Requeue(interval));
-    }
-    Some(Next::Fire(Transition::impair(
-        Reason::DuplicateMount,
-        format!(
-            "`{}` in namespace `{}` is already mounted by {holder}; a workload takes one mount \
-             at a time, whatever the container (its shadow copy is one per workload): delete \
-             one of the two mounts",
-            request.target, request.target_namespace
-        ),
-    )))
+/// The refusal of a mount in a state ERROR cannot be reached from.
+fn not_admitted(from: State, refusal: &Refusal) -> String {
+    format!(
+        "not admitted, so nothing is done for it although its state says {from}: {}",
+        refusal.message
+    )
+}
+
+/// The refusal of a mount whose target another mount holds.
+pub fn duplicate_message(request: &Admitted, holder: &str) -> String {
+    format!(
+        "`{}` in namespace `{}` is already mounted by {holder}; a pod takes one mount at a \
+         time, whatever the kind of target or the container (its interception and its shadow \
+         are one per workload): delete one of the two mounts",
+        request.target, request.target_namespace
+    )
 }
 
 /// Admitted: the provider starts duplicating the target.
@@ -195,326 +298,105 @@ pub fn admitted(request: &Mount, provider: &str) -> Transition {
     ))
 }
 
-/// Another mount among `mounts`, older than `cr` (by creation, then
-/// namespace and name), of the same workload, whatever its container, as
-/// `namespace/name (STATE, container C)`. The oldest one is named.
-pub fn earlier_mount_of_same_target(
-    cr: &GefyraBridgeMount,
-    mounts: &[Arc<GefyraBridgeMount>],
-) -> Option<String> {
-    let key = |mount: &GefyraBridgeMount| {
-        let fields = &mount.fields;
-        Target::parse(fields.target.as_deref().unwrap_or_default())
-            .ok()
-            .map(|target| (mount.target_namespace(), target))
-    };
-    let order = |mount: &GefyraBridgeMount| {
-        (
-            mount.creation_timestamp(),
-            mount.namespace(),
-            mount.name_any(),
-        )
-    };
-    let own = key(cr)?;
-    let own_order = order(cr);
-    mounts
-        .iter()
-        .filter(|other| other.uid() != cr.uid())
-        .filter(|other| key(other).as_ref() == Some(&own))
-        .filter(|other| order(other) < own_order)
-        .min_by_key(|other| order(other))
-        .map(|other| {
-            format!(
-                "{} ({}, container `{}`)",
-                other.qualified_name(),
-                other.fields.state.as_deref().unwrap_or("REQUESTED"),
-                other.fields.target_container.as_deref().unwrap_or_default()
-            )
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::{super::fixtures::*, *};
     use crate::bridge_mount::state::{Event, fire};
 
-    fn mount(
-        namespace: &str,
-        name: &str,
-        created: &str,
-        fields: serde_json::Value,
-    ) -> Arc<GefyraBridgeMount> {
+    fn mount_with(parameters: Option<String>) -> GefyraBridgeMount {
         let mut object = serde_json::json!({
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "uid": format!("uid-{namespace}-{name}"),
-                "creationTimestamp": created,
-            },
+            "metadata": { "name": "web-mount", "namespace": "gefyra", "uid": "u-1" },
             "target": "deploy/web",
-            "targetContainer": "app",
-            "targetNamespace": "shop",
         });
-        if let (Some(object), Some(fields)) = (object.as_object_mut(), fields.as_object()) {
-            object.extend(fields.clone());
+        if let Some(text) = parameters {
+            object["providerParameter"] = serde_json::from_str(&text).unwrap();
         }
-        Arc::new(serde_json::from_value(object).unwrap())
+        serde_json::from_value(object).unwrap()
     }
 
     #[test]
     fn a_provider_parameter_over_64_kib_is_refused_saying_its_size() {
-        let mut request = request();
-        request.parameters = Some(format!(
+        let big = mount_with(Some(format!(
             "{{\"tls\":\"{}\"}}",
             "x".repeat(MAX_PARAMETER_BYTES)
-        ));
-        let refusal = oversized_parameters(&request).unwrap();
+        )));
+        let refusal = oversized_parameters(&big).unwrap();
         assert!(
             refusal.starts_with(
                 "providerParameter is 65546 bytes of JSON and a mount may carry at most 65536"
             ),
             "{refusal}"
         );
-        request.parameters = Some("{\"tls\":{}}".into());
-        assert_eq!(oversized_parameters(&request), None);
-        request.parameters = None;
-        assert_eq!(oversized_parameters(&request), None);
-    }
-
-    const EARLY: &str = "2026-11-29T10:00:00Z";
-    const LATE: &str = "2026-11-29T11:00:00Z";
-
-    #[test]
-    fn an_older_mount_of_the_same_container_holds_the_target() {
-        let first = mount(
-            "gefyra",
-            "first",
-            EARLY,
-            serde_json::json!({ "state": "ACTIVE" }),
-        );
-        let second = mount("gefyra", "second", LATE, serde_json::json!({}));
-        let all = [first.clone(), second.clone()];
         assert_eq!(
-            earlier_mount_of_same_target(&second, &all),
-            Some("gefyra/first (ACTIVE, container `app`)".into())
-        );
-        assert_eq!(
-            earlier_mount_of_same_target(&first, &all),
-            None,
-            "the newer one does not hold it"
-        );
-    }
-
-    #[test]
-    fn a_holder_that_never_got_a_state_is_requested() {
-        let first = mount("gefyra", "first", EARLY, serde_json::json!({}));
-        let second = mount("gefyra", "second", LATE, serde_json::json!({}));
-        assert_eq!(
-            earlier_mount_of_same_target(&second, &[first]),
-            Some("gefyra/first (REQUESTED, container `app`)".into())
-        );
-    }
-
-    #[test]
-    fn a_mount_does_not_hold_its_own_target() {
-        let own = mount("gefyra", "web-mount", LATE, serde_json::json!({}));
-        let mut same_uid = (*mount("gefyra", "older-copy", EARLY, serde_json::json!({}))).clone();
-        same_uid.metadata.uid = own.metadata.uid.clone();
-        assert_eq!(
-            earlier_mount_of_same_target(&own, &[own.clone(), Arc::new(same_uid)]),
+            oversized_parameters(&mount_with(Some("{\"tls\":{}}".into()))),
             None
         );
+        assert_eq!(oversized_parameters(&mount_with(None)), None);
     }
 
     #[test]
-    fn same_creation_time_is_decided_by_namespace_then_name() {
-        let a = mount("gefyra", "a", EARLY, serde_json::json!({}));
-        let b = mount("gefyra", "b", EARLY, serde_json::json!({}));
-        let all = [a.clone(), b.clone()];
-        assert_eq!(
-            earlier_mount_of_same_target(&b, &all),
-            Some("gefyra/a (REQUESTED, container `app`)".into())
+    fn a_refusal_goes_to_error_once_then_waits() {
+        let refusal = Refusal::new(
+            Reason::NamespaceNotAllowed,
+            "mounts may not target namespace `x`".into(),
         );
-        assert_eq!(earlier_mount_of_same_target(&a, &all), None);
-    }
-
-    #[test]
-    fn another_container_of_the_same_workload_is_the_same_target() {
-        let first = mount(
-            "gefyra",
-            "first",
-            EARLY,
-            serde_json::json!({ "targetContainer": "sidecar", "state": "ACTIVE" }),
-        );
-        let second = mount("gefyra", "second", LATE, serde_json::json!({}));
-        assert_eq!(
-            earlier_mount_of_same_target(&second, &[first]),
-            Some("gefyra/first (ACTIVE, container `sidecar`)".into())
-        );
-    }
-
-    #[test]
-    fn the_oldest_holder_is_named_whatever_the_store_order() {
-        let oldest = mount(
-            "gefyra",
-            "oldest",
-            "2026-11-29T09:00:00Z",
-            serde_json::json!({}),
-        );
-        let older = mount("gefyra", "older", EARLY, serde_json::json!({}));
-        let second = mount("gefyra", "second", LATE, serde_json::json!({}));
-        assert_eq!(
-            earlier_mount_of_same_target(&second, &[older, oldest]),
-            Some("gefyra/oldest (REQUESTED, container `app`)".into())
-        );
-    }
-
-    #[test]
-    fn a_namespace_outside_the_list_is_refused_once_then_waited_on() {
-        let refused = Err("mounts may not target namespace `x`".to_string());
-        match namespace_refused(
+        for from in [
             State::Requested,
-            ReadyReason::Unset,
-            refused.clone(),
-            INTERVAL,
-        ) {
-            Some(Next::Fire(t)) => {
-                assert_eq!(t.reason, Reason::NamespaceNotAllowed);
-                assert_eq!(t.message, "mounts may not target namespace `x`");
-                assert!(fire(State::Requested, t.event).is_ok());
-                assert!(fire(State::Error, t.event).is_ok());
-            }
-            other => panic!("expected ERROR, got {other:?}"),
+            State::Error,
+            State::Preparing,
+            State::Installing,
+            State::Active,
+        ] {
+            let next = refused(from, ReadyReason::Unset, refusal.clone(), INTERVAL);
+            let t = fired(&next);
+            assert_eq!(
+                (t.event, t.reason),
+                (Event::Impair, Reason::NamespaceNotAllowed)
+            );
+            assert_eq!(t.message, "mounts may not target namespace `x`");
+            assert_eq!(fire(from, t.event), Ok(State::Error), "from {from}");
         }
         let said = ReadyReason::Known(Reason::NamespaceNotAllowed);
         assert_eq!(
-            namespace_refused(State::Error, said, refused, INTERVAL),
-            Some(Next::Requeue(INTERVAL))
+            refused(State::Error, said, refusal.clone(), INTERVAL),
+            Next::Requeue(INTERVAL)
         );
+        // Another reason in ERROR is said anew.
+        let other = ReadyReason::Known(Reason::Unguarded);
+        assert!(matches!(
+            refused(State::Error, other, refusal, INTERVAL),
+            Next::Fire(_)
+        ));
+    }
+
+    #[test]
+    fn a_duplicate_names_the_holder_and_what_to_do() {
+        let request = Admitted {
+            mount: "gefyra/second".into(),
+            target_namespace: "shop".into(),
+            target: "pod/web-1".into(),
+            target_container: "app".into(),
+            provider: "carrier2mount".into(),
+        };
         assert_eq!(
-            namespace_refused(State::Requested, ReadyReason::Unset, Ok(()), INTERVAL),
-            None
-        );
-        assert_eq!(
-            error_retry(said, Duration::ZERO, ERROR_RETRY, INTERVAL),
-            Retry::Admit,
-            "a restart with other namespaces allowed is answered at once"
-        );
-    }
-
-    #[test]
-    fn other_workloads_and_namespaces_are_other_targets() {
-        let second = mount("gefyra", "second", LATE, serde_json::json!({}));
-        for fields in [
-            serde_json::json!({ "target": "deploy/shop" }),
-            serde_json::json!({ "target": "sts/web" }),
-            serde_json::json!({ "targetNamespace": "other" }),
-            serde_json::json!({ "target": "" }),
-        ] {
-            let first = mount("gefyra", "first", EARLY, fields.clone());
-            assert_eq!(
-                earlier_mount_of_same_target(&second, &[first]),
-                None,
-                "{fields}"
-            );
-        }
-    }
-
-    #[test]
-    fn spellings_of_one_workload_are_one_target() {
-        let second = mount("gefyra", "second", LATE, serde_json::json!({}));
-        for target in ["deployment/web", "deployments/web", "web"] {
-            let first = mount(
-                "gefyra",
-                "first",
-                EARLY,
-                serde_json::json!({ "target": target }),
-            );
-            assert!(
-                earlier_mount_of_same_target(&second, &[first]).is_some(),
-                "{target} is deploy/web"
-            );
-        }
-    }
-
-    #[test]
-    fn an_unset_target_namespace_is_the_mounts_own() {
-        // `first` lives in `shop` and targets its own namespace; `second`
-        // lives elsewhere and names `shop`: the same container.
-        let first = mount(
-            "shop",
-            "first",
-            EARLY,
-            serde_json::json!({ "targetNamespace": null }),
-        );
-        let second = mount("gefyra", "second", LATE, serde_json::json!({}));
-        assert_eq!(
-            earlier_mount_of_same_target(&second, &[first]),
-            Some("shop/first (REQUESTED, container `app`)".into())
-        );
-        let elsewhere = mount(
-            "other",
-            "first",
-            EARLY,
-            serde_json::json!({ "targetNamespace": "" }),
-        );
-        assert_eq!(earlier_mount_of_same_target(&second, &[elsewhere]), None);
-    }
-
-    #[test]
-    fn an_unparsable_target_holds_nothing_and_is_held_by_nothing() {
-        let first = mount("gefyra", "first", EARLY, serde_json::json!({}));
-        let bad = mount(
-            "gefyra",
-            "bad",
-            LATE,
-            serde_json::json!({ "target": "frobnicator/web" }),
-        );
-        assert_eq!(earlier_mount_of_same_target(&bad, &[first]), None);
-    }
-
-    #[test]
-    fn a_duplicate_is_refused_naming_the_holder() {
-        let request = request();
-        assert_eq!(
-            duplicate(
-                State::Requested,
-                ReadyReason::Unset,
+            duplicate_message(
                 &request,
-                None,
-                INTERVAL
+                "gefyra/first (ACTIVE, container `app`) on `deploy/web`, which holds pod web-1"
             ),
-            None
+            "`pod/web-1` in namespace `shop` is already mounted by gefyra/first (ACTIVE, \
+             container `app`) on `deploy/web`, which holds pod web-1; a pod takes one mount at \
+             a time, whatever the kind of target or the container (its interception and its \
+             shadow are one per workload): delete one of the two mounts"
         );
-        for from in [State::Requested, State::Error] {
-            let next = duplicate(
-                from,
-                ReadyReason::Unset,
-                &request,
-                Some("gefyra/first (ACTIVE, container `app`)".into()),
-                INTERVAL,
-            )
-            .unwrap();
-            let t = fired(&next);
-            assert_eq!((t.event, t.reason), (Event::Impair, Reason::DuplicateMount));
-            assert_eq!(
-                t.message,
-                "`deploy/web` in namespace `shop` is already mounted by gefyra/first (ACTIVE, \
-                 container `app`); a workload takes one mount at a time, whatever the container \
-                 (its shadow copy is one per workload): delete one of the two mounts"
-            );
-            assert_eq!(fire(from, t.event), Ok(State::Error));
-        }
+    }
+
+    #[test]
+    fn a_mount_not_admitted_in_restoring_says_nothing_is_done() {
+        let refusal = Refusal::new(Reason::Unguarded, "mounts are not served: …".into());
         assert_eq!(
-            duplicate(
-                State::Error,
-                ReadyReason::Known(Reason::DuplicateMount),
-                &request,
-                Some("gefyra/first (ACTIVE, container `app`)".into()),
-                INTERVAL,
-            ),
-            Some(Next::Requeue(INTERVAL)),
-            "said already"
+            not_admitted(State::Restoring, &refusal),
+            "not admitted, so nothing is done for it although its state says RESTORING: \
+             mounts are not served: …"
         );
     }
 
@@ -563,7 +445,13 @@ mod tests {
     #[test]
     fn error_retries_by_the_reason_it_was_entered_for() {
         let secs = Duration::from_secs;
-        for reason in [Reason::ProviderNotFound, Reason::DuplicateMount] {
+        for reason in [
+            Reason::ProviderNotFound,
+            Reason::DuplicateMount,
+            Reason::NamespaceNotAllowed,
+            Reason::Unguarded,
+            Reason::AdmissionClosed,
+        ] {
             assert_eq!(
                 error_retry(
                     ReadyReason::Known(reason),

@@ -12,6 +12,7 @@ use kube::{
 
 use super::{
     Error, Reconcile,
+    admission::Checks,
     outcome::{ERROR_RETRY, Notice, Report, Step, retry_after},
 };
 use crate::{
@@ -52,10 +53,19 @@ impl Reconcile<'_> {
     /// either way).
     pub(super) async fn uninstall_all(&mut self, record: Record) -> Result<(), Error> {
         let ever_prepared = self.cr.ever_prepared();
+        let undo = self.recorded || (ever_prepared && self.refusal(Checks::Undo).await?.is_none());
+        if !undo {
+            // Never admitted by this operator, so its provider never acted
+            // for it; an uninstall could undo what another mount did to the
+            // same pods. (A mount an earlier version admitted, which kept
+            // no record, reached PREPARING and is undone, unless another
+            // mount holds its pods.)
+            return self.delete_bridges().await;
+        }
         let uninstall = match self.provider() {
-            None => provider_gone(self.cr.provider_name(), ever_prepared, self.interval),
+            None => provider_gone(&self.request.provider, ever_prepared, self.interval),
             Some(provider) => {
-                let request = self.cr.provider_request(&self.ctx.settings);
+                let request = self.request.mount(&self.cr, &self.ctx.settings);
                 let answer = provider
                     .uninstall(self.access(&provider, &request), &request)
                     .await;

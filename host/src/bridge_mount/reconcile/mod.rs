@@ -27,7 +27,15 @@ use std::{sync::Arc, time::Duration};
 use kube::runtime::controller::Action;
 
 use self::{outcome::Next, transition::Transition, writer::Writer};
-use super::{context::Context, crd::GefyraBridgeMount, state::State};
+use super::{
+    admitted::Admitted,
+    context::Context,
+    crd::GefyraBridgeMount,
+    guard::Guarded,
+    reason::Reason,
+    state::State,
+    status::{ADMITTED, Observed},
+};
 use crate::{
     bridge,
     plugins::{
@@ -56,6 +64,11 @@ pub(super) struct Reconcile<'a> {
     /// The mount's valid bridges, which `install` renders (read in the
     /// states that install).
     bridges: Arc<[Bridge]>,
+    /// What the mount was admitted for; before it is admitted, what its
+    /// fields ask for. The provider is told this, never the fields.
+    request: Admitted,
+    /// Whether the operator holds a record of admitting it.
+    recorded: bool,
 }
 
 impl<'a> Reconcile<'a> {
@@ -64,6 +77,8 @@ impl<'a> Reconcile<'a> {
         let interval = gate::interval(ctx.settings.reconcile_interval, cr.sunset(), writer.now());
         Self {
             ctx,
+            request: Admitted::of(&cr),
+            recorded: false,
             cr,
             writer,
             interval,
@@ -71,9 +86,44 @@ impl<'a> Reconcile<'a> {
         }
     }
 
+    /// Takes what the operator recorded of the mount's admission; a mount
+    /// whose fields no longer say it is told so (the operator keeps serving
+    /// what it admitted).
+    async fn read_admission(&mut self) -> Result<(), Error> {
+        let Some(admitted) = self.ctx.admissions.of(&self.uid()).await? else {
+            return Ok(());
+        };
+        let drift = admitted.drift(&self.cr);
+        self.request = admitted;
+        self.recorded = true;
+        if !drift.is_empty() {
+            let message = format!(
+                "the mount's fields changed after it was admitted ({}); the operator keeps \
+                 serving what it admitted, {}: delete the mount and create a new one for \
+                 another target",
+                drift.join("; "),
+                self.request.describe()
+            );
+            let observed = Observed::new(ADMITTED, false, Reason::Drifted.as_str(), message);
+            self.writer
+                .report(outcome::Report {
+                    notice: Some(outcome::Notice {
+                        type_: kube::runtime::events::EventType::Warning,
+                        reason: Reason::Drifted,
+                        action: "Admit",
+                        note: observed.message.clone(),
+                    }),
+                    observed,
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
     /// The reconcile of a mount that is not being deleted.
     pub async fn apply(mut self) -> Result<Action, Error> {
         crate::chaos::point("reconcile");
+        self.read_admission().await?;
         let state = match self.cr.state() {
             Ok(state) => state,
             Err(unknown) => {
@@ -91,18 +141,33 @@ impl<'a> Reconcile<'a> {
         }
         let Some(provider) = self.provider() else {
             let loaded: Vec<&str> = self.ctx.registry.provider_names().collect();
-            let provider = self.cr.provider_name();
+            let provider = self.request.provider.as_str();
             let next = gate::provider_not_found(state, provider, &loaded, ready, self.interval);
             return self.execute(state, next).await;
         };
-        let request = self.cr.provider_request(&self.ctx.settings);
+        if !self.recorded && !matches!(state, State::Requested | State::Error) {
+            // Not admitted by this operator, whatever the state says.
+            if let Some(refused) = self.adopt(state).await? {
+                return Ok(refused);
+            }
+        }
+        let request = self.request.mount(&self.cr, &self.ctx.settings);
         if matches!(state, State::Installing | State::Active) {
             // Read before installing, never guessed: installing with a list
-            // that lacks a bridge takes it out of the pods.
-            self.bridges =
-                bridge::lookup::valid_bridges(&self.ctx.client, &self.ctx.bridges, &self.cr)
-                    .await?
-                    .into();
+            // that lacks a bridge takes it out of the pods. None while no
+            // admission policy judges bridges (see `guard`).
+            self.bridges = if self.ctx.guard.check(Guarded::Bridges).await.is_ok() {
+                bridge::lookup::valid_bridges(
+                    &self.ctx.client,
+                    &self.ctx.bridges,
+                    &self.cr,
+                    &self.request,
+                )
+                .await?
+                .into()
+            } else {
+                Arc::from([])
+            };
         }
         match state {
             State::Requested => self.admit(state, &provider, &request).await,
@@ -127,6 +192,7 @@ impl<'a> Reconcile<'a> {
             self.delete_bridges().await?;
             return Ok(Action::await_change());
         }
+        self.read_admission().await?;
         if let Ok(from) = self.cr.state()
             && from != State::Terminated
         {
@@ -136,6 +202,7 @@ impl<'a> Reconcile<'a> {
                 .await?;
         }
         self.uninstall_all(cleanup::Record::EventOnly).await?;
+        self.ctx.admissions.forget(&self.uid()).await?;
         self.ctx.uninstalled.record(&self.uid());
         self.ctx.book.forget(&self.uid());
         self.ctx.seen_whole.forget(&self.uid());
@@ -170,7 +237,7 @@ impl<'a> Reconcile<'a> {
     }
 
     fn provider(&self) -> Option<Arc<ProviderModule>> {
-        self.ctx.registry.provider(self.cr.provider_name())
+        self.ctx.registry.provider(&self.request.provider)
     }
 
     /// What the provider may do on the cluster while serving `request`.

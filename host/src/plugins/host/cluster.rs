@@ -223,7 +223,12 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
         let _timed = self.timed(|| format!("get {} {}/{}", r.kind, r.namespace, r.name));
         let (_, api) = self.object_api(&r, Verb::Get).await?;
         match api.get_opt(&r.name).await.map_err(api_error)? {
-            Some(object) => Ok(Some(to_json(&object)?)),
+            Some(object) => {
+                let json = to_json(&object)?;
+                self.hold_host(json.len(), || format!("{} `{}`", r.kind, r.name))
+                    .await?;
+                Ok(Some(json))
+            }
             None => Ok(None),
         }
     }
@@ -251,18 +256,12 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
         } else {
             params.labels(&label_selector)
         };
-        let list = api.list(&params).await.map_err(api_error)?;
-        list.items
-            .into_iter()
-            .map(|mut object| {
-                // List items come without apiVersion/kind; providers parse them as objects.
-                object.types = Some(kube::api::TypeMeta {
-                    api_version: api_version.clone(),
-                    kind: kind.clone(),
-                });
-                to_json(&object)
-            })
-            .collect()
+        let listed = list_bounded(&api, params, &api_version, &kind, &namespace).await?;
+        self.hold_host(listed.iter().map(String::len).sum(), || {
+            format!("the list of {kind} in namespace `{namespace}`")
+        })
+        .await?;
+        Ok(listed)
     }
 
     async fn create(&mut self, namespace: String, object: String) -> Result<String, ClusterError> {
@@ -417,15 +416,20 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
         stdin: Option<Vec<u8>>,
     ) -> Result<ExecOutput, ClusterError> {
         let _timed = self.timed(|| format!("exec {namespace}/{pod}"));
-        self.exec_run(ExecRequest {
-            namespace,
-            pod,
-            container,
-            command,
-            stdin,
-        })?
-        .run()
-        .await
+        let what = format!("the output of exec in pod `{pod}`");
+        let output = self
+            .exec_run(ExecRequest {
+                namespace,
+                pod,
+                container,
+                command,
+                stdin,
+            })?
+            .run()
+            .await?;
+        self.hold_host(output.stdout.len() + output.stderr.len(), || what)
+            .await?;
+        Ok(output)
     }
 
     async fn exec_all(
@@ -436,11 +440,23 @@ impl crate::plugins::bindings::provider::pontoon::provider::cluster::Host for Ca
         // Each command is checked as `exec` checks it, all before any runs:
         // a denied one fails on its own and never reaches the API server.
         let runs: Vec<_> = requests.into_iter().map(|r| self.exec_run(r)).collect();
-        futures::stream::iter(runs)
+        let outputs: Vec<Result<ExecOutput, ClusterError>> = futures::stream::iter(runs)
             .map(|run| async move { run?.run().await })
             .buffered(EXEC_ALL_CONCURRENCY)
             .collect()
+            .await;
+        let bytes = outputs
+            .iter()
+            .flatten()
+            .map(|o| o.stdout.len() + o.stderr.len())
+            .sum();
+        if let Err(err) = self
+            .hold_host(bytes, || "the outputs of exec-all".to_string())
             .await
+        {
+            return outputs.into_iter().map(|_| Err(err.clone())).collect();
+        }
+        outputs
     }
 
     async fn event(
@@ -545,10 +561,24 @@ async fn exec(
         // Dropping the writer closes stdin, so the command sees end of input.
     }
     let status = process.take_status();
-    let (stdout, stderr) = tokio::try_join!(read_all(process.stdout()), read_all(process.stderr()))
-        .map_err(|e| {
+    let capped = |stream: &str| {
+        ClusterError::Api(format!(
+            "exec in pod `{pod}` (container `{container}`): its {stream} passed {} MiB, the most \
+             an exec may return; the command was stopped (a file read back that never ends, a \
+             link to a device, say)",
+            MAX_EXEC_OUTPUT / (1024 * 1024)
+        ))
+    };
+    let (stdout, stderr) = tokio::try_join!(
+        read_bounded(process.stdout(), || capped("stdout")),
+        read_bounded(process.stderr(), || capped("stderr"))
+    )
+    .map_err(|e| match e {
+        Bounded::Capped(err) => err,
+        Bounded::Io(e) => {
             ClusterError::Api(format!("reading output of exec in {pod}/{container}: {e}"))
-        })?;
+        }
+    })?;
     let status = match status {
         Some(status) => status.await,
         None => None,
@@ -564,12 +594,87 @@ async fn exec(
     })
 }
 
-async fn read_all(reader: Option<impl tokio::io::AsyncRead + Unpin>) -> std::io::Result<Vec<u8>> {
+/// The most one exec stream (stdout or stderr) may return: a pod decides
+/// what its commands print, and the operator holds every tenant's calls.
+pub const MAX_EXEC_OUTPUT: usize = 1024 * 1024;
+
+enum Bounded {
+    Capped(ClusterError),
+    Io(std::io::Error),
+}
+
+/// Reads `reader` to its end, at most [`MAX_EXEC_OUTPUT`] bytes: one more
+/// is `capped()` (and the stream is dropped, which ends the exec).
+async fn read_bounded(
+    reader: Option<impl tokio::io::AsyncRead + Unpin>,
+    capped: impl Fn() -> ClusterError,
+) -> Result<Vec<u8>, Bounded> {
+    use tokio::io::AsyncReadExt;
     let mut buffer = Vec::new();
-    if let Some(mut reader) = reader {
-        tokio::io::AsyncReadExt::read_to_end(&mut reader, &mut buffer).await?;
+    if let Some(reader) = reader {
+        let limit = u64::try_from(MAX_EXEC_OUTPUT + 1).unwrap_or(u64::MAX);
+        reader
+            .take(limit)
+            .read_to_end(&mut buffer)
+            .await
+            .map_err(Bounded::Io)?;
+    }
+    if buffer.len() > MAX_EXEC_OUTPUT {
+        return Err(Bounded::Capped(capped()));
     }
     Ok(buffer)
+}
+
+/// Objects a list asks the API server for at a time.
+const LIST_PAGE: u32 = 500;
+/// The most JSON one list may return to a provider: a namespace decides how
+/// many pods (or HPAs) it holds, and the operator holds every tenant's calls.
+pub const MAX_LIST_BYTES: usize = 8 * 1024 * 1024;
+
+/// Every object `params` selects, as JSON with apiVersion and kind, page by
+/// page; more than [`MAX_LIST_BYTES`] fails naming the cap.
+async fn list_bounded(
+    api: &Api<DynamicObject>,
+    params: kube::api::ListParams,
+    api_version: &str,
+    kind: &str,
+    namespace: &str,
+) -> Result<Vec<String>, ClusterError> {
+    let mut params = params.limit(LIST_PAGE);
+    let mut listed = Vec::new();
+    let mut bytes = 0;
+    loop {
+        let page = api.list(&params).await.map_err(api_error)?;
+        for mut object in page.items {
+            // List items come without apiVersion/kind; providers parse them as objects.
+            object.types = Some(kube::api::TypeMeta {
+                api_version: api_version.to_string(),
+                kind: kind.to_string(),
+            });
+            let json = to_json(&object)?;
+            bytes += json.len();
+            if bytes > MAX_LIST_BYTES {
+                return Err(ClusterError::Api(format!(
+                    "the list of {kind} in namespace `{namespace}` passed {} MiB after {} \
+                     objects, the most a list may return to a provider; list with a label \
+                     selector that takes fewer",
+                    MAX_LIST_BYTES / (1024 * 1024),
+                    listed.len()
+                )));
+            }
+            listed.push(json);
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            // The next page continues the first one's snapshot: a version
+            // may not be given with it.
+            Some(token) => {
+                params.resource_version = None;
+                params.version_match = None;
+                params = params.continue_token(&token);
+            }
+            None => return Ok(listed),
+        }
+    }
 }
 
 /// The exit code from the API server's exec status: `Success`, or a
