@@ -220,6 +220,24 @@ struct RunArgs {
         env = "PONTOON_MOUNT_ADMISSION_POLICY"
     )]
     mount_admission_policy: String,
+    /// The most bridges a mount renders: its oldest; the others are refused
+    /// (their judgement is work of the operator's at every look at the mount).
+    #[arg(long, value_name = "N", default_value_t = pontoon::bridge::MAX_BRIDGES_PER_MOUNT as u64, value_parser = clap::value_parser!(u64).range(1..=1000), env = "PONTOON_MAX_BRIDGES_PER_MOUNT")]
+    max_bridges_per_mount: u64,
+    /// Where bridges may send requests, comma-separated: `cluster` (the
+    /// cluster's pod and Service networks and its Services' names), networks
+    /// (`192.168.101.0/24`), host names (`dev.example.com`, `*.example.com`).
+    #[arg(
+        long,
+        value_name = "DESTINATIONS",
+        value_delimiter = ',',
+        default_value = "cluster",
+        env = "PONTOON_BRIDGE_DESTINATIONS"
+    )]
+    bridge_destinations: Vec<String>,
+    /// The cluster's DNS domain, for Service names as bridge destinations.
+    #[arg(long, default_value = "cluster.local", env = "PONTOON_CLUSTER_DOMAIN")]
+    cluster_domain: String,
     /// The ValidatingAdmissionPolicy that judges who may create or change a
     /// bridge (the chart's `<release>-bridges`).
     #[arg(
@@ -359,6 +377,16 @@ async fn main() -> anyhow::Result<ExitCode> {
                         single_tenant: args.single_tenant,
                         mount_policy: args.mount_admission_policy,
                         bridge_policy: args.bridge_admission_policy,
+                    },
+                    bridges: pontoon::bridge::BridgeSettings {
+                        max_per_mount: usize::try_from(args.max_bridges_per_mount)?,
+                        destinations: std::sync::Arc::new(
+                            pontoon::bridge::Destinations::parse(
+                                &args.bridge_destinations,
+                                &args.cluster_domain,
+                            )
+                            .map_err(anyhow::Error::msg)?,
+                        ),
                     },
                     operator_namespace: args.namespace,
                     carrier_image: args.carrier_image,

@@ -25,7 +25,7 @@ use k8s_openapi::{
     },
 };
 use kube::{
-    Api,
+    Api, ResourceExt,
     api::{ListParams, PostParams},
 };
 use pontoon::bridge_mount::{GefyraBridge, GefyraBridgeMount, crd::BridgeMountFields};
@@ -837,21 +837,23 @@ async fn installed_a_custom_providers_grant_is_what_the_operator_may_do() -> any
     )
     .await?;
     let mounts: Api<GefyraBridgeMount> = ns.api();
-    mounts
+    let created = mounts
         .create(
             &PostParams::default(),
             &mount_of("web-mount", &target, "deploy/web", "provider-template"),
         )
         .await?;
     wait_active(&mounts, "web-mount", &operator).await?;
+    // Named by the mount's uid (`{mount}-template` in its scope).
+    let owned = format!("{}-template", created.uid().context("the mount's uid")?);
     let config_maps = target.api::<ConfigMap>();
     assert!(
-        config_maps.get_opt("web-mount-template").await?.is_some(),
-        "the provider's ConfigMap in the target namespace"
+        config_maps.get_opt(&owned).await?.is_some(),
+        "the provider's ConfigMap {owned} in the target namespace"
     );
     delete_mount(&mounts, "web-mount", &operator).await?;
     assert!(
-        config_maps.get_opt("web-mount-template").await?.is_none(),
+        config_maps.get_opt(&owned).await?.is_none(),
         "the provider's uninstall deleted its ConfigMap"
     );
     let log = operator.log();
@@ -905,7 +907,7 @@ where
         .await?
         .items
         .iter()
-        .map(kube::ResourceExt::name_any)
+        .map(ResourceExt::name_any)
         .collect())
 }
 
@@ -946,6 +948,9 @@ async fn start_as_the_chart_runs_it(
         .and_then(|s| s.template.spec.as_ref())
         .map(|s| s.containers[0].args.clone().unwrap_or_default())
         .unwrap_or_default();
+    // The tests' operators are single-tenant unless told otherwise: as the
+    // chart runs it, this one is only when the chart says so.
+    let single_tenant = args.iter().any(|a| a == "--single-tenant");
     let local: Vec<String> = args
         .into_iter()
         .skip(1) // `run`: Operator::start adds it
@@ -970,6 +975,7 @@ async fn start_as_the_chart_runs_it(
                 .to_string(),
             // Logs a person reads in the test's failure message.
             "--log-format=text".to_string(),
+            format!("--single-tenant={single_tenant}"),
         ])
         .collect();
     let local: Vec<&str> = local.iter().map(String::as_str).collect();

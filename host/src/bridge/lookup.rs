@@ -11,7 +11,10 @@ use k8s_openapi::api::{
 use kube::{Api, Client, ResourceExt, api::ListParams, runtime::reflector::Store};
 use pontoon_provider_sdk::{Target, TargetKind};
 
-use super::judge::{self, MountView};
+use super::{
+    BridgeSettings, Destinations,
+    judge::{self, MountView},
+};
 use crate::{
     bridge_mount::{
         admitted::Admitted,
@@ -117,12 +120,13 @@ pub async fn container_ports(client: &Client, request: &Admitted) -> Option<Vec<
 }
 
 /// Every bridge of the mount (admitted for `request`) with its judgement
-/// (duplicates refused), in name order.
+/// (duplicates refused, and those beyond the `max` oldest), in name order.
 pub fn judge_all(
     mount: &GefyraBridgeMount,
     request: &Admitted,
     bridges: &[GefyraBridge],
     container_ports: Option<&[u16]>,
+    max: usize,
 ) -> Vec<(String, Result<Bridge, String>)> {
     let name = mount.name_any();
     let view = MountView {
@@ -131,29 +135,97 @@ pub fn judge_all(
         target_container: &request.target_container,
         container_ports,
     };
-    let mut judged: Vec<(String, Result<Bridge, String>)> = bridges
+    let mut live: Vec<&GefyraBridge> = bridges
         .iter()
         .filter(|b| b.metadata.deletion_timestamp.is_none())
-        .map(|b| (b.name_any(), judge::judge(b, &view)))
         .collect();
-    let valid: Vec<(&GefyraBridge, &Bridge)> = bridges
+    // The oldest `max` are judged; the rest are refused unjudged, so that
+    // one tenant's thousand bridges cost the operator nothing per look.
+    live.sort_by_key(|b| (b.metadata.creation_timestamp.clone(), b.name_any()));
+    let beyond: Vec<(String, Result<Bridge, String>)> = live
         .iter()
-        .filter_map(|cr| {
-            let (_, verdict) = judged.iter().find(|(n, _)| *n == cr.name_any())?;
-            verdict.as_ref().ok().map(|b| (cr, b))
+        .skip(max)
+        .map(|b| {
+            (
+                b.name_any(),
+                Err(format!(
+                    "mount `{name}` has {} bridges and renders at most {max} (the oldest; \
+                     --max-bridges-per-mount): delete bridges it no longer needs",
+                    live.len()
+                )),
+            )
         })
         .collect();
-    let refused: Vec<(String, String)> = judge::duplicates(&valid)
+    live.truncate(max);
+    let mut judged: Vec<(String, Result<Bridge, String>)> = live
+        .iter()
+        .map(|b| (b.name_any(), judge::judge(b, &view)))
+        .collect();
+    let valid: Vec<(&GefyraBridge, &Bridge)> = live
+        .iter()
+        .zip(&judged)
+        .filter_map(|(cr, (_, verdict))| verdict.as_ref().ok().map(|b| (*cr, b)))
+        .collect();
+    let refused: std::collections::HashMap<String, String> = judge::duplicates(&valid)
         .into_iter()
         .map(|(n, why)| (n.to_string(), why))
         .collect();
-    for (name, why) in refused {
-        if let Some((_, verdict)) = judged.iter_mut().find(|(n, _)| *n == name) {
-            *verdict = Err(why);
+    for (name, verdict) in &mut judged {
+        if let Some(why) = refused.get(name) {
+            *verdict = Err(why.clone());
         }
     }
+    judged.extend(beyond);
     judged.sort_by(|a, b| a.0.cmp(&b.0));
     judged
+}
+
+/// Above this many matches in all, a judgement runs on a blocking thread:
+/// parsing and checking them takes a while, and the executor runs every
+/// other reconcile of the operator.
+const BLOCKING_MATCHES: usize = 2000;
+
+/// [`judge_all`], on a blocking thread when the bridges are large.
+pub async fn judge_all_off_executor(
+    mount: &GefyraBridgeMount,
+    request: &Admitted,
+    bridges: Vec<GefyraBridge>,
+    container_ports: Option<Vec<u16>>,
+    max: usize,
+) -> Vec<(String, Result<Bridge, String>)> {
+    let matches: usize = bridges.iter().map(judge::match_count).sum();
+    if matches <= BLOCKING_MATCHES {
+        return judge_all(mount, request, &bridges, container_ports.as_deref(), max);
+    }
+    let (mount, request) = (mount.clone(), request.clone());
+    let judged = tokio::task::spawn_blocking(move || {
+        judge_all(&mount, &request, &bridges, container_ports.as_deref(), max)
+    })
+    .await;
+    judged.unwrap_or_else(|panicked| {
+        vec![(
+            String::new(),
+            Err(format!("judging the bridges failed: {panicked}")),
+        )]
+    })
+}
+
+/// Refuses each valid bridge of `judged` that sends requests where bridges
+/// may not (see `destinations`).
+pub async fn refuse_outside(
+    client: &Client,
+    destinations: &Destinations,
+    judged: &mut [(String, Result<Bridge, String>)],
+) {
+    for (_, verdict) in judged.iter_mut() {
+        let Ok(bridge) = verdict else { continue };
+        for route in &bridge.ports {
+            if let Err(why) = destinations.check(client, &route.endpoint).await {
+                *verdict = Err(format!("remote port {}: {why}", route.port));
+                break;
+            }
+        }
+    }
 }
 
 /// The mount's bridges to render (the mount admitted for `request`): the
@@ -163,6 +235,7 @@ pub async fn valid_bridges(
     seen: &Store<GefyraBridge>,
     mount: &GefyraBridgeMount,
     request: &Admitted,
+    settings: &BridgeSettings,
 ) -> Result<Vec<Bridge>, kube::Error> {
     let bridges = match seen_bridges_of(seen, mount) {
         Some(bridges) => bridges,
@@ -172,7 +245,10 @@ pub async fn valid_bridges(
         return Ok(Vec::new());
     }
     let ports = container_ports(client, request).await;
-    Ok(judge_all(mount, request, &bridges, ports.as_deref())
+    let mut judged =
+        judge_all_off_executor(mount, request, bridges, ports, settings.max_per_mount).await;
+    refuse_outside(client, &settings.destinations, &mut judged).await;
+    Ok(judged
         .into_iter()
         .filter_map(|(_, verdict)| verdict.ok())
         .collect())

@@ -11,8 +11,36 @@
 pub mod book;
 pub mod changes;
 pub mod controller;
+pub mod destinations;
 pub mod judge;
 pub mod lookup;
 
+use std::sync::Arc;
+
 pub use book::Book;
+pub use destinations::Destinations;
 pub use lookup::MOUNT_LABEL;
+
+/// The administrator's limits on bridges.
+#[derive(Clone, Debug)]
+pub struct BridgeSettings {
+    /// The most bridges a mount renders (`--max-bridges-per-mount`): its
+    /// oldest; the others are refused.
+    pub max_per_mount: usize,
+    /// Where bridges may send requests (`--bridge-destinations`).
+    pub destinations: Arc<Destinations>,
+}
+
+/// The default of `--max-bridges-per-mount`: bridges of the largest shape
+/// allowed (see `judge`) judged in well under 10 ms once their regular
+/// expressions are known (`make bench-bridges`).
+pub const MAX_BRIDGES_PER_MOUNT: usize = 32;
+
+impl Default for BridgeSettings {
+    fn default() -> Self {
+        Self {
+            max_per_mount: MAX_BRIDGES_PER_MOUNT,
+            destinations: Arc::default(),
+        }
+    }
+}

@@ -94,6 +94,7 @@ pub async fn run(
     let (book, changed) = Book::new();
     let book = Arc::new(book);
     let guard = Guard::watch(client.clone(), settings.guard.clone());
+    let bridge_settings = settings.bridges.clone();
     let admissions = Admissions::new(client.clone(), &settings.operator_namespace);
     prune_records(
         admissions.clone(),
@@ -120,6 +121,7 @@ pub async fn run(
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
     let bridges = crate::bridge::controller::run(
         client.clone(),
+        bridge_settings,
         registry,
         guard.clone(),
         admissions,

@@ -644,6 +644,7 @@ mod tests {
             reconcile_interval: Duration::from_secs(60),
             target_namespaces: Default::default(),
             guard: Default::default(),
+            bridges: Default::default(),
         };
         let request = mount.provider_request(&settings);
         assert_eq!(request.name, "web-mount");

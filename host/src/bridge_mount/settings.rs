@@ -25,6 +25,8 @@ pub struct MountSettings {
     /// Which admission policies must judge mounts and bridges, or none
     /// (`--single-tenant`).
     pub guard: GuardSettings,
+    /// How many bridges a mount renders, and where they may send requests.
+    pub bridges: crate::bridge::BridgeSettings,
 }
 
 impl MountSettings {

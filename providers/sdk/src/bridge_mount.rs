@@ -126,6 +126,14 @@ impl Mount {
         Ok(target)
     }
 
+    /// The name of an object this mount owns: `<uid>-<suffix>`, what a
+    /// scope's `{mount}-<suffix>` allows. The mount's uid, not its name:
+    /// mounts named alike (in two namespaces, or `web` beside `web-db`)
+    /// never share an object.
+    pub fn own_name(&self, suffix: &str) -> String {
+        format!("{}-{suffix}", self.uid)
+    }
+
     /// The provider parameters decoded from JSON; `None` when the mount has
     /// none, `invalid-input` when they do not decode as `T`.
     pub fn parse_parameters<T: DeserializeOwned>(&self) -> Result<Option<T>, Error> {
@@ -155,7 +163,11 @@ impl Capability {
         Self::new(K::GROUP, &[K::KIND], verbs, namespace)
     }
 
-    /// Restricts the rule to these object names.
+    /// Restricts the rule to these object names: exact names, or a prefix
+    /// and a final `*`; `{mount}` stands for the mount's uid (see
+    /// [`Mount::own_name`]) and `{target}` for the target workload's name
+    /// (exact names only). A placeholder followed directly by `*` is refused
+    /// when the module is loaded.
     pub fn named(mut self, names: &[&str]) -> Self {
         self.names = names.iter().map(|n| n.to_string()).collect();
         self

@@ -1,10 +1,11 @@
 //! A bridge-mount provider to start from. It passes `pontoon conformance`
 //! as it is; replace what each step does with your own work.
 //!
-//! Its whole footprint is one ConfigMap per mount, `<mount>-template`, in the
-//! target namespace: `prepare` applies it, `install` marks it installed,
-//! `uninstall` deletes it. Its scope allows exactly that ConfigMap
-//! (`{mount}-template`, resolved per mount) and reading the target.
+//! Its whole footprint is one ConfigMap per mount, `<mount uid>-template`,
+//! in the target namespace: `prepare` applies it, `install` marks it
+//! installed, `uninstall` deletes it. Its scope allows exactly that
+//! ConfigMap (`{mount}-template`, `{mount}` being the mount's uid) and
+//! reading the target.
 //!
 //! Objects go through the SDK's raw, JSON-text calls (`cluster::raw`) rather
 //! than typed k8s-openapi structs: every typed kind a module decodes adds its
@@ -32,7 +33,7 @@ fn config_map(mount: &Mount) -> ObjectRef {
         api_version: "v1".into(),
         kind: "ConfigMap".into(),
         namespace: mount.target_namespace.clone(),
-        name: format!("{}-template", mount.name),
+        name: mount.own_name("template"),
     }
 }
 

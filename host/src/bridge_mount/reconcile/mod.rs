@@ -162,6 +162,7 @@ impl<'a> Reconcile<'a> {
                     &self.ctx.bridges,
                     &self.cr,
                     &self.request,
+                    &self.ctx.settings.bridges,
                 )
                 .await?
                 .into()

@@ -1,7 +1,8 @@
 //! `labelmount`: the provider of a new user's trial, built from
 //! `providers/template`. On install it labels and annotates the target's
 //! pods, on uninstall it takes both off again; like the template it keeps
-//! one ConfigMap per mount, `<mount>-labelmount`, in the target namespace.
+//! one ConfigMap per mount, `<mount uid>-labelmount`, in the target
+//! namespace.
 //!
 //! Its examples are components: `labelmount` keeps the contract, the others
 //! each break it in one [`Flaw`], and `pontoon conformance` must fail each
@@ -71,13 +72,13 @@ fn object_ref(api_version: &str, kind: &str, namespace: &str, name: String) -> O
 }
 
 fn config_map(mount: &Mount) -> ObjectRef {
-    let name = format!("{}-labelmount", mount.name);
+    let name = mount.own_name("labelmount");
     object_ref("v1", "ConfigMap", &mount.target_namespace, name)
 }
 
 /// The `index`th extra ConfigMap of [`Flaw::InstallDuplicates`].
 fn extra(mount: &Mount, index: usize) -> ObjectRef {
-    let name = format!("{}-extra-{index}", mount.name);
+    let name = mount.own_name(&format!("extra-{index}"));
     object_ref("v1", "ConfigMap", &mount.target_namespace, name)
 }
 
