@@ -22,9 +22,7 @@ use kube::{
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
     runtime::{WatchStreamExt, watcher},
 };
-use pontoon::bridge_mount::{
-    GefyraBridge, GefyraBridgeMount, RESTORE_CONFIG_MAP, crd::BridgeMountFields,
-};
+use pontoon::bridge_mount::{GefyraBridge, GefyraBridgeMount, crd::BridgeMountFields};
 use pontoon_tests::{
     TestNamespace,
     operator::{Operator, sample},
@@ -106,12 +104,7 @@ async fn a_deployment_with_an_hpa_is_mounted_and_restored_exactly() -> anyhow::R
     }
 
     assert_carrier_everywhere(ns, "app=web", 3, "web-app-gefyra-svc").await?;
-    let saved = bed
-        .gefyra
-        .api::<ConfigMap>()
-        .get(RESTORE_CONFIG_MAP)
-        .await?;
-    let entries = saved.data.unwrap_or_default();
+    let entries = bed.restore_entries().await?;
     assert_eq!(
         entries.len(),
         3,
@@ -1128,16 +1121,27 @@ async fn a_second_writer_racing_the_operator_loses_no_transition_and_doubles_non
             let mut round = 0u32;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 round += 1;
-                let Ok(Some(mut restore)) = configmaps.get_opt(RESTORE_CONFIG_MAP).await else {
+                // The first mount's restore ConfigMap, once there is one.
+                let Ok(listed) = configmaps.list(&ListParams::default()).await else {
                     tokio::time::sleep(window).await;
                     continue;
                 };
+                let Some(mut restore) = listed
+                    .items
+                    .into_iter()
+                    .filter(|c| c.name_any().starts_with("gefyra-carrier2-restore-"))
+                    .min_by_key(|c| c.name_any())
+                else {
+                    tokio::time::sleep(window).await;
+                    continue;
+                };
+                let restore_name = restore.name_any();
                 restore
                     .annotations_mut()
                     .insert("race.pontoon.dev/round".into(), round.to_string());
                 tokio::time::sleep(window).await;
                 match configmaps
-                    .replace(RESTORE_CONFIG_MAP, &PostParams::default(), &restore)
+                    .replace(&restore_name, &PostParams::default(), &restore)
                     .await
                 {
                     Ok(_) => writes += 1,

@@ -13,7 +13,7 @@ use kube::{
     Api, ResourceExt,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
 };
-use pontoon::bridge_mount::{GefyraBridgeMount, RESTORE_CONFIG_MAP, crd::BridgeMountFields};
+use pontoon::bridge_mount::{GefyraBridgeMount, crd::BridgeMountFields};
 use pontoon_tests::{TestNamespace, kubeconfig_path, testbed_bin, wait_for, wait_for_list};
 use serde_json::json;
 
@@ -78,15 +78,9 @@ fn container(pod: &Pod, name: &str) -> anyhow::Result<k8s_openapi::api::core::v1
         .with_context(|| format!("pod {} has no container {name}", pod.name_any()))
 }
 
-/// The restore ConfigMap's entries (none when it does not exist).
+/// Every restore entry of the bed's mounts (none when none exists).
 async fn restore_entries(bed: &Bed) -> anyhow::Result<BTreeMap<String, String>> {
-    Ok(bed
-        .gefyra
-        .api::<ConfigMap>()
-        .get_opt(RESTORE_CONFIG_MAP)
-        .await?
-        .and_then(|c| c.data)
-        .unwrap_or_default())
+    bed.restore_entries().await
 }
 
 /// Mount `second` on container `api` of a workload that `first` mounts on
@@ -210,7 +204,10 @@ async fn restore_config_map_deleted_while_active(kind: &str) -> anyhow::Result<(
     );
     bed.gefyra
         .api::<ConfigMap>()
-        .delete(RESTORE_CONFIG_MAP, &DeleteParams::default())
+        .delete(
+            &bed.restore_config_map("web-mount").await?,
+            &DeleteParams::default(),
+        )
         .await?;
     let pods = bed.target.api::<Pod>();
     for pod in live(
@@ -301,13 +298,15 @@ async fn an_edited_or_broken_restore_entry_is_refused_never_applied() -> anyhow:
     let mut edited: serde_json::Value = serde_json::from_str(value)?;
     edited["originalConfig"]["image"] = json!("evil.example/miner:1");
     let config_maps = bed.gefyra.api::<ConfigMap>();
+    let restore_config_map = bed.restore_config_map("web-mount").await?;
     let set_entry = |text: String| {
         let config_maps = config_maps.clone();
         let key = key.clone();
+        let restore_config_map = restore_config_map.clone();
         async move {
             config_maps
                 .patch(
-                    RESTORE_CONFIG_MAP,
+                    &restore_config_map,
                     &PatchParams::default(),
                     &Patch::Merge(json!({ "data": { key: text } })),
                 )
@@ -345,7 +344,7 @@ async fn an_edited_or_broken_restore_entry_is_refused_never_applied() -> anyhow:
     // The administrator removes the bad entry: the pod's own copy restores it.
     config_maps
         .patch(
-            RESTORE_CONFIG_MAP,
+            &restore_config_map,
             &PatchParams::default(),
             &Patch::Merge(json!({ "data": { key: null } })),
         )
@@ -394,7 +393,7 @@ async fn a_pod_that_cannot_be_restored_in_place_is_replaced_from_its_template() 
     bed.gefyra
         .api::<ConfigMap>()
         .patch(
-            RESTORE_CONFIG_MAP,
+            &bed.restore_config_map("web-mount").await?,
             &PatchParams::default(),
             &Patch::Merge(json!({ "data": { key: entry.to_string() } })),
         )

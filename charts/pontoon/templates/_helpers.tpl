@@ -221,3 +221,28 @@ subjects:
 {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/* Refuses values that would leave a live mount outside the namespaces
+mounts may target: with names in mounts.targetNamespaces the operator's
+rights are bound there only, so a mount left elsewhere could not be
+restored (its uninstall would be refused, leaving its pods on Carrier2).
+Helm renders before it changes anything, so `helm upgrade` fails here
+with nothing changed. `lookup` reads the cluster during install and
+upgrade (and returns nothing for `helm template`). */}}
+{{- define "pontoon.checkLiveMounts" -}}
+{{- if .Capabilities.APIVersions.Has "gefyra.dev/v1/gefyrabridgemount" -}}
+{{- $allowed := .Values.mounts.targetNamespaces -}}
+{{- $excluded := concat .Values.mounts.excludedNamespaces (list .Release.Namespace) | uniq -}}
+{{- $stranded := list -}}
+{{- $mounts := lookup "gefyra.dev/v1" "gefyrabridgemount" (.Values.watchNamespace | default "") "" -}}
+{{- range $mount := (get (default dict $mounts) "items" | default list) -}}
+{{- $ns := $mount.targetNamespace | default $mount.metadata.namespace -}}
+{{- if or (has $ns $excluded) (and (not (has "*" $allowed)) (not (has $ns $allowed))) -}}
+{{- $stranded = append $stranded (printf "%s/%s (target namespace %s)" $mount.metadata.namespace $mount.metadata.name $ns) -}}
+{{- end -}}
+{{- end -}}
+{{- if $stranded -}}
+{{- fail (printf "these mounts would be left outside the namespaces mounts may target (mounts.targetNamespaces, mounts.excludedNamespaces), where the operator could no longer restore them: %s; delete them first (kubectl delete gbridgemount), or keep their target namespaces allowed" (join ", " $stranded)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

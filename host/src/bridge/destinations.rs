@@ -178,7 +178,11 @@ impl Destinations {
 
     /// Whether `address` is in a Service network, a node's pod network, or
     /// (when no node has one) is a pod's.
-    async fn in_cluster_network(&self, client: &Client, address: IpAddr) -> Result<bool, kube::Error> {
+    async fn in_cluster_network(
+        &self,
+        client: &Client,
+        address: IpAddr,
+    ) -> Result<bool, kube::Error> {
         let networks = self.networks(client).await?;
         if networks.iter().any(|n| n.contains(&address)) {
             return Ok(true);
@@ -241,7 +245,13 @@ impl Destinations {
                 .items
                 .iter()
                 .filter_map(|n| n.spec.as_ref())
-                .flat_map(|s| s.pod_cidrs.clone().unwrap_or_default().into_iter().chain(s.pod_cidr.clone()))
+                .flat_map(|s| {
+                    s.pod_cidrs
+                        .clone()
+                        .unwrap_or_default()
+                        .into_iter()
+                        .chain(s.pod_cidr.clone())
+                })
                 .filter_map(|c| c.parse::<IpNet>().ok()),
         );
         *self.networks.lock().unwrap_or_else(|e| e.into_inner()) =
@@ -301,7 +311,12 @@ mod tests {
 
     #[test]
     fn networks_hosts_and_domains_allow_what_they_say() {
-        let d = listed(&["192.168.101.0/24", "fd00::/8", "dev.example.com", "*.corp.example"]);
+        let d = listed(&[
+            "192.168.101.0/24",
+            "fd00::/8",
+            "dev.example.com",
+            "*.corp.example",
+        ]);
         let allows = |endpoint: &str| d.listed_allows(&host_of(endpoint).unwrap());
         assert!(allows("192.168.101.1:8080"));
         assert!(!allows("192.168.102.1:8080"));
@@ -310,7 +325,10 @@ mod tests {
         assert!(allows("DEV.example.com:443"));
         assert!(!allows("evil.dev.example.com:443"));
         assert!(allows("a.corp.example:80"));
-        assert!(!allows("corp.example:80"), "the domain itself is not in `*.`");
+        assert!(
+            !allows("corp.example:80"),
+            "the domain itself is not in `*.`"
+        );
         assert!(!allows("acorp.example:80"));
         assert!(!allows("10.0.0.1:80"));
     }
@@ -326,7 +344,10 @@ mod tests {
     #[test]
     fn service_names_are_in_the_cluster_by_their_form() {
         assert_eq!(
-            service_of("stowaway-port-10001.gefyra.svc.cluster.local", "cluster.local"),
+            service_of(
+                "stowaway-port-10001.gefyra.svc.cluster.local",
+                "cluster.local"
+            ),
             Some(("stowaway-port-10001".into(), "gefyra".into()))
         );
         assert_eq!(

@@ -107,7 +107,7 @@ impl Admitted {
                 .provider_parameter
                 .as_ref()
                 .map(|p| serde_json::Value::Object(p.clone()).to_string()),
-            settings: settings.for_provider(),
+            settings: settings.for_provider(&cr.uid().unwrap_or_default()),
         }
     }
 

@@ -498,7 +498,6 @@ pub fn bridge_crd() -> Result<CustomResourceDefinition, serde_json::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bridge_mount::RESTORE_CONFIG_MAP;
 
     fn mount_in(namespace: &str, fields: serde_json::Value) -> GefyraBridgeMount {
         let mut object = serde_json::json!({
@@ -658,7 +657,10 @@ mod tests {
         assert_eq!(parameters["tls"]["certificate"], "/c.pem");
         assert_eq!(request.settings.operator_namespace, "pontoon");
         assert_eq!(request.settings.carrier_image, "carrier2:1");
-        assert_eq!(request.settings.restore_config_map, RESTORE_CONFIG_MAP);
+        assert_eq!(
+            request.settings.restore_config_map, "gefyra-carrier2-restore-u-1",
+            "the mount's own, by its uid"
+        );
         let bare = mount_in("gefyra", serde_json::json!({})).provider_request(&settings);
         assert_eq!(
             (bare.target.as_str(), bare.target_container.as_str()),

@@ -5,9 +5,16 @@ use std::time::Duration;
 use super::{guard::GuardSettings, namespaces::TargetNamespaces};
 use crate::plugins::bindings::Settings as ProviderSettings;
 
-/// Name of the ConfigMap (in the operator namespace) holding the original
-/// container configuration of patched pods, as Gefyra names it.
+/// Gefyra's one ConfigMap (in the operator namespace) holding the original
+/// container configuration of patched pods, which earlier versions shared
+/// between every mount; carrier2mount still reads and empties it.
 pub const RESTORE_CONFIG_MAP: &str = "gefyra-carrier2-restore-configmap";
+
+/// The restore ConfigMap of one mount (in the operator namespace): its own,
+/// so that no tenant's pods fill or block another's.
+pub fn restore_config_map(uid: &str) -> String {
+    format!("gefyra-carrier2-restore-{uid}")
+}
 
 /// The operator's settings for bridge mounts.
 #[derive(Clone, Debug)]
@@ -30,12 +37,13 @@ pub struct MountSettings {
 }
 
 impl MountSettings {
-    /// The part of the settings every provider call carries.
-    pub fn for_provider(&self) -> ProviderSettings {
+    /// The part of the settings every provider call for the mount with
+    /// `uid` carries.
+    pub fn for_provider(&self, uid: &str) -> ProviderSettings {
         ProviderSettings {
             operator_namespace: self.operator_namespace.clone(),
             carrier_image: self.carrier_image.clone(),
-            restore_config_map: RESTORE_CONFIG_MAP.into(),
+            restore_config_map: restore_config_map(uid),
         }
     }
 }

@@ -75,7 +75,9 @@ pub(super) fn sample_mount(
         settings: Settings {
             operator_namespace: operator_ns.into(),
             carrier_image: carrier_image.into(),
-            restore_config_map: "gefyra-carrier2-restore-configmap".into(),
+            restore_config_map: crate::bridge_mount::settings::restore_config_map(&format!(
+                "conformance-{suffix}"
+            )),
         },
     }
 }

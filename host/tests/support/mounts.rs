@@ -15,7 +15,9 @@ use kube::{
     Api, ResourceExt,
     api::{AttachParams, DeleteParams, ListParams, Patch, PatchParams, PostParams},
 };
-use pontoon::bridge_mount::{GefyraBridgeMount, RESTORE_CONFIG_MAP, crd::BridgeMountFields};
+use pontoon::bridge_mount::{
+    GefyraBridgeMount, crd::BridgeMountFields, settings::restore_config_map,
+};
 use pontoon_tests::{TestNamespace, operator::Operator, wait_for, wait_for_list};
 use serde_json::json;
 use tokio::io::AsyncReadExt;
@@ -77,6 +79,33 @@ impl Bed {
 
     pub fn mounts(&self) -> Api<GefyraBridgeMount> {
         self.gefyra.api()
+    }
+
+    /// The name of the restore ConfigMap of mount `name` (one a mount, by
+    /// its uid, in the operator's namespace).
+    pub async fn restore_config_map(&self, name: &str) -> anyhow::Result<String> {
+        let mount = self.mounts().get(name).await?;
+        Ok(restore_config_map(
+            mount.metadata.uid.as_deref().context("the mount's uid")?,
+        ))
+    }
+
+    /// Every restore entry of every mount of the bed (their ConfigMaps in
+    /// the operator's namespace).
+    pub async fn restore_entries(&self) -> anyhow::Result<BTreeMap<String, String>> {
+        let mut entries = BTreeMap::new();
+        for config_map in self
+            .gefyra
+            .api::<ConfigMap>()
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|c| c.name_any().starts_with("gefyra-carrier2-restore-"))
+        {
+            entries.extend(config_map.data.unwrap_or_default());
+        }
+        Ok(entries)
     }
 
     /// Creates a mount with exactly the fields Gefyra's client sends.
@@ -551,12 +580,7 @@ pub async fn assert_restored(
     }
     let after = inventory(&bed.target).await?;
     assert_eq!(after, before.objects, "the target namespace is as it was");
-    let restore: Api<ConfigMap> = bed.gefyra.api();
-    let left = restore
-        .get_opt(RESTORE_CONFIG_MAP)
-        .await?
-        .and_then(|c| c.data)
-        .unwrap_or_default();
+    let left = bed.restore_entries().await?;
     assert!(left.is_empty(), "restore entries left behind: {left:?}");
     Ok(())
 }

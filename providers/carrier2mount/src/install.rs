@@ -131,7 +131,7 @@ pub fn install(ctx: &Ctx) -> Result<Progress, Error> {
             Ok(container)
         })
         .collect::<Result<Vec<_>, Error>>()?;
-    plan.store.save_all(&unsaved)?;
+    plan.store.save_all(&unsaved, &data)?;
     let mut waiting = false;
     let mut commits = Vec::new();
     let mut patched = Vec::new();

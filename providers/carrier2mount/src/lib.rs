@@ -56,7 +56,7 @@ use pontoon_provider_sdk::{
 
 use crate::api::Ctx;
 
-pub use restore::DEFAULT_CONFIG_MAP;
+pub use restore::{CONFIG_MAP_PREFIX, LEGACY_CONFIG_MAP};
 
 struct Carrier2Mount;
 
@@ -80,8 +80,11 @@ pub fn scope() -> Vec<Capability> {
         // A shadow StatefulSet's claims: checked before it is made, and
         // deleted (those marked as the mount's) with it.
         Capability::of::<PersistentVolumeClaim>(&[List, Delete], Target),
+        // The mount's own restore ConfigMap ({mount}: its uid), and Gefyra's
+        // shared one, where earlier versions wrote: read and emptied.
         Capability::of::<ConfigMap>(&[Get, Create, Patch, Delete], Operator)
-            .named(&[DEFAULT_CONFIG_MAP]),
+            .named(&["gefyra-carrier2-restore-{mount}"]),
+        Capability::of::<ConfigMap>(&[Get, Patch, Delete], Operator).named(&[LEGACY_CONFIG_MAP]),
     ]
 }
 
@@ -149,15 +152,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_scope_names_the_restore_config_map_only_in_the_operator_namespace() {
+    fn the_scope_names_the_restore_config_maps_only_in_the_operator_namespace() {
         let scope = scope();
         let operator: Vec<&Capability> = scope
             .iter()
             .filter(|c| matches!(c.namespace, NamespaceScope::Operator))
             .collect();
-        assert_eq!(operator.len(), 1);
-        assert_eq!(operator[0].kinds, ["ConfigMap"]);
-        assert_eq!(operator[0].names, [DEFAULT_CONFIG_MAP]);
+        assert_eq!(operator.len(), 2);
+        assert!(operator.iter().all(|c| c.kinds == ["ConfigMap"]));
+        assert_eq!(
+            operator[0].names,
+            [format!("{CONFIG_MAP_PREFIX}{{mount}}")],
+            "the mount's own, by its uid"
+        );
+        assert_eq!(operator[1].names, [LEGACY_CONFIG_MAP]);
+        assert!(
+            !operator[1].verbs.iter().any(|v| matches!(v, Verb::Create)),
+            "the shared one is never made again"
+        );
         let secrets = scope.iter().find(|c| c.kinds == ["Secret"]).unwrap();
         assert!(matches!(secrets.verbs.as_slice(), [Verb::Get]));
         assert!(

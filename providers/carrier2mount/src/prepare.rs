@@ -49,15 +49,73 @@ pub fn check_fields(ctx: &Ctx) -> Result<tls::TlsParameters, Error> {
     names::check_shadow_names(ctx.target.kind.kind(), &ctx.target.name, ctx.container())
         .map_err(|why| Error::invalid_input(format!("mount {}: {why}", ctx.mount.name)))?;
     let tls = tls_parameters(ctx)?;
-    if ctx.mount.settings.restore_config_map != restore::DEFAULT_CONFIG_MAP {
+    let own = restore::config_map_of(&ctx.mount.uid);
+    if ctx.mount.settings.restore_config_map != own {
         return Err(Error::failed(format!(
-            "carrier2mount keeps restore entries only in ConfigMap `{}` (the one name its \
-             capability scope allows), but the operator is configured with `{}`",
-            restore::DEFAULT_CONFIG_MAP,
+            "carrier2mount keeps a mount's restore entries in ConfigMap `{own}` (the name its \
+             capability scope allows, `{}` and the mount's uid), but the operator gave `{}`",
+            restore::CONFIG_MAP_PREFIX,
             ctx.mount.settings.restore_config_map
         )));
     }
     Ok(tls)
+}
+
+/// The most pods `workload` may run at once: its replicas, or the most an
+/// HPA scaling it may set, a quarter more for a Deployment's rollout.
+fn most_pods(workload: &Workload, existing: &Existing) -> usize {
+    let replicas = |value: Option<&Value>| {
+        value
+            .and_then(Value::as_i64)
+            .and_then(|r| usize::try_from(r).ok())
+    };
+    match workload.kind {
+        TargetKind::Pod => 1,
+        kind => {
+            let own = replicas(workload.object.pointer("/spec/replicas")).unwrap_or(1);
+            let scaled = existing
+                .hpas
+                .iter()
+                .filter(|h| shadow::hpa_scales(h, &workload.name))
+                .filter_map(|h| replicas(h.pointer("/spec/maxReplicas")))
+                .max()
+                .unwrap_or(0);
+            let most = own.max(scaled);
+            if kind == TargetKind::Deployment {
+                most + most.div_ceil(4)
+            } else {
+                most
+            }
+        }
+    }
+}
+
+/// A mount whose restore entries could not fit its ConfigMap is refused
+/// before anything is made.
+fn refuse_too_big(
+    ctx: &Ctx,
+    workload: &Workload,
+    container: &Container,
+    existing: &Existing,
+) -> Result<(), Error> {
+    let sample = restore::Entry {
+        original_config: OriginalConfig {
+            image: container.image.clone(),
+            command: container.command.clone(),
+            args: container.args.clone(),
+        },
+        container: Some(container.name.clone()),
+        // A generated pod name: the workload's, a template hash and a suffix.
+        pod: Some(format!("{}-0123456789-abcde", workload.name)),
+        pod_uid: Some("00000000-0000-0000-0000-000000000000".into()),
+        target_namespace: Some(ctx.target_namespace().to_string()),
+        target: Some(ctx.target_name()),
+        mount: Some(format!("{}/{}", ctx.mount.namespace, ctx.mount.name)),
+    };
+    match restore::too_big(most_pods(workload, existing), &sample, &workload.describe()) {
+        Some(why) => Err(Error::invalid_input(why)),
+        None => Ok(()),
+    }
 }
 
 pub fn validate(ctx: &Ctx) -> Result<(), Error> {
@@ -66,8 +124,10 @@ pub fn validate(ctx: &Ctx) -> Result<(), Error> {
     // cluster access: only a target that is there and unusable fails.
     match ctx.workload() {
         Ok(Some(workload)) => {
-            check_container(ctx, &workload)?;
-            Existing::read(ctx, &workload)?.refuse_foreign(ctx, &workload)
+            let container = check_container(ctx, &workload)?;
+            let existing = Existing::read(ctx, &workload)?;
+            refuse_too_big(ctx, &workload, &container, &existing)?;
+            existing.refuse_foreign(ctx, &workload)
         }
         Ok(None) => Ok(()),
         Err(err) => {
@@ -355,7 +415,7 @@ mod tests {
             settings: Settings {
                 operator_namespace: "pontoon".into(),
                 carrier_image: "quay.io/gefyra/carrier2:latest".into(),
-                restore_config_map: restore::DEFAULT_CONFIG_MAP.into(),
+                restore_config_map: restore::config_map_of("u-1"),
             },
         }
     }

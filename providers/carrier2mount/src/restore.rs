@@ -1,6 +1,15 @@
 //! The restore ConfigMap: the original image, command and args of every
 //! patched container, written before the pod is touched, read back to undo.
 //!
+//! One ConfigMap per mount, `gefyra-carrier2-restore-<mount uid>` in the
+//! operator's namespace (where tenants write nothing), so that no tenant can
+//! fill or block another's: Gefyra's one ConfigMap for every mount of the
+//! cluster is an object of at most 1 MiB that a few workloads with
+//! thousands of pods fill, failing every other tenant's install. A mount
+//! whose pods could not fit [`MAX_RECORD_BYTES`] is refused up front
+//! ([`too_big`]). Entries written by earlier versions into Gefyra's shared
+//! ConfigMap ([`LEGACY_CONFIG_MAP`]) are still read, and dropped once used.
+//!
 //! One key per pod and container, `<namespace>.<pod>.<container>` (neither a
 //! namespace nor a container name has dots, so the key splits unambiguously),
 //! whose value is JSON in Gefyra's shape plus where it came from:
@@ -28,9 +37,44 @@ use pontoon_provider_sdk::{
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-/// The default name of the restore ConfigMap (Gefyra's), the one name the
-/// provider's capability scope allows.
-pub const DEFAULT_CONFIG_MAP: &str = "gefyra-carrier2-restore-configmap";
+/// Gefyra's shared restore ConfigMap, where earlier versions kept every
+/// mount's entries: read and emptied at uninstall, never written to.
+pub const LEGACY_CONFIG_MAP: &str = "gefyra-carrier2-restore-configmap";
+
+/// What a mount's own restore ConfigMap is called, before its uid.
+pub const CONFIG_MAP_PREFIX: &str = "gefyra-carrier2-restore-";
+
+/// The restore ConfigMap of the mount with `uid`.
+pub fn config_map_of(uid: &str) -> String {
+    format!("{CONFIG_MAP_PREFIX}{uid}")
+}
+
+/// The most entries (key and value, in bytes) one mount's ConfigMap
+/// holds: half of what Kubernetes allows an object, the rest left for
+/// what the estimate up front cannot know (longer pod names, a scale-up).
+pub const MAX_RECORD_BYTES: usize = 512 * 1024;
+
+/// Why a target is refused up front, when the entries of `pods` pods like
+/// `sample` could not fit [`MAX_RECORD_BYTES`].
+pub fn too_big(pods: usize, sample: &Entry, target: &str) -> Option<String> {
+    let key_bytes = key(
+        sample.target_namespace.as_deref().unwrap_or_default(),
+        sample.pod.as_deref().unwrap_or_default(),
+        sample.container.as_deref().unwrap_or_default(),
+    )
+    .len();
+    let each = sample.encode().len() + key_bytes;
+    let needed = pods.saturating_mul(each);
+    (needed > MAX_RECORD_BYTES).then(|| {
+        format!(
+            "{target} may run up to {pods} pods, whose restore entries (the original of each \
+             patched container, about {each} bytes each) would take {} KiB, more than the {} KiB \
+             one mount keeps: mount a workload with fewer replicas, or lower its maxReplicas",
+            needed / 1024,
+            MAX_RECORD_BYTES / 1024
+        )
+    })
+}
 
 /// Longest ConfigMap key Kubernetes accepts.
 const MAX_KEY: usize = 253;
@@ -81,6 +125,30 @@ impl Entry {
         self.target_namespace.as_deref() == Some(namespace)
             && self.target.as_deref() == Some(target)
     }
+
+    /// Why the entry may not be under `key`, if it may not: its namespace,
+    /// pod and container (those it names) give another key. An entry put
+    /// under another pod's key would drag that pod into a restore.
+    pub fn misplaced(&self, key: &str) -> Option<String> {
+        let (Some(namespace), Some(pod)) = (self.target_namespace.as_deref(), self.pod.as_deref())
+        else {
+            return None;
+        };
+        let expected = match self.container.as_deref() {
+            Some(container) => vec![
+                self::key(namespace, pod, container),
+                legacy_key(namespace, pod),
+            ],
+            None => vec![legacy_key(namespace, pod)],
+        };
+        (!expected.iter().any(|k| k == key)).then(|| {
+            format!(
+                "entry `{key}` is for pod `{pod}` of namespace `{namespace}`, whose key is \
+                 `{}`: ignored",
+                expected[0]
+            )
+        })
+    }
 }
 
 /// The key of the entry of a pod's container. Keys longer than Kubernetes
@@ -118,12 +186,16 @@ pub fn lookup(
 ) -> Option<(String, Result<Entry, String>)> {
     let current = key(namespace, pod, container);
     if let Some(text) = data.get(&current) {
-        return Some((current, Entry::decode(text)));
+        return match Entry::decode(text) {
+            Ok(entry) if entry.misplaced(&current).is_some() => None,
+            decoded => Some((current, decoded)),
+        };
     }
     let legacy = legacy_key(namespace, pod);
     let text = data.get(&legacy)?;
     match Entry::decode(text) {
         Ok(entry) if entry.container.as_deref().is_some_and(|c| c != container) => None,
+        Ok(entry) if entry.misplaced(&legacy).is_some() => None,
         decoded => Some((legacy, decoded)),
     }
 }
@@ -147,9 +219,12 @@ pub fn of_target(
     let mut unreadable = Vec::new();
     for (key, value) in data.iter().filter(|(k, _)| k.starts_with(&prefix)) {
         match Entry::decode(value) {
-            Ok(entry) if entry.belongs_to(namespace, target) => {
-                entries.insert(key.clone(), entry);
-            }
+            Ok(entry) if entry.belongs_to(namespace, target) => match entry.misplaced(key) {
+                Some(why) => unreadable.push(why),
+                None => {
+                    entries.insert(key.clone(), entry);
+                }
+            },
             Ok(_) => {}
             Err(e) => unreadable.push(format!("{key}: {e}")),
         }
@@ -157,17 +232,30 @@ pub fn of_target(
     (entries, unreadable)
 }
 
-/// The restore ConfigMap of one mount's operator.
+/// A restore ConfigMap: a mount's own, or Gefyra's shared one.
 pub struct Store {
     namespace: String,
     name: String,
+    /// The mount's mark, on the ConfigMap it creates.
+    mark: Option<String>,
 }
 
 impl Store {
+    /// The mount's own restore ConfigMap.
     pub fn of(mount: &Mount) -> Self {
         Self {
             namespace: mount.settings.operator_namespace.clone(),
             name: mount.settings.restore_config_map.clone(),
+            mark: Some(crate::mark::value(&mount.uid)),
+        }
+    }
+
+    /// Gefyra's shared ConfigMap, as earlier versions wrote it.
+    pub fn legacy(mount: &Mount) -> Self {
+        Self {
+            namespace: mount.settings.operator_namespace.clone(),
+            name: LEGACY_CONFIG_MAP.to_string(),
+            mark: None,
         }
     }
 
@@ -189,9 +277,33 @@ impl Store {
 
     /// Writes `entries` (key -> encoded entry) in one write, creating the
     /// ConfigMap if needed; nothing to write is no write.
-    pub fn save_all(&self, entries: &BTreeMap<String, String>) -> Result<(), Error> {
+    /// Writes `entries` (key -> encoded entry) in one write, creating the
+    /// ConfigMap if needed; nothing to write is no write. `data` is what
+    /// the ConfigMap holds besides: refused (`failed`, nothing written) when
+    /// the two together would pass [`MAX_RECORD_BYTES`].
+    pub fn save_all(
+        &self,
+        entries: &BTreeMap<String, String>,
+        data: &BTreeMap<String, String>,
+    ) -> Result<(), Error> {
         if entries.is_empty() {
             return Ok(());
+        }
+        let size = |m: &BTreeMap<String, String>, skip: &BTreeMap<String, String>| -> usize {
+            m.iter()
+                .filter(|(k, _)| !skip.contains_key(*k))
+                .map(|(k, v)| k.len() + v.len())
+                .sum()
+        };
+        let total = size(entries, &BTreeMap::new()) + size(data, entries);
+        if total > MAX_RECORD_BYTES {
+            return Err(Error::failed(format!(
+                "{} would hold {} KiB of restore entries, more than the {} KiB one mount keeps: \
+                 the target has more pods than one mount can restore; scale it down",
+                self.describe(),
+                total / 1024,
+                MAX_RECORD_BYTES / 1024
+            )));
         }
         let patch = json!({ "data": entries });
         match self.merge(&patch) {
@@ -202,6 +314,10 @@ impl Store {
             metadata: ObjectMeta {
                 name: Some(self.name.clone()),
                 namespace: Some(self.namespace.clone()),
+                labels: self
+                    .mark
+                    .as_ref()
+                    .map(|mark| [(crate::mark::MOUNT_LABEL.to_string(), mark.clone())].into()),
                 ..Default::default()
             },
             data: Some(entries.clone()),
@@ -364,6 +480,41 @@ mod tests {
             Some((_, Err(_)))
         ));
         assert_eq!(lookup(&data, "shop", "web-4", "app"), None);
+    }
+
+    #[test]
+    fn an_entry_under_another_pods_key_is_ignored_and_reported() {
+        let moved = entry().encode();
+        let data: BTreeMap<String, String> = [
+            // web-1's entry under web-2's key.
+            ("shop.web-2.app".to_string(), moved.clone()),
+            ("shop.web-1.app".to_string(), moved),
+        ]
+        .into();
+        assert_eq!(lookup(&data, "shop", "web-2", "app"), None);
+        assert!(lookup(&data, "shop", "web-1", "app").is_some());
+        let (entries, reported) = of_target(&data, "shop", "deploy/web");
+        assert_eq!(entries.keys().collect::<Vec<_>>(), ["shop.web-1.app"]);
+        assert_eq!(
+            reported,
+            [
+                "entry `shop.web-2.app` is for pod `web-1` of namespace `shop`, whose key is \
+              `shop.web-1.app`: ignored"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_target_whose_entries_could_not_fit_is_refused_up_front() {
+        let sample = entry();
+        assert_eq!(too_big(100, &sample, "deploy/web"), None);
+        let refused = too_big(5000, &sample, "deploy/web").unwrap();
+        assert!(
+            refused.starts_with("deploy/web may run up to 5000 pods")
+                && refused.contains("more than the 512 KiB one mount keeps"),
+            "{refused}"
+        );
+        assert_eq!(config_map_of("u-1"), "gefyra-carrier2-restore-u-1");
     }
 
     #[test]

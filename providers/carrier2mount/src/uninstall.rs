@@ -53,6 +53,11 @@ pub fn uninstall(ctx: &Ctx) -> Result<Progress, Error> {
     let unrestorable = plan.unrestorable.clone();
     let others_kept = plan.others_kept;
     let applied = plan.apply(ctx, workload.as_ref())?;
+    if let Some(left) = &applied.legacy_left {
+        // Gefyra's shared ConfigMap, emptied of this target's entries by
+        // earlier versions' mounts: deleted only when nothing is left.
+        Store::legacy(ctx.mount).delete_if_empty_as(left)?;
+    }
     let store = Store::of(ctx.mount);
     match applied.left {
         // What the removal of this target's entries left: no read needed.
@@ -216,6 +221,9 @@ struct RestorePlan {
     unannotate: Vec<Pod>,
     /// Entries to drop once done: this target's, for the mount's container.
     entries: Vec<String>,
+    /// Those of them in Gefyra's shared ConfigMap (written by earlier
+    /// versions).
+    legacy: Vec<String>,
     /// Pods on Carrier2 whose original is known nowhere (a bare Pod's).
     unrestorable: Vec<String>,
     /// The ConfigMap held entries besides those to drop when it was read.
@@ -229,7 +237,16 @@ struct RestorePlan {
 fn restore_plan(ctx: &Ctx, workload: Option<&Workload>) -> Result<RestorePlan, Error> {
     let (ns, container, carrier) = (ctx.target_namespace(), ctx.container(), ctx.carrier_image());
     let store = Store::of(ctx.mount);
-    let data = store.data()?;
+    let own = store.data()?;
+    // Entries of earlier versions in Gefyra's shared ConfigMap count too
+    // (the mount's own win where both have one).
+    let legacy = Store::legacy(ctx.mount).data()?;
+    let mut data: BTreeMap<String, String> = legacy
+        .iter()
+        .filter(|(key, _)| key.starts_with(&format!("{ns}.")))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    data.extend(own.iter().map(|(k, v)| (k.clone(), v.clone())));
     let (entries, unreadable) = restore::of_target(&data, ns, &ctx.target_name());
     for problem in unreadable {
         warn!(
@@ -265,6 +282,7 @@ fn restore_plan(ctx: &Ctx, workload: Option<&Workload>) -> Result<RestorePlan, E
         restore: Vec::new(),
         unannotate: Vec::new(),
         entries: entries.keys().cloned().collect(),
+        legacy: Vec::new(),
         unrestorable: Vec::new(),
         others_kept: false,
     };
@@ -306,7 +324,13 @@ fn restore_plan(ctx: &Ctx, workload: Option<&Workload>) -> Result<RestorePlan, E
             },
         }
     }
-    plan.others_kept = data.keys().any(|key| !plan.entries.contains(key));
+    plan.others_kept = own.keys().any(|key| !plan.entries.contains(key));
+    plan.legacy = plan
+        .entries
+        .iter()
+        .filter(|key| legacy.contains_key(*key))
+        .cloned()
+        .collect();
     if !refused.is_empty() {
         return Err(Error::failed(format!(
             "refusing to restore {} in namespace `{ns}`, nothing was changed: {}; fix or remove \
@@ -366,6 +390,7 @@ impl RestorePlan {
         Ok(Applied {
             images: restored.values().map(Vec::len).sum(),
             left: Store::of(ctx.mount).remove_all(&self.entries)?,
+            legacy_left: Store::legacy(ctx.mount).remove_all(&self.legacy)?,
         })
     }
 
@@ -409,6 +434,9 @@ struct Applied {
     images: usize,
     /// The ConfigMap as the removal of the entries left it, if there was one.
     left: Option<ConfigMap>,
+    /// Gefyra's shared ConfigMap as the removal of this target's entries
+    /// left it, if it had any.
+    legacy_left: Option<ConfigMap>,
 }
 
 /// Whether `current` runs a command or args other than its original's:
@@ -578,6 +606,7 @@ mod tests {
             restore,
             unannotate,
             entries: Vec::new(),
+            legacy: Vec::new(),
             unrestorable: Vec::new(),
             others_kept: false,
         }
