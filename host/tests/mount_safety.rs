@@ -2,7 +2,7 @@
 //! original workload, or act through the operator where they have no
 //! rights, tried on the test bed as users and admins would try them.
 
-use std::{collections::BTreeMap, process::Command, time::Duration};
+use std::collections::BTreeMap;
 
 use anyhow::{Context, bail};
 use k8s_openapi::api::{
@@ -14,7 +14,7 @@ use kube::{
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
 };
 use pontoon::bridge_mount::{GefyraBridgeMount, crd::BridgeMountFields};
-use pontoon_tests::{TestNamespace, kubeconfig_path, testbed_bin, wait_for, wait_for_list};
+use pontoon_tests::{TestNamespace, wait_for, wait_for_list};
 use serde_json::json;
 
 mod support;
@@ -769,137 +769,39 @@ async fn a_mount_outside_the_allowed_namespaces_is_refused_and_touches_nothing()
     Ok(())
 }
 
-/// `kubectl ARGS` against the test bed.
-fn kubectl(args: &[&str], stdin: Option<&str>) -> anyhow::Result<std::process::Output> {
-    use std::io::Write;
-    let mut child = Command::new(testbed_bin("kubectl")?)
-        .args(args)
-        .env("KUBECONFIG", kubeconfig_path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()?;
-    if let (Some(text), Some(mut input)) = (stdin, child.stdin.take()) {
-        input.write_all(text.as_bytes())?;
-    }
-    Ok(child.wait_with_output()?)
-}
-
-/// The chart's admission policy, bound to mounts of `namespace` only (the
-/// policy is cluster-wide; other tests' mounts must not meet it).
-async fn install_admission_policy(namespace: &str) -> anyhow::Result<String> {
-    let chart = pontoon_tests::repo_root().join("charts/pontoon");
-    let release = format!("adm-{}", &namespace[namespace.len().saturating_sub(6)..]);
-    let output = Command::new(testbed_bin("helm")?)
-        .args([
-            "template",
-            &release,
-            chart.to_str().context("chart path")?,
-            "--namespace",
-            namespace,
-            "--kube-version",
-            "1.36.0",
-            "--show-only",
-            "templates/admission-policy.yaml",
-        ])
-        .output()?;
-    anyhow::ensure!(
-        output.status.success(),
-        "helm template: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let rendered = String::from_utf8(output.stdout)?;
-    let mut documents = Vec::new();
-    for document in rendered.split("\n---") {
-        let mut value: serde_json::Value = match yaml_serde::from_str(document) {
-            Ok(v) if !serde_json::Value::is_null(&v) => v,
-            _ => continue,
-        };
-        if value["kind"] == "ValidatingAdmissionPolicyBinding" {
-            value["spec"]["matchResources"] = json!({ "namespaceSelector": { "matchLabels": {
-                "kubernetes.io/metadata.name": namespace
-            } } });
-        }
-        documents.push(value);
-    }
-    let list = json!({ "apiVersion": "v1", "kind": "List", "items": documents });
-    let applied = kubectl(
-        &["apply", "--server-side", "-f", "-"],
-        Some(&list.to_string()),
-    )?;
-    anyhow::ensure!(
-        applied.status.success(),
-        "kubectl apply: {}",
-        String::from_utf8_lossy(&applied.stderr)
-    );
-    Ok(format!("{release}-pontoon-mounts"))
-}
-
 #[tokio::test]
 async fn a_mount_is_admitted_only_when_its_creator_may_patch_exec_and_read_its_secrets_there()
 -> anyhow::Result<()> {
+    use support::tenants::{Policies, Tenant, kubectl, mount_manifest};
+    install_crds().await?;
     let gefyra = TestNamespace::new("ms-adm-gefyra").await?;
     let target = TestNamespace::new("ms-adm-target").await?;
-    let policy = install_admission_policy(gefyra.name()).await?;
-    let rbac = |namespace: &str, name: &str, rules: serde_json::Value| {
-        json!([
-            { "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-              "metadata": { "name": name, "namespace": namespace }, "rules": rules },
-            { "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-              "metadata": { "name": name, "namespace": namespace },
-              "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name },
-              "subjects": [{ "kind": "ServiceAccount", "name": "dev", "namespace": gefyra.name() }] }
-        ])
-    };
-    let apply = |items: serde_json::Value| -> anyhow::Result<()> {
-        let list = json!({ "apiVersion": "v1", "kind": "List", "items": items });
-        let out = kubectl(&["apply", "-f", "-"], Some(&list.to_string()))?;
-        anyhow::ensure!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(())
-    };
-    apply(json!([{ "apiVersion": "v1", "kind": "ServiceAccount",
-                   "metadata": { "name": "dev", "namespace": gefyra.name() } }]))?;
-    apply(rbac(
+    let dev = Tenant::new(gefyra.name(), "dev")?;
+    dev.grant(
         gefyra.name(),
         "make-mounts",
         json!([{ "apiGroups": ["gefyra.dev"], "resources": ["gefyrabridgemounts"],
                  "verbs": ["create", "get", "delete"] }]),
-    ))?;
-    let dev = format!("--as=system:serviceaccount:{}:dev", gefyra.name());
+    )?;
     let mount = |name: &str, ns: &str, parameters: serde_json::Value| {
-        json!({
-            "apiVersion": "gefyra.dev/v1", "kind": "gefyrabridgemount",
-            "metadata": { "name": name, "namespace": gefyra.name() },
-            "targetNamespace": ns, "target": "deploy/web", "targetContainer": "app",
-            "provider": "carrier2mount", "providerParameter": parameters
-        })
-        .to_string()
+        mount_manifest(
+            name,
+            gefyra.name(),
+            Some(ns),
+            "deploy/web",
+            json!({ "providerParameter": parameters }),
+        )
     };
-    let create_as_dev =
-        |manifest: String| kubectl(&[dev.as_str(), "create", "-f", "-"], Some(&manifest));
-    // A new policy takes the API server a moment to enforce: ask (dry run)
-    // until it answers.
-    let deadline = std::time::Instant::now() + TIMEOUT;
-    loop {
-        let manifest = mount("probe", target.name(), json!({}));
-        let tried = kubectl(
-            &[dev.as_str(), "create", "--dry-run=server", "-f", "-"],
-            Some(&manifest),
-        )?;
-        if String::from_utf8_lossy(&tried.stderr).contains(&policy) {
-            break;
-        }
-        anyhow::ensure!(
-            std::time::Instant::now() < deadline,
-            "the admission policy was never enforced: {}",
-            String::from_utf8_lossy(&tried.stderr)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let release = format!("adm-{}", &gefyra.name()[gefyra.name().len() - 6..]);
+    let policies = Policies::install(
+        &release,
+        &[gefyra.name()],
+        &dev,
+        &mount("probe", target.name(), json!({})),
+    )
+    .await?;
+    let policy = policies.mounts();
+    let create_as_dev = |manifest: String| dev.kubectl(&["create", "-f", "-"], Some(&manifest));
 
     // May create mounts, may not patch pods in the target namespace.
     let refused = create_as_dev(mount("m1", target.name(), json!({})))?;
@@ -914,11 +816,11 @@ async fn a_mount_is_admitted_only_when_its_creator_may_patch_exec_and_read_its_s
             && stderr.contains("kubectl auth can-i patch pods"),
         "kubectl says which right is missing where: {stderr}"
     );
-    apply(rbac(
+    dev.grant(
         target.name(),
         "patch-pods",
         json!([{ "apiGroups": [""], "resources": ["pods"], "verbs": ["patch"] }]),
-    ))?;
+    )?;
     let refused = create_as_dev(mount("m1", target.name(), json!({})))?;
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
@@ -928,11 +830,11 @@ async fn a_mount_is_admitted_only_when_its_creator_may_patch_exec_and_read_its_s
         )),
         "{stderr}"
     );
-    apply(rbac(
+    dev.grant(
         target.name(),
         "exec-pods",
         json!([{ "apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"] }]),
-    ))?;
+    )?;
     // A Secret named in its TLS parameters must be readable by its creator.
     let tls = json!({ "tls": {
         "certificate": { "secret": { "name": "web-tls", "key": "tls.crt" } },
@@ -955,12 +857,12 @@ async fn a_mount_is_admitted_only_when_its_creator_may_patch_exec_and_read_its_s
         "{}",
         String::from_utf8_lossy(&admitted.stderr)
     );
-    apply(rbac(
+    dev.grant(
         target.name(),
         "read-tls",
         json!([{ "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["web-tls"],
                  "verbs": ["get"] }]),
-    ))?;
+    )?;
     let admitted = create_as_dev(mount("m2", target.name(), tls))?;
     assert!(
         admitted.status.success(),
@@ -979,12 +881,8 @@ async fn a_mount_is_admitted_only_when_its_creator_may_patch_exec_and_read_its_s
             "{ns}: {stderr}"
         );
     }
-    // Clean up the cluster-wide objects.
-    let _ = kubectl(
-        &["delete", "validatingadmissionpolicybinding", &policy],
-        None,
-    );
-    let _ = kubectl(&["delete", "validatingadmissionpolicy", &policy], None);
+    // The cluster-wide objects go with `policies`.
+    drop(policies);
     let mounts: Api<GefyraBridgeMount> = gefyra.api();
     for name in ["m1", "m2"] {
         // No operator runs here: the mounts have no finalizer to wait for.
