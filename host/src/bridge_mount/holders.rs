@@ -219,8 +219,8 @@ fn request_of(candidate: &Candidate<'_>) -> Admitted {
         .unwrap_or_else(|| Admitted::of(candidate.mount))
 }
 
-/// `gefyra/first (ACTIVE, `deploy/web`, container `app`), which holds pod
-/// web-1`.
+/// `gefyra/first (ACTIVE, container `app`) on `deploy/web`, which holds
+/// pod web-1`.
 fn describe(candidate: &Candidate<'_>, pods: &[String]) -> String {
     let request = request_of(candidate);
     let held = match pods {
@@ -229,7 +229,7 @@ fn describe(candidate: &Candidate<'_>, pods: &[String]) -> String {
         many => format!(", which holds pods {}", many.join(", ")),
     };
     format!(
-        "{} ({}, `{}`, container `{}`){held}",
+        "{} ({}, container `{}`) on `{}`{held}",
         candidate.mount.qualified_name(),
         candidate
             .mount
@@ -237,8 +237,8 @@ fn describe(candidate: &Candidate<'_>, pods: &[String]) -> String {
             .state
             .as_deref()
             .unwrap_or("REQUESTED"),
-        request.target,
         request.target_container,
+        request.target,
     )
 }
 
