@@ -251,7 +251,10 @@ async fn a_tenant_may_not_point_its_mount_or_bridge_where_it_has_no_rights_nor_w
         "a bridge naming its own namespace, the operator's",
     )?;
     assert!(
-        said.contains(&format!("bridges may not target namespace {}", gefyra.name())),
+        said.contains(&format!(
+            "bridges may not target namespace {}",
+            gefyra.name()
+        )),
         "the namespace a bridge names is judged like a mount's: {said}"
     );
     admitted(

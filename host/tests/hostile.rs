@@ -244,3 +244,72 @@ async fn hostile_providers_fail_their_own_mounts_only() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// The most resident memory the process `pid` has had, in MiB.
+fn peak_rss_mib(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .context("no VmHWM in /proc/PID/status")?;
+    Ok(kib / 1024)
+}
+
+/// A pod whose file read back never ends (a link to a device, as a sidecar
+/// sharing `/tmp` could make): the exec streams into the operator no more
+/// than its cap, the mount is told why, and the others keep working. (A
+/// debug build's operator peaks near 100 MiB on the test bed; streaming
+/// /dev/urandom for the call's 10 s deadline would hold gigabytes.)
+#[tokio::test]
+async fn a_read_back_that_never_ends_costs_the_operator_its_cap_and_no_more() -> anyhow::Result<()>
+{
+    let dir = tempfile::tempdir()?;
+    std::fs::copy(
+        bundled_provider("carrier2mount")?,
+        dir.path().join("carrier2mount.wasm"),
+    )?;
+    std::fs::copy(
+        test_module("exec_probe")?,
+        dir.path().join("exec_probe.wasm"),
+    )?;
+    let bed = Bed::with_providers("floods", dir.path(), &[]).await?;
+    bed.target
+        .api::<Pod>()
+        .create(&PostParams::default(), &bare_pod("floods")?)
+        .await?;
+    bed.deployments(&["web"]).await?;
+    ready_pods(&bed.target, "app=floods", 1).await?;
+    // The pod's /tmp, as the test bed's exec shim binds it.
+    let tmp = pontoon_tests::testbed_dir()
+        .join("pods")
+        .join(bed.target.name())
+        .join("floods")
+        .join("tmp");
+    std::fs::create_dir_all(&tmp)?;
+    std::os::unix::fs::symlink("/dev/urandom", tmp.join("config.yaml"))?;
+    let parameter =
+        json!({ "pod": "floods", "container": "app", "command": ["cat", "/tmp/config.yaml"] });
+    mount_on(&bed, "floods", "exec-probe", parameter.as_object().cloned()).await?;
+    bed.mount("web", "deploy/web", "app").await?;
+    let failed = bed.wait_state("floods", "ERROR").await?;
+    let (reason, message) = Bed::ready(&failed);
+    assert_eq!(reason, "ProviderFailed", "{message}");
+    assert!(
+        message.contains("exec in pod `floods`")
+            && message.contains("its stdout passed 1 MiB, the most an exec may return"),
+        "names the pod and the cap: {message}"
+    );
+    bed.wait_state("web", "ACTIVE").await?;
+    let pid = bed.operator.pid().context("the operator runs")?;
+    let peak = peak_rss_mib(pid)?;
+    println!("floods: operator peak RSS {peak} MiB with an endless read-back capped");
+    assert!(
+        peak < 192,
+        "the operator's RSS peaked at {peak} MiB: the read-back was not bounded"
+    );
+    assert_eq!(bed.operator.get("/readyz").await?.0, 200);
+    bed.delete_mount("web").await?;
+    bed.delete_mount("floods").await?;
+    Ok(())
+}

@@ -60,7 +60,7 @@ impl CallState {
         self.limiter
             .hold_host(bytes, what)
             .await
-            .map_err(crate::plugins::bindings::ClusterError::Api)
+            .map_err(crate::plugins::bindings::ClusterError::Denied)
     }
 
     /// The last lines the guest wrote to stderr (its panic message, typically).

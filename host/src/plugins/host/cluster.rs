@@ -561,8 +561,9 @@ async fn exec(
         // Dropping the writer closes stdin, so the command sees end of input.
     }
     let status = process.take_status();
+    // Refused by the host, as a call outside the scope is: `denied`.
     let capped = |stream: &str| {
-        ClusterError::Api(format!(
+        ClusterError::Denied(format!(
             "exec in pod `{pod}` (container `{container}`): its {stream} passed {} MiB, the most \
              an exec may return; the command was stopped (a file read back that never ends, a \
              link to a device, say)",
@@ -654,7 +655,7 @@ async fn list_bounded(
             let json = to_json(&object)?;
             bytes += json.len();
             if bytes > MAX_LIST_BYTES {
-                return Err(ClusterError::Api(format!(
+                return Err(ClusterError::Denied(format!(
                     "the list of {kind} in namespace `{namespace}` passed {} MiB after {} \
                      objects, the most a list may return to a provider; list with a label \
                      selector that takes fewer",
