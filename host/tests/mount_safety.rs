@@ -890,3 +890,208 @@ async fn a_mount_is_admitted_only_when_its_creator_may_patch_exec_and_read_its_s
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn each_mount_keeps_its_own_restore_record_and_one_too_big_for_it_is_refused_up_front()
+-> anyhow::Result<()> {
+    let bed = Bed::new("ms-record").await?;
+    bed.deployments(&["web", "api", "huge"]).await?;
+    // An HPA may scale `huge` to 5000 pods: their originals could not fit.
+    let mut scaler = hpa("huge")?;
+    scaler.spec.min_replicas = Some(1);
+    scaler.spec.max_replicas = 5000;
+    bed.target
+        .api::<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler>()
+        .create(&PostParams::default(), &scaler)
+        .await?;
+    let before = Before::take(&bed.target, "app=huge").await?;
+    bed.mount("huge-mount", "deploy/huge", "app").await?;
+    let refused = bed.wait_state("huge-mount", "ERROR").await?;
+    let (reason, message) = Bed::ready(&refused);
+    assert_eq!(reason, "InvalidInput", "{message}");
+    assert!(
+        message.contains("deploy/huge")
+            && message.contains("may run up to 6250 pods")
+            && message.contains("more than the 512 KiB one mount keeps"),
+        "says why and what to change: {message}"
+    );
+    assert_eq!(
+        inventory(&bed.target).await?,
+        before.objects,
+        "nothing made"
+    );
+
+    // Two mounts, two records, each in its own ConfigMap carrying its mark.
+    for name in ["web", "api"] {
+        bed.mount(&format!("{name}-mount"), &format!("deploy/{name}"), "app")
+            .await?;
+    }
+    let config_maps = bed.gefyra.api::<ConfigMap>();
+    for name in ["web", "api"] {
+        let mount = bed.wait_state(&format!("{name}-mount"), "ACTIVE").await?;
+        let record = config_maps
+            .get(&bed.restore_config_map(&format!("{name}-mount")).await?)
+            .await?;
+        let entries = record.data.clone().unwrap_or_default();
+        assert_eq!(entries.len(), 1, "{name}: {entries:?}");
+        assert!(
+            entries
+                .values()
+                .all(|e| e.contains(&format!("\"target\":\"deploy/{name}\""))),
+            "{name}'s record holds {name}'s pods only: {entries:?}"
+        );
+        assert!(
+            record.labels().get("pontoon.dev/mount-uid").is_some() && mount.uid().is_some(),
+            "marked as the mount's"
+        );
+    }
+    for name in ["web", "api", "huge"] {
+        bed.delete_mount(&format!("{name}-mount")).await?;
+    }
+    assert!(
+        bed.restore_entries().await?.is_empty(),
+        "each record went with its mount"
+    );
+    let left: Vec<String> = config_maps
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .map(|c| c.name_any())
+        .filter(|n| n.starts_with("gefyra-carrier2-restore-"))
+        .collect();
+    assert!(left.is_empty(), "no record left: {left:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_statefulset_shadow_never_takes_over_a_claim_it_did_not_make() -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    let bed = Bed::new("ms-claims").await?;
+    let mut db = statefulset("db", 1)?;
+    if let Some(spec) = db.spec.as_mut() {
+        spec.volume_claim_templates = Some(vec![serde_json::from_value(json!({
+            "metadata": { "name": "data" },
+            "spec": { "accessModes": ["ReadWriteOnce"], "storageClassName": "manual",
+                      "resources": { "requests": { "storage": "1Gi" } } }
+        }))?]);
+    }
+    bed.target
+        .api::<StatefulSet>()
+        .create(&PostParams::default(), &db)
+        .await?;
+    // A claim of the name the shadow's first pod would use, made by a user.
+    let claims = bed.target.api::<PersistentVolumeClaim>();
+    claims
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": { "name": "data-db-gefyra-0", "labels": { "team": "db" } },
+                "spec": { "accessModes": ["ReadWriteOnce"], "storageClassName": "manual",
+                          "resources": { "requests": { "storage": "1Gi" } } }
+            }))?,
+        )
+        .await?;
+    bed.mount("db-mount", "sts/db", "app").await?;
+    let refused = bed.wait_state("db-mount", "ERROR").await?;
+    let (_, message) = Bed::ready(&refused);
+    assert!(
+        message.contains("PersistentVolumeClaim `data-db-gefyra-0`")
+            && message.contains("was not made by this mount"),
+        "names the claim: {message}"
+    );
+    assert!(
+        bed.target
+            .api::<StatefulSet>()
+            .get_opt("db-gefyra")
+            .await?
+            .is_none(),
+        "no shadow that could take the claim"
+    );
+    bed.delete_mount("db-mount").await?;
+    let claim = claims.get("data-db-gefyra-0").await?;
+    assert!(
+        claim.metadata.deletion_timestamp.is_none()
+            && claim.labels().get("team").map(String::as_str) == Some("db")
+            && claim.metadata.owner_references.is_none(),
+        "the user's claim is as it was: {claim:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn terminate_mounts_closes_admission_before_it_ends_every_mount() -> anyhow::Result<()> {
+    let bed = Bed::new("ms-close").await?;
+    bed.deployments(&["web", "api"]).await?;
+    let api_before = Before::take(&bed.target, "app=api").await?;
+    bed.mount("web-mount", "deploy/web", "app").await?;
+    bed.wait_state("web-mount", "ACTIVE").await?;
+    let args = [
+        "terminate-mounts".to_string(),
+        "--kubeconfig".into(),
+        pontoon_tests::kubeconfig_path().display().to_string(),
+        "--namespace".into(),
+        bed.gefyra.name().into(),
+        "--watch-namespace".into(),
+        bed.gefyra.name().into(),
+        "--timeout".into(),
+        "60".into(),
+    ];
+    let hook = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pontoon"))
+            .args(args)
+            .output()
+    });
+    let config_maps = bed.gefyra.api::<ConfigMap>();
+    let closing = async {
+        wait_for(
+            &config_maps,
+            "pontoon-admission-closed",
+            |c: Option<&ConfigMap>| c.is_some(),
+            TIMEOUT,
+        )
+        .await?;
+        // A mount made while the hook runs: never served, ended with the rest.
+        bed.mount("late-mount", "deploy/api", "app").await?;
+        anyhow::Ok(())
+    };
+    let (out, closed) = tokio::join!(hook, closing);
+    closed?;
+    let out = out??;
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.contains("admission closed")
+            && said.contains("late-mount")
+            && said.contains("2 mount(s) terminated, every target restored"),
+        "{said}"
+    );
+    assert_eq!(
+        inventory(&bed.target)
+            .await?
+            .into_iter()
+            .filter(|(k, _)| k.contains("api"))
+            .collect::<BTreeMap<_, _>>(),
+        api_before
+            .objects
+            .into_iter()
+            .filter(|(k, _)| k.contains("api"))
+            .collect(),
+        "the late mount's target was never touched"
+    );
+    // Closed until the marker expires: a mount made now is refused, saying why.
+    bed.mount("after-mount", "deploy/api", "app").await?;
+    let refused = bed.wait_state("after-mount", "ERROR").await?;
+    let (reason, message) = Bed::ready(&refused);
+    assert_eq!(reason, "AdmissionClosed", "{message}");
+    assert!(
+        message.contains("terminate-mounts") && message.contains("pontoon-admission-closed"),
+        "{message}"
+    );
+    bed.delete_mount("after-mount").await?;
+    Ok(())
+}
