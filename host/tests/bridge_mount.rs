@@ -460,7 +460,10 @@ async fn an_invalid_target_or_container_is_an_error_that_names_it() -> anyhow::R
         )
         .await;
     let refused = format!("{:?}", edited.expect_err("the target cannot be changed"));
-    assert!(refused.contains("target cannot be changed"), "{refused}");
+    assert!(
+        refused.contains("target cannot be added, changed or removed once the mount exists"),
+        "{refused}"
+    );
 
     bed.delete_mount("bad-kind").await?;
     bed.delete_mount("bad-container").await?;

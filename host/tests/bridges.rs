@@ -19,8 +19,18 @@ use pontoon_tests::wait_for;
 use serde_json::{Value, json};
 use support::mounts::{Bed, TIMEOUT, carrier_config, deployment, ready_pods};
 
-/// A GefyraBridge as Gefyra's client writes it, on port 80 of `app`.
-fn bridge(name: &str, mount: &str, ns: &str, header: &str, mapping: &str) -> Value {
+/// A GefyraBridge as Gefyra's client writes it, on port 80 of `app`, in
+/// namespace `ns` for a mount whose target is in `target_ns`; its requests
+/// go to Gefyra's client network (192.168.101.0/24, which the bed's
+/// operator allows).
+fn bridge(
+    name: &str,
+    mount: &str,
+    ns: &str,
+    target_ns: &str,
+    header: &str,
+    mapping: &str,
+) -> Value {
     json!({
         "apiVersion": "gefyra.dev/v1",
         "kind": "gefyrabridge",
@@ -32,7 +42,7 @@ fn bridge(name: &str, mount: &str, ns: &str, header: &str, mapping: &str) -> Val
         ] },
         "connectionProvider": "stowaway",
         "client": "client-a",
-        "targetNamespace": ns,
+        "targetNamespace": target_ns,
         "target": mount,
         "targetContainer": "app",
         "portMappings": [mapping],
@@ -40,6 +50,9 @@ fn bridge(name: &str, mount: &str, ns: &str, header: &str, mapping: &str) -> Val
         "destinationIP": "192.168.101.1",
     })
 }
+
+/// The operator lets bridges send requests to Gefyra's client network too.
+const GEFYRA_CLIENTS: &str = "--bridge-destinations=cluster,192.168.101.0/24";
 
 async fn create(api: &Api<GefyraBridge>, object: Value) -> anyhow::Result<()> {
     api.create(&PostParams::default(), &serde_json::from_value(object)?)
@@ -130,7 +143,7 @@ fn header_of(bridges: &Value, name: &str) -> Option<String> {
 #[tokio::test]
 async fn a_bridge_is_refused_fixed_rendered_updated_carried_through_missing_and_removed()
 -> anyhow::Result<()> {
-    let bed = Bed::new("br-life").await?;
+    let bed = Bed::with_flags("br-life", &[GEFYRA_CLIENTS]).await?;
     let outcome = life(&bed).await;
     if outcome.is_err() {
         let _ = bed.delete_mount("web-mount").await;
@@ -150,10 +163,24 @@ async fn life(bed: &Bed) -> anyhow::Result<()> {
     // Refused, each with the field to change.
     create(
         &bridges,
-        bridge("wrong-port", "web-mount", &gefyra, "peer0", "8080:9999"),
+        bridge(
+            "wrong-port",
+            "web-mount",
+            &gefyra,
+            ns.name(),
+            "peer0",
+            "8080:9999",
+        ),
     )
     .await?;
-    let mut bad_rule = bridge("bad-rule", "web-mount", &gefyra, "peer9", "8081:80");
+    let mut bad_rule = bridge(
+        "bad-rule",
+        "web-mount",
+        &gefyra,
+        ns.name(),
+        "peer9",
+        "8081:80",
+    );
     bad_rule["providerParameter"]["rules"][0]["match"][0]["matchHeader"]["type"] = json!("regex");
     bad_rule["providerParameter"]["rules"][0]["match"][0]["matchHeader"]["value"] = json!("(");
     create(&bridges, bad_rule).await?;
@@ -175,7 +202,14 @@ async fn life(bed: &Bed) -> anyhow::Result<()> {
     // the mapping's local port.
     create(
         &bridges,
-        bridge("to-dev", "web-mount", &gefyra, "peer1", "8080:80"),
+        bridge(
+            "to-dev",
+            "web-mount",
+            &gefyra,
+            ns.name(),
+            "peer1",
+            "8080:80",
+        ),
     )
     .await?;
     wait_bridge(&bridges, "to-dev", "ACTIVE").await?;
@@ -266,5 +300,130 @@ async fn life(bed: &Bed) -> anyhow::Result<()> {
             left.iter().map(|b| b.name_any()).collect::<Vec<_>>()
         );
     }
+    Ok(())
+}
+
+/// A bridge of `web-mount` of `bed` sending `header` requests to `to`
+/// (`destinationIP` or `clusterEndpoint`).
+fn bridge_to(bed: &Bed, name: &str, header: &str, to: Value) -> Value {
+    let mut object = bridge(
+        name,
+        "web-mount",
+        bed.gefyra.name(),
+        bed.target.name(),
+        header,
+        "8080:80",
+    );
+    object["destinationIP"] = Value::Null;
+    if let (Some(object), Some(to)) = (object.as_object_mut(), to.as_object()) {
+        object.extend(to.clone());
+    }
+    object
+}
+
+#[tokio::test]
+async fn a_bridge_sends_requests_only_where_allowed_and_a_mount_renders_its_oldest_few()
+-> anyhow::Result<()> {
+    let bed = Bed::with_flags("br-bound", &["--max-bridges-per-mount=2"]).await?;
+    let bridges: Api<GefyraBridge> = bed.gefyra.api();
+    bed.deploy_web(1).await?;
+    bed.mount("web-mount", "deploy/web", "app").await?;
+    bed.wait_state("web-mount", "ACTIVE").await?;
+
+    // The Service network (the API server's own Service) is in the cluster.
+    let service_ip = json!({ "destinationIP": "10.96.0.1" });
+    for (name, header) in [("one", "a"), ("two", "b")] {
+        create(&bridges, bridge_to(&bed, name, header, service_ip.clone())).await?;
+        wait_bridge(&bridges, name, "ACTIVE").await?;
+    }
+    // Ages are told by creation time, to the second: the third is younger.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    create(&bridges, bridge_to(&bed, "three", "c", service_ip.clone())).await?;
+    let refused = wait_bridge(&bridges, "three", "ERROR").await?;
+    assert!(
+        message(&refused).contains("has 3 bridges and renders at most 2")
+            && message(&refused).contains("--max-bridges-per-mount"),
+        "{}",
+        message(&refused)
+    );
+    for name in ["one", "two", "three"] {
+        bridges.delete(name, &DeleteParams::default()).await?;
+    }
+
+    // Outside the cluster's networks, unless the administrator allows it.
+    create(
+        &bridges,
+        bridge_to(
+            &bed,
+            "outside",
+            "d",
+            json!({ "destinationIP": "192.168.101.1" }),
+        ),
+    )
+    .await?;
+    let refused = wait_bridge(&bridges, "outside", "ERROR").await?;
+    assert!(
+        message(&refused).contains(
+            "endpoint `192.168.101.1:8080` is not a destination bridges may send requests to"
+        ) && message(&refused).contains("bridges.allowedDestinations"),
+        "{}",
+        message(&refused)
+    );
+    // A Service name stays in the cluster unless it is an ExternalName.
+    bed.target
+        .api::<k8s_openapi::api::core::v1::Service>()
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": { "name": "leak" },
+                "spec": { "type": "ExternalName", "externalName": "evil.example.com" }
+            }))?,
+        )
+        .await?;
+    let leak = format!("leak.{}.svc.cluster.local:80", bed.target.name());
+    create(
+        &bridges,
+        bridge_to(
+            &bed,
+            "via-leak",
+            "e",
+            json!({ "clusterEndpoint": { "80": leak } }),
+        ),
+    )
+    .await?;
+    let refused = wait_bridge(&bridges, "via-leak", "ERROR").await?;
+    assert!(
+        message(&refused).contains("is not a destination bridges may send requests to"),
+        "{}",
+        message(&refused)
+    );
+    create(
+        &bridges,
+        bridge_to(
+            &bed,
+            "via-service",
+            "f",
+            json!({ "clusterEndpoint": { "80": "kubernetes.default.svc.cluster.local:443" } }),
+        ),
+    )
+    .await?;
+    wait_bridge(&bridges, "via-service", "ACTIVE").await?;
+
+    // A bridge must name its mount's target namespace: the policy judged its
+    // creator's rights there.
+    let mut elsewhere = bridge_to(&bed, "elsewhere", "g", service_ip);
+    elsewhere["targetNamespace"] = json!(bed.gefyra.name());
+    create(&bridges, elsewhere).await?;
+    let refused = wait_bridge(&bridges, "elsewhere", "ERROR").await?;
+    assert!(
+        message(&refused).contains(&format!(
+            "targetNamespace: `{}` is not the namespace `{}` of the mount's target",
+            bed.gefyra.name(),
+            bed.target.name()
+        )),
+        "{}",
+        message(&refused)
+    );
+    bed.delete_mount("web-mount").await?;
     Ok(())
 }

@@ -41,7 +41,8 @@ fn a_provider_shows_its_metadata_and_scope() -> anyhow::Result<()> {
     for line in [
         "get, apply, patch, delete Deployment (apps) in the target namespace, any name",
         "get, list, apply, patch, delete, exec Pod (core) in the target namespace, any name",
-        "get, create, patch, delete ConfigMap (core) in the operator namespace, names gefyra-carrier2-restore-configmap",
+        "get, create, patch, delete ConfigMap (core) in the operator namespace, names gefyra-carrier2-restore-{mount}",
+        "get, patch, delete ConfigMap (core) in the operator namespace, names gefyra-carrier2-restore-configmap",
     ] {
         assert!(out.contains(line), "missing `{line}` in:\n{out}");
     }

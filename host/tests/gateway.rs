@@ -1851,3 +1851,113 @@ async fn status_and_config_converge_after_a_thousand_routes_churn() -> anyhow::R
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_users_object_of_a_data_planes_name_is_never_taken_over_nor_its_service_joined()
+-> anyhow::Result<()> {
+    let bed = Bed::new("gw-foreign").await?;
+    // The user's ConfigMap, made before the Gateway of that name.
+    let config_maps = bed.ns.api::<ConfigMap>();
+    let users: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": "praxis-edge" },
+        "data": { "mine": "yes" }
+    }))?;
+    config_maps.create(&PostParams::default(), &users).await?;
+    bed.gateway(
+        "edge",
+        json!([{ "name": "http", "port": 80, "protocol": "HTTP" }]),
+    )
+    .await?;
+    let blocked = bed
+        .wait_gateway_reason(
+            "edge",
+            ("Programmed", "False", "Pending"),
+            "ConfigMap `praxis-edge`",
+        )
+        .await?;
+    assert!(
+        blocked.message.contains("is not this Gateway's")
+            && blocked.message.contains("rename or delete it"),
+        "{}",
+        blocked.message
+    );
+    let kept = config_maps.get("praxis-edge").await?;
+    assert_eq!(
+        kept.data
+            .unwrap_or_default()
+            .get("mine")
+            .map(String::as_str),
+        Some("yes"),
+        "the user's data is as it was"
+    );
+    assert!(
+        kept.metadata.owner_references.is_none(),
+        "not made the Gateway's"
+    );
+    assert!(
+        bed.ns
+            .api::<Deployment>()
+            .get_opt("praxis-edge")
+            .await?
+            .is_none(),
+        "no data plane beside an object it would not own"
+    );
+    bed.gateways()
+        .delete("edge", &DeleteParams::default())
+        .await?;
+    wait_for(
+        &bed.gateways(),
+        "edge",
+        |g: Option<&Gateway>| g.is_none(),
+        TIMEOUT,
+    )
+    .await?;
+    // The garbage collector had nothing of the Gateway's to take with it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        config_maps.get_opt("praxis-edge").await?.is_some(),
+        "the user's ConfigMap outlives the Gateway"
+    );
+
+    // infrastructure.labels that would put Praxis behind another Service.
+    let shop: Service = serde_json::from_value(json!({
+        "metadata": { "name": "shop" },
+        "spec": { "selector": { "app": "shop" }, "ports": [{ "port": 80 }] }
+    }))?;
+    bed.ns
+        .api::<Service>()
+        .create(&PostParams::default(), &shop)
+        .await?;
+    let lure: Gateway = serde_json::from_value(json!({
+        "metadata": { "name": "lure" },
+        "spec": {
+            "gatewayClassName": bed.class,
+            "infrastructure": { "labels": { "app": "shop" } },
+            "listeners": [{ "name": "http", "port": 80, "protocol": "HTTP" }]
+        }
+    }))?;
+    bed.gateways().create(&PostParams::default(), &lure).await?;
+    let blocked = bed
+        .wait_gateway_reason(
+            "lure",
+            ("Programmed", "False", "Pending"),
+            "Service(s) shop (app=shop)",
+        )
+        .await?;
+    assert!(
+        blocked
+            .message
+            .contains("choose labels no other Service selects"),
+        "{}",
+        blocked.message
+    );
+    assert!(
+        bed.ns
+            .api::<Deployment>()
+            .get_opt("praxis-lure")
+            .await?
+            .is_none(),
+        "no pods that would join Service shop"
+    );
+    Ok(())
+}

@@ -300,6 +300,7 @@ fn bridge(
     name: &str,
     mount: &str,
     ns: &str,
+    target_ns: &str,
     rules: serde_json::Value,
     ip: &str,
 ) -> anyhow::Result<GefyraBridge> {
@@ -312,7 +313,7 @@ fn bridge(
         "providerParameter": { "rules": rules },
         "connectionProvider": "stowaway",
         "client": "client-a",
-        "targetNamespace": ns,
+        "targetNamespace": target_ns,
         "target": mount,
         "targetContainer": "echo",
         "portMappings": [format!("{ECHO_PORT}:{ECHO_PORT}")],
@@ -513,13 +514,27 @@ async fn traffic_in(bed: &Bed, testbed: TestbedNet, workload: Workload) -> anyho
     bridges
         .create(
             &PostParams::default(),
-            &bridge("bridge-a", "traffic", &gefyra, header_a, &ip_a)?,
+            &bridge(
+                "bridge-a",
+                "traffic",
+                &gefyra,
+                bed.target.name(),
+                header_a,
+                &ip_a,
+            )?,
         )
         .await?;
     bridges
         .create(
             &PostParams::default(),
-            &bridge("bridge-b", "traffic", &gefyra, path_b, &ip_b)?,
+            &bridge(
+                "bridge-b",
+                "traffic",
+                &gefyra,
+                bed.target.name(),
+                path_b,
+                &ip_b,
+            )?,
         )
         .await?;
     wait_bridge(&bridges, "bridge-a", "ACTIVE").await?;

@@ -27,7 +27,7 @@ fn mount(ns: &str, parameters: Option<serde_json::Value>) -> Mount {
         settings: Settings {
             operator_namespace: format!("{ns}-operator"),
             carrier_image: "quay.io/gefyra/carrier2:latest".into(),
-            restore_config_map: "gefyra-carrier2-restore-configmap".into(),
+            restore_config_map: pontoon::bridge_mount::settings::restore_config_map("0000"),
         },
     }
 }
@@ -666,5 +666,24 @@ async fn a_config_filter_translates_and_reports_bad_input() -> anyhow::Result<()
         .await
         .expect_err("wrong type is refused");
     assert!(err.to_string().contains("header-filter"), "{err}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_scope_with_a_placeholder_followed_by_a_wildcard_is_refused_at_load() -> anyhow::Result<()>
+{
+    use pontoon::plugins::LoadError;
+    let runtime = PluginRuntime::new(Limits::default())?;
+    let refused = match runtime.load_file(&test_module("greedy_names")?).await {
+        Err(refused) => refused,
+        Ok(_) => anyhow::bail!("greedy-names was loaded"),
+    };
+    assert!(matches!(refused, LoadError::Metadata { .. }), "{refused}");
+    let said = refused.to_string();
+    assert!(
+        said.contains("name `{mount}*`: `{mount}` may not be followed directly by `*`")
+            && said.contains("name `{target}-*`: a name with `{target}` must be exact"),
+        "names each pattern and why: {said}"
+    );
     Ok(())
 }

@@ -1,0 +1,152 @@
+//! A cluster whose GefyraBridgeMount CRD is older than the operator (Helm
+//! never upgrades the CRDs of a chart's `crds/`), so nothing stops a user
+//! from pointing a live mount at another namespace: the operator keeps
+//! serving what it admitted, says the fields drifted, and restores exactly
+//! what it mounted. Its own test binary: it changes the cluster-wide CRD
+//! for its duration (cargo runs test binaries one after another).
+
+use k8s_openapi::{
+    api::core::v1::Pod,
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kube::{
+    Api,
+    api::{ListParams, Patch, PatchParams},
+};
+use pontoon_tests::{TestNamespace, wait_for};
+use serde_json::json;
+
+mod support;
+
+use support::mounts::*;
+
+const CRD: &str = "gefyrabridgemounts.gefyra.dev";
+
+/// The CRD as `pontoon crds` makes it, put back when dropped.
+struct OlderCrd(Api<CustomResourceDefinition>);
+
+impl OlderCrd {
+    /// Takes the CRD's rules that fix a mount's request after creation.
+    async fn install() -> anyhow::Result<Self> {
+        install_crds().await?;
+        let crds: Api<CustomResourceDefinition> = Api::all(pontoon_tests::client().await?);
+        crds.patch(
+            CRD,
+            &PatchParams::default(),
+            &Patch::<()>::Json(serde_json::from_value(json!([{
+                "op": "remove",
+                "path": "/spec/versions/0/schema/openAPIV3Schema/x-kubernetes-validations"
+            }]))?),
+        )
+        .await?;
+        Ok(Self(crds))
+    }
+}
+
+impl Drop for OlderCrd {
+    fn drop(&mut self) {
+        let crds = self.0.clone();
+        let put_back = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(async move {
+                for crd in pontoon::crds::all()? {
+                    if kube::ResourceExt::name_any(&crd) == CRD {
+                        crds.patch(
+                            CRD,
+                            &PatchParams::apply("pontoon-tests").force(),
+                            &Patch::Apply(&crd),
+                        )
+                        .await?;
+                    }
+                }
+                anyhow::Ok(())
+            })
+        })
+        .join();
+        if let Ok(Err(err)) = put_back {
+            eprintln!("warning: could not put the mount CRD back: {err:#}");
+        }
+    }
+}
+
+/// Whether every live pod of `ns` labelled `app=web` runs Carrier2.
+async fn on_carrier(ns: &TestNamespace) -> anyhow::Result<bool> {
+    let pods = live(
+        ns.api::<Pod>()
+            .list(&ListParams::default().labels("app=web"))
+            .await?
+            .items,
+    );
+    Ok(!pods.is_empty()
+        && pods
+            .iter()
+            .all(|p| app_of(p).is_ok_and(|c| c.image.as_deref() == Some(CARRIER_IMAGE))))
+}
+
+#[tokio::test]
+async fn a_mount_pointed_elsewhere_after_admission_keeps_serving_what_was_admitted()
+-> anyhow::Result<()> {
+    let _older = OlderCrd::install().await?;
+    let bed = Bed::new("old-crd").await?;
+    let other = TestNamespace::new("old-crd-other").await?;
+    bed.deploy_web(1).await?;
+    other
+        .api::<k8s_openapi::api::apps::v1::Deployment>()
+        .create(&Default::default(), &deployment("web", 1)?)
+        .await?;
+    ready_pods(&other, "app=web", 1).await?;
+    let before = Before::take(&bed.target, "app=web").await?;
+    let elsewhere = Before::take(&other, "app=web").await?;
+    bed.mount("web-mount", "deploy/web", "app").await?;
+    bed.wait_state("web-mount", "ACTIVE").await?;
+
+    // Nothing in this CRD stops the change.
+    bed.mounts()
+        .patch(
+            "web-mount",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "targetNamespace": other.name() })),
+        )
+        .await?;
+    let drifted = |m: Option<&pontoon::bridge_mount::GefyraBridgeMount>| {
+        m.is_some_and(|m| {
+            m.conditions()
+                .iter()
+                .any(|c| c.type_ == "Admitted" && c.status == "False" && c.reason == "Drifted")
+        })
+    };
+    let mount = wait_for(&bed.mounts(), "web-mount", drifted, TIMEOUT)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("the mount is gone"))?;
+    let said = mount
+        .conditions()
+        .iter()
+        .find(|c| c.type_ == "Admitted")
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(
+        said.contains(&format!(
+            "targetNamespace: admitted `{}`, now `{}`",
+            bed.target.name(),
+            other.name()
+        )) && said.contains("keeps serving what it admitted")
+            && said.contains("delete the mount and create a new one"),
+        "{said}"
+    );
+    assert!(
+        on_carrier(&bed.target).await?,
+        "the admitted target stays mounted"
+    );
+    assert_eq!(
+        inventory(&other).await?,
+        elsewhere.objects,
+        "the namespace it was pointed at is untouched"
+    );
+    // Deleting it restores what was mounted, and touches nothing else.
+    bed.delete_mount("web-mount").await?;
+    assert_restored(&bed, &before, "app=web", 1).await?;
+    assert_eq!(inventory(&other).await?, elsewhere.objects);
+    Ok(())
+}
