@@ -369,6 +369,8 @@ async fn a_bridge_sends_requests_only_where_allowed_and_a_mount_renders_its_olde
         "{}",
         message(&refused)
     );
+    // (Refused bridges count against the mount's limit too.)
+    bridges.delete("outside", &DeleteParams::default()).await?;
     // A Service name stays in the cluster unless it is an ExternalName.
     bed.target
         .api::<k8s_openapi::api::core::v1::Service>()
@@ -397,6 +399,7 @@ async fn a_bridge_sends_requests_only_where_allowed_and_a_mount_renders_its_olde
         "{}",
         message(&refused)
     );
+    bridges.delete("via-leak", &DeleteParams::default()).await?;
     create(
         &bridges,
         bridge_to(

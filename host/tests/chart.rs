@@ -1510,3 +1510,114 @@ fn the_image_context_holds_every_file_the_containerfile_copies() -> anyhow::Resu
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn an_upgrade_that_would_strand_a_live_mount_is_refused_before_anything_changes()
+-> anyhow::Result<()> {
+    install_crds_for_mounts().await?;
+    let ns = TestNamespace::new("chart-narrow").await?;
+    let kept = TestNamespace::new("chart-narrow-kept").await?;
+    let dropped = TestNamespace::new("chart-narrow-dropped").await?;
+    let release = ns.name().to_string();
+    let chart = chart();
+    let chart = chart.to_str().context("chart path")?;
+    let values = |namespaces: &[&str]| {
+        format!(
+            "watchNamespace={release},controllers={{bridge-mounts}},mounts.terminateOnUninstall=false,mounts.targetNamespaces={{{}}}",
+            namespaces.join(",")
+        )
+    };
+    ok(
+        helm(&[
+            "install",
+            &release,
+            chart,
+            "--namespace",
+            &release,
+            "--set",
+            &values(&[kept.name(), dropped.name()]),
+        ])?,
+        "helm install",
+    )?;
+    // A mount targeting the namespace the upgrade would drop (no operator
+    // runs here: it is live as long as it exists).
+    let mounts: Api<GefyraBridgeMount> = ns.api();
+    mounts
+        .create(
+            &PostParams::default(),
+            &mount_of("web-mount", &dropped, "deploy/web", "carrier2mount"),
+        )
+        .await?;
+    let upgrade = |namespaces: &[&str]| {
+        helm(&[
+            "upgrade",
+            &release,
+            chart,
+            "--namespace",
+            &release,
+            "--set",
+            &values(namespaces),
+        ])
+    };
+    let refused = upgrade(&[kept.name()])?;
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success(),
+        "the upgrade went through: {said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "{release}/web-mount (target namespace {})",
+            dropped.name()
+        )) && said.contains("delete them first"),
+        "names the mount and what to do: {said}"
+    );
+    let bindings: Api<RoleBinding> = dropped.api();
+    assert!(
+        !bindings
+            .list(&ListParams::default())
+            .await?
+            .items
+            .is_empty(),
+        "the operator's rights in the dropped namespace are still bound"
+    );
+    // Once the mount is gone, the same upgrade goes through.
+    mounts
+        .delete("web-mount", &kube::api::DeleteParams::default())
+        .await?;
+    ok(upgrade(&[kept.name()])?, "helm upgrade without the mount")?;
+    ok(uninstall(&release)?, "helm uninstall")?;
+    Ok(())
+}
+
+/// Pontoon's CRDs (the chart installs them only on a first install).
+async fn install_crds_for_mounts() -> anyhow::Result<()> {
+    let crds = kubectl_apply_crds()?;
+    anyhow::ensure!(
+        crds.status.success(),
+        "{}",
+        String::from_utf8_lossy(&crds.stderr)
+    );
+    Ok(())
+}
+
+fn kubectl_apply_crds() -> anyhow::Result<Output> {
+    use std::io::Write;
+    let yaml = Command::new(env!("CARGO_BIN_EXE_pontoon"))
+        .args(["crds", "--set", "gefyra"])
+        .output()?;
+    anyhow::ensure!(yaml.status.success(), "pontoon crds failed");
+    let mut child = Command::new(testbed_bin("kubectl")?)
+        .args(["apply", "--server-side", "--force-conflicts", "-f", "-"])
+        .env("KUBECONFIG", kubeconfig_path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    child
+        .stdin
+        .take()
+        .context("kubectl's stdin")?
+        .write_all(&yaml.stdout)?;
+    Ok(child.wait_with_output()?)
+}
