@@ -4,7 +4,7 @@ SHELL := bash
 TESTBED := tests/testbed
 KUBECONFIG_TESTBED := $(CURDIR)/.testbed/kubeconfig
 
-.PHONY: deps testbed testbed-up testbed-down testbed-clean test lint fmt run new-provider providers image-context crds chaos bench-runtime bench-mounts bench-gateway gateway-conformance conformance
+.PHONY: deps testbed testbed-up testbed-down testbed-clean test lint fmt run new-provider providers image-context crds chaos bench-runtime bench-mounts bench-gateway bench-bridges gateway-conformance conformance
 
 deps: ## install missing tools (Debian packages, rustup target)
 	@scripts/deps.sh
@@ -52,6 +52,9 @@ chaos: testbed-up ## the operator SIGKILLed at 40 kill points over every phase o
 
 bench-runtime: deps ## figures for the plugin runtime: compile, instantiate, host call
 	cargo run --release --locked -p pontoon --example bench_runtime
+
+bench-bridges: deps ## figures for judging a mount's bridges: the most a mount renders, of the largest shape, first look and after
+	cargo run --release --locked -p pontoon --example bench_bridges
 
 bench-mounts: testbed-up ## figures for bridge mounts: create -> ACTIVE, delete -> restored, 50 at once, RSS, CPU
 	@scripts/providers.sh dist/providers

@@ -23,7 +23,7 @@ use support::mounts::*;
 const CRD: &str = "gefyrabridgemounts.gefyra.dev";
 
 /// The CRD as `pontoon crds` makes it, put back when dropped.
-struct OlderCrd(Api<CustomResourceDefinition>);
+struct OlderCrd;
 
 impl OlderCrd {
     /// Takes the CRD's rules that fix a mount's request after creation.
@@ -39,18 +39,19 @@ impl OlderCrd {
             }]))?),
         )
         .await?;
-        Ok(Self(crds))
+        Ok(Self)
     }
 }
 
 impl Drop for OlderCrd {
     fn drop(&mut self) {
-        let crds = self.0.clone();
+        // A client of its own runtime: the test's runtime is blocked here.
         let put_back = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
             runtime.block_on(async move {
+                let crds: Api<CustomResourceDefinition> = Api::all(pontoon_tests::client().await?);
                 for crd in pontoon::crds::all()? {
                     if kube::ResourceExt::name_any(&crd) == CRD {
                         crds.patch(

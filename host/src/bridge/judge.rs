@@ -14,10 +14,15 @@ use crate::{
 };
 
 /// Most rules one bridge may hold: each is matched against every request of
-/// the workload, and the whole config is rewritten into every pod on change.
-pub const MAX_RULES: usize = 1000;
+/// the workload, the whole config is rewritten into every pod on change,
+/// and the host judges every bridge of a mount at each look at it (bounded
+/// with `--max-bridges-per-mount`; `make bench-bridges` measures it).
+pub const MAX_RULES: usize = 64;
 /// Most matches one rule may hold.
-pub const MAX_MATCHES: usize = 64;
+pub const MAX_MATCHES: usize = 8;
+/// Most regular expressions one bridge may hold (compiling one costs far
+/// more than judging any other match).
+pub const MAX_REGEXES: usize = 16;
 
 /// What a bridge is judged against: the mount it names, as the operator
 /// admitted it.
@@ -238,6 +243,23 @@ fn rules(parameter: Option<&serde_json::Map<String, Value>>) -> Result<Vec<Rule>
             rules.len()
         ));
     }
+    let regexes = rules
+        .iter()
+        .filter_map(|r| r.get("match").and_then(Value::as_array))
+        .flatten()
+        .filter(|m| {
+            m.as_object()
+                .into_iter()
+                .flat_map(|o| o.values())
+                .any(|inner| inner.get("type").and_then(Value::as_str) == Some("regex"))
+        })
+        .count();
+    if regexes > MAX_REGEXES {
+        return Err(format!(
+            "providerParameter.rules hold {regexes} regular expressions, more than the \
+             {MAX_REGEXES} a bridge may hold; match by exact value or prefix instead"
+        ));
+    }
     rules
         .iter()
         .enumerate()
@@ -344,8 +366,9 @@ fn one_line(text: &str) -> String {
 
 /// Patterns whose verdict is kept: every bridge is judged again at each
 /// look at its mount, and compiling a regular expression costs far more
-/// than the rest of a judgement. Bounded: past it the cache starts over.
-const REGEX_CACHE_ENTRIES: usize = 4096;
+/// than the rest of a judgement. Bounded (a pattern is at most a few
+/// hundred bytes): past it the cache starts over.
+const REGEX_CACHE_ENTRIES: usize = 16_384;
 
 static REGEX_VERDICTS: std::sync::LazyLock<
     std::sync::Mutex<std::collections::HashMap<String, Result<(), String>>>,
@@ -581,7 +604,14 @@ mod tests {
         let rule = serde_json::json!({"match": [{"matchPath": {"path": "/x", "type": "prefix"}}]});
         let many = bridge(serde_json::json!({"providerParameter": {"rules": vec![rule; 10_000]}}));
         let err = judge(&many, &view(&[80])).unwrap_err();
-        assert!(err.contains("10000 rules, more than the 1000"), "{err}");
+        assert!(err.contains("10000 rules, more than the 64"), "{err}");
+        let regex = serde_json::json!({"match": [{"matchPath": {"path": "^/x", "type": "regex"}}]});
+        let many = bridge(serde_json::json!({"providerParameter": {"rules": vec![regex; 17]}}));
+        let err = judge(&many, &view(&[80])).unwrap_err();
+        assert!(
+            err.contains("17 regular expressions, more than the 16"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -253,3 +253,61 @@ pub async fn valid_bridges(
         .filter_map(|(_, verdict)| verdict.ok())
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mount() -> GefyraBridgeMount {
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "web-mount", "namespace": "gefyra", "uid": "u-1" },
+            "targetNamespace": "shop", "target": "deploy/web", "targetContainer": "app",
+        }))
+        .unwrap()
+    }
+
+    fn bridge(name: &str, at: &str, header: &str) -> GefyraBridge {
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": name, "namespace": "gefyra", "creationTimestamp": at },
+            "providerParameter": { "rules": [{ "match": [{ "matchHeader": {
+                "name": "x-gefyra", "value": header } }] }] },
+            "targetNamespace": "shop",
+            "portMappings": ["8080:80"],
+            "destinationIP": "10.244.0.10",
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_mount_judges_its_oldest_bridges_and_refuses_the_rest_unjudged() {
+        let mount = mount();
+        let request = Admitted::of(&mount);
+        let bridges = [
+            bridge("c", "2026-12-01T00:00:03Z", "c"),
+            bridge("a", "2026-12-01T00:00:01Z", "a"),
+            bridge("b", "2026-12-01T00:00:02Z", "a"),
+            bridge("d", "2026-12-01T00:00:04Z", "d"),
+        ];
+        let judged = judge_all(&mount, &request, &bridges, Some(&[80]), 3);
+        let verdict = |name: &str| {
+            judged
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+                .unwrap()
+        };
+        assert!(verdict("a").is_ok());
+        assert!(
+            verdict("b").unwrap_err().contains("duplicates bridge `a`"),
+            "the younger duplicate"
+        );
+        assert!(verdict("c").is_ok());
+        let beyond = verdict("d").unwrap_err();
+        assert!(
+            beyond.contains("has 4 bridges and renders at most 3"),
+            "{beyond}"
+        );
+        let names: Vec<&str> = judged.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c", "d"], "in name order");
+    }
+}

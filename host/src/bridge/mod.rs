@@ -34,7 +34,7 @@ pub struct BridgeSettings {
 /// The default of `--max-bridges-per-mount`: bridges of the largest shape
 /// allowed (see `judge`) judged in well under 10 ms once their regular
 /// expressions are known (`make bench-bridges`).
-pub const MAX_BRIDGES_PER_MOUNT: usize = 32;
+pub const MAX_BRIDGES_PER_MOUNT: usize = 16;
 
 impl Default for BridgeSettings {
     fn default() -> Self {

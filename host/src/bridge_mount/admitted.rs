@@ -147,6 +147,12 @@ impl Admissions {
         self.known.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// What the mount with `uid` was admitted for, as far as this process
+    /// has read or written it (no API call: for watches' mappings).
+    pub fn cached(&self, uid: &str) -> Option<Admitted> {
+        self.known().get(uid).cloned()
+    }
+
     /// What the mount with `uid` was admitted for; `None` when the operator
     /// never admitted it (or its record does not read).
     pub async fn of(&self, uid: &str) -> Result<Option<Admitted>, kube::Error> {

@@ -24,7 +24,7 @@ use kube::{
 use pontoon_provider_sdk::Target;
 
 use super::{
-    admitted::Admissions,
+    admitted::{Admissions, Admitted},
     context::Context,
     crd::{GefyraBridge, GefyraBridgeMount},
     guard::Guard,
@@ -124,7 +124,7 @@ pub async fn run(
         bridge_settings,
         registry,
         guard.clone(),
-        admissions,
+        admissions.clone(),
         book,
         changed,
         recorder,
@@ -135,16 +135,20 @@ pub async fn run(
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    let (pods, deployments, sets) = (store.clone(), store.clone(), store);
+    let targets = Targets {
+        mounts: store,
+        admissions,
+    };
+    let (pods, deployments, sets) = (targets.clone(), targets.clone(), targets);
     let mounts = controller
         .watches_stream(metadata_watch::<Pod>(&client), move |pod| {
-            affected_mounts(&pods, &pod)
+            pods.affected_by(&pod)
         })
         .watches_stream(metadata_watch::<Deployment>(&client), move |d| {
-            affected_mounts(&deployments, &d)
+            deployments.affected_by(&d)
         })
         .watches_stream(metadata_watch::<StatefulSet>(&client), move |s| {
-            affected_mounts(&sets, &s)
+            sets.affected_by(&s)
         })
         // A bridge that comes, goes or changes its request is rendered by
         // its mount; the bridge controller's reports wake no mount.
@@ -224,31 +228,42 @@ fn count_states(store: &Store<GefyraBridgeMount>) {
     }
 }
 
-/// The mounts an object may concern: those targeting its namespace whose
-/// target name starts its name (the workload itself, its pods, and the
-/// provider's copies, which are named after it).
-fn affected_mounts<K: Resource>(
-    store: &Store<GefyraBridgeMount>,
-    object: &PartialObjectMeta<K>,
-) -> Vec<ObjectRef<GefyraBridgeMount>> {
-    let Some(namespace) = object.namespace() else {
-        return Vec::new();
-    };
-    let name = object.name_any();
-    store
-        .state()
-        .iter()
-        .filter(|mount| {
-            mount.target_namespace() == namespace
-                && mount
-                    .fields
-                    .target
-                    .as_deref()
-                    .and_then(|t| Target::parse(t).ok())
-                    .is_some_and(|target| name.starts_with(name_stem(&target.name)))
-        })
-        .map(|mount| ObjectRef::from_obj(&**mount))
-        .collect()
+/// What the watches of targets map their objects to mounts by: the mounts,
+/// and what each was admitted for.
+#[derive(Clone)]
+struct Targets {
+    mounts: Store<GefyraBridgeMount>,
+    admissions: Arc<Admissions>,
+}
+
+impl Targets {
+    /// The mounts an object may concern: those targeting its namespace
+    /// whose target name starts its name (the workload itself, its pods,
+    /// and the provider's copies, which are named after it), by what they
+    /// were admitted for (their fields, before admission).
+    fn affected_by<K: Resource>(
+        &self,
+        object: &PartialObjectMeta<K>,
+    ) -> Vec<ObjectRef<GefyraBridgeMount>> {
+        let Some(namespace) = object.namespace() else {
+            return Vec::new();
+        };
+        let name = object.name_any();
+        self.mounts
+            .state()
+            .iter()
+            .filter(|mount| {
+                let request = mount
+                    .uid()
+                    .and_then(|uid| self.admissions.cached(&uid))
+                    .unwrap_or_else(|| Admitted::of(mount));
+                request.target_namespace == namespace
+                    && Target::parse(&request.target)
+                        .is_ok_and(|target| name.starts_with(name_stem(&target.name)))
+            })
+            .map(|mount| ObjectRef::from_obj(&**mount))
+            .collect()
+    }
 }
 
 /// The part of a workload's name its pods and copies keep, however long the

@@ -295,6 +295,70 @@ mod tests {
         );
     }
 
+    fn mount(name: &str, created: &str, target: &str) -> GefyraBridgeMount {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": name, "namespace": "gefyra", "uid": format!("uid-{name}"),
+                "creationTimestamp": created,
+            },
+            "target": target, "targetContainer": "app", "targetNamespace": "shop",
+            "state": "ACTIVE",
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn older_or_admitted_mounts_of_the_namespace_are_rivals_oldest_first() {
+        let own = mount("own", "2026-11-29T11:00:00Z", "deploy/web");
+        let older = mount("older", "2026-11-29T10:00:00Z", "deploy/web");
+        let oldest = mount("oldest", "2026-11-29T09:00:00Z", "pod/web-1");
+        let younger = mount("younger", "2026-11-29T12:00:00Z", "deploy/web");
+        let admitted_younger = mount("admitted", "2026-11-29T12:00:00Z", "sts/db");
+        let mut elsewhere = mount("elsewhere", "2026-11-29T08:00:00Z", "deploy/web");
+        elsewhere.fields.target_namespace = Some("bank".into());
+        let candidates = [
+            Candidate {
+                mount: &older,
+                admitted: None,
+            },
+            Candidate {
+                mount: &younger,
+                admitted: None,
+            },
+            Candidate {
+                mount: &oldest,
+                admitted: None,
+            },
+            Candidate {
+                mount: &elsewhere,
+                admitted: None,
+            },
+            Candidate {
+                mount: &own,
+                admitted: None,
+            },
+            Candidate {
+                mount: &admitted_younger,
+                admitted: Some(Admitted::of(&admitted_younger)),
+            },
+        ];
+        let rivals: Vec<String> = rivals(&own, "shop", &candidates)
+            .iter()
+            .map(|c| c.mount.name_any())
+            .collect();
+        assert_eq!(rivals, ["oldest", "older", "admitted"]);
+        let all = super::rivals(&own, "shop", &candidates);
+        for spelling in ["deploy/web", "deployment/web", "web"] {
+            assert_eq!(
+                same_workload(spelling, &all).as_deref(),
+                Some("gefyra/older (ACTIVE, container `app`) on `deploy/web`"),
+                "{spelling}"
+            );
+        }
+        assert_eq!(same_workload("deploy/shop", &all), None);
+        assert_eq!(same_workload("frobnicator/web", &all), None);
+    }
+
     #[test]
     fn a_workload_never_takes_a_shadow_pod_and_a_bare_pod_takes_itself() {
         let web = Selection::Selector(LabelSelector {
