@@ -632,6 +632,19 @@ const LIST_PAGE: u32 = 500;
 /// many pods (or HPAs) it holds, and the operator holds every tenant's calls.
 pub const MAX_LIST_BYTES: usize = 8 * 1024 * 1024;
 
+/// The first page of a list asked for with `params`: [`LIST_PAGE`] objects.
+fn first_page(params: kube::api::ListParams) -> kube::api::ListParams {
+    let mut params = params.limit(LIST_PAGE);
+    if params.resource_version.as_deref() == Some("0") {
+        // "Any version" as `0` makes the API server's cache ignore `limit`
+        // and send the whole list; "not older than 1" asks for the same
+        // freshness (any) and is answered from the cache a page at a time.
+        params.resource_version = Some("1".into());
+        params.version_match = Some(kube::api::VersionMatch::NotOlderThan);
+    }
+    params
+}
+
 /// Every object `params` selects, as JSON with apiVersion and kind, page by
 /// page; more than [`MAX_LIST_BYTES`] fails naming the cap.
 async fn list_bounded(
@@ -641,7 +654,7 @@ async fn list_bounded(
     kind: &str,
     namespace: &str,
 ) -> Result<Vec<String>, ClusterError> {
-    let mut params = params.limit(LIST_PAGE);
+    let mut params = first_page(params);
     let mut listed = Vec::new();
     let mut bytes = 0;
     loop {
@@ -712,7 +725,7 @@ fn exit_code(status: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Sta
 mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, StatusDetails};
 
-    use super::{exit_code, parse_object};
+    use super::{exit_code, first_page, parse_object};
     use crate::plugins::bindings::ClusterError;
 
     #[test]
@@ -755,6 +768,25 @@ mod tests {
         };
         assert_eq!(exit_code(Some(&unknown)), -1);
         assert_eq!(exit_code(None), -1);
+    }
+
+    #[test]
+    fn a_list_asks_for_pages_even_where_any_version_does() {
+        use kube::api::{ListParams, VersionMatch};
+        let any = first_page(ListParams::default().match_any());
+        assert_eq!(any.limit, Some(500));
+        assert_eq!(
+            (any.resource_version.as_deref(), any.version_match),
+            (Some("1"), Some(VersionMatch::NotOlderThan)),
+            "`0` would make the cache ignore the limit"
+        );
+        let fresh = first_page(
+            ListParams::default()
+                .at("42")
+                .matching(VersionMatch::NotOlderThan),
+        );
+        assert_eq!(fresh.resource_version.as_deref(), Some("42"));
+        assert_eq!(first_page(ListParams::default()).resource_version, None);
     }
 
     #[test]
