@@ -8,8 +8,8 @@
 //!
 //! Per target, as Gefyra's design has a mount do it (the writes of all
 //! targets sent at once, `AT_ONCE` in flight; one watch of the pods to wait):
-//! - create: the pods' originals added to one shared restore ConfigMap
-//!   (one merge patch, as Gefyra keeps one object for all mounts), the
+//! - create: the pods' originals in a restore ConfigMap of the target's own
+//!   (one create, as a mount keeps one object of its own), the
 //!   shadow Deployment (3 replicas) and its Service, each original pod's
 //!   container patched to Carrier2 with its original in an annotation (one
 //!   strategic merge patch a pod); once a pod runs Carrier2 and is Ready, one
@@ -17,8 +17,8 @@
 //!   and starts Carrier2's upgrade). Done when every shadow has 3 Ready pods
 //!   and every original pod has run its exec.
 //! - restore: the shadow Deployment and Service deleted, each pod patched
-//!   back (image, annotation removed), its entries removed from the
-//!   ConfigMap. Done when every pod of every target runs its original image
+//!   back (image, annotation removed), the restore ConfigMap deleted. Done
+//!   when every pod of every target runs its original image
 //!   and is Ready (the burst's "restored", less the mount's own deletion).
 
 use std::{
@@ -50,13 +50,9 @@ use super::{
 
 /// Requests in flight at once: the floor is not held back by a client.
 const AT_ONCE: usize = 32;
-/// Writes of the shared restore ConfigMap go one at a time: sent at once,
-/// the API server applies each merge patch to a fresh read until it wins
-/// the race, and every lost race decodes, patches and encodes the whole
-/// ≈200-KB object again; a floor must not pay for that.
-static CONFIG_MAP_WRITES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-/// The shared restore ConfigMap of the floor (in the bench's operator
-/// namespace, apart from the one the operator keeps).
+/// Each target's restore record of the floor is a ConfigMap of its own, as
+/// a mount's is (in the bench's operator namespace, apart from the
+/// operator's): made with the entries, deleted once its pods are back.
 const RESTORE_CONFIG_MAP: &str = "bench-floor-restore";
 const SHADOW: &str = "web-gefyra";
 
@@ -97,14 +93,6 @@ pub async fn floor(gefyra: &TestNamespace, count: usize) -> anyhow::Result<Floor
         originals.push((ns, names));
     }
     let config_maps: Api<ConfigMap> = gefyra.api();
-    let empty = ConfigMap {
-        metadata: kube::api::ObjectMeta {
-            name: Some(RESTORE_CONFIG_MAP.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    config_maps.create(&PostParams::default(), &empty).await?;
     let pods = PodView::start(&client).await?;
     let gate = Arc::new(Semaphore::new(AT_ONCE));
 
@@ -132,9 +120,6 @@ pub async fn floor(gefyra: &TestNamespace, count: usize) -> anyhow::Result<Floor
     let restore = measured(&client, restored).await?;
 
     drop(pods);
-    config_maps
-        .delete(RESTORE_CONFIG_MAP, &DeleteParams::default())
-        .await?;
     let names: Vec<String> = namespaces.iter().map(|ns| ns.name().to_string()).collect();
     drop(originals);
     drop(namespaces);
@@ -287,7 +272,19 @@ async fn mount(
     pods: &[String],
     config_maps: &Api<ConfigMap>,
 ) -> anyhow::Result<()> {
-    write_entries(config_maps, ns, pods, |pod| json!(entry(ns, pod))).await?;
+    let record = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(record_name(ns)),
+            ..Default::default()
+        },
+        data: Some(
+            pods.iter()
+                .map(|pod| (entry_key(ns, pod), entry(ns, pod)))
+                .collect(),
+        ),
+        ..Default::default()
+    };
+    config_maps.create(&PostParams::default(), &record).await?;
     // Labelled `app: web-gefyra` (the deployment's name), apart from the target's pods.
     ns.api::<Deployment>()
         .create(&PostParams::default(), &deployment(SHADOW, 3)?)
@@ -354,30 +351,15 @@ async fn restore(
         api.patch(pod, &PatchParams::default(), &Patch::Strategic(patch))
             .await?;
     }
-    write_entries(config_maps, ns, pods, |_| serde_json::Value::Null).await
-}
-
-/// Sets each pod's entry in the shared restore ConfigMap to `value(pod)`
-/// (null removes it), in one merge patch.
-async fn write_entries(
-    config_maps: &Api<ConfigMap>,
-    ns: &TestNamespace,
-    pods: &[String],
-    value: impl Fn(&str) -> serde_json::Value,
-) -> anyhow::Result<()> {
-    let entries: serde_json::Map<String, serde_json::Value> = pods
-        .iter()
-        .map(|pod| (entry_key(ns, pod), value(pod)))
-        .collect();
-    let _one_at_a_time = CONFIG_MAP_WRITES.lock().await;
     config_maps
-        .patch(
-            RESTORE_CONFIG_MAP,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "data": entries })),
-        )
+        .delete(&record_name(ns), &DeleteParams::default())
         .await?;
     Ok(())
+}
+
+/// The restore record of the target in `ns`.
+fn record_name(ns: &TestNamespace) -> String {
+    format!("{RESTORE_CONFIG_MAP}-{}", ns.name())
 }
 
 fn label(pod: &Pod) -> Option<&str> {
@@ -392,8 +374,7 @@ fn entry_key(ns: &TestNamespace, pod: &str) -> String {
     format!("{}-{pod}-app", ns.name())
 }
 
-/// A restore entry about the size of carrier2mount's (≈330 bytes: the
-/// ConfigMap holds ≈200 KB at 600 entries, as the operator's does).
+/// A restore entry about the size of carrier2mount's (≈330 bytes).
 fn entry(ns: &TestNamespace, pod: &str) -> String {
     json!({
         "namespace": ns.name(),
