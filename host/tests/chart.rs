@@ -152,8 +152,9 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
                 ("RoleBinding", 1),
                 ("Service", 1),
                 ("ServiceAccount", 1),
-                ("ValidatingAdmissionPolicy", 1),
-                ("ValidatingAdmissionPolicyBinding", 1),
+                // Who may create or change a mount, and a bridge.
+                ("ValidatingAdmissionPolicy", 2),
+                ("ValidatingAdmissionPolicyBinding", 2),
             ]
             .map(|(k, n)| (k.to_string(), n))
         )
@@ -172,12 +173,20 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
         "--provider-memory-budget=192",
         "--mount-namespaces=*",
         "--mount-excluded-namespaces=kube-system",
+        "--mount-admission-policy=t-pontoon-mounts",
+        "--bridge-admission-policy=t-pontoon-bridges",
+        "--bridge-destinations=cluster",
+        "--max-bridges-per-mount=16",
     ] {
         assert!(args.iter().any(|a| a == expected), "{expected} in {args:?}");
     }
     assert!(
         !args.iter().any(|a| a == "--leader-elect"),
         "one replica: no election"
+    );
+    assert!(
+        !args.iter().any(|a| a.starts_with("--single-tenant")),
+        "a shared cluster's operator by default"
     );
     let pod = &deployment["spec"]["template"]["spec"];
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
@@ -294,6 +303,46 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
     );
     let off = render(&["--set", "mounts.admissionPolicy=false"])?;
     assert!(!kinds(&off).contains_key("ValidatingAdmissionPolicy"));
+    // Without policies, a single-tenant cluster says so; its operator then
+    // needs no rights on the policies.
+    let single = render(&[
+        "--set",
+        "mounts.admissionPolicy=false,mounts.singleTenant=true,bridges.allowedDestinations={cluster,192.168.101.0/24}",
+    ])?;
+    let args = args_of(deployment_of(&single)?);
+    assert!(
+        args.iter().any(|a| a == "--single-tenant")
+            && args
+                .iter()
+                .any(|a| a == "--bridge-destinations=cluster,192.168.101.0/24"),
+        "{args:?}"
+    );
+    let watches_policies = |objects: &[Value]| {
+        objects.iter().any(|o| {
+            o["kind"] == "ClusterRole"
+                && o["rules"].as_array().into_iter().flatten().any(|r| {
+                    r["resources"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|x| x == "validatingadmissionpolicies")
+                })
+        })
+    };
+    assert!(watches_policies(&render(&[])?));
+    assert!(!watches_policies(&single));
+    // The bindings of an operator serving one namespace judge that one.
+    let watching = render(&["--set", "watchNamespace=team"])?;
+    for binding in watching
+        .iter()
+        .filter(|o| o["kind"] == "ValidatingAdmissionPolicyBinding")
+    {
+        assert_eq!(
+            binding["spec"]["matchResources"]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+            "team",
+            "{binding}"
+        );
+    }
 
     // Bad values are refused, naming the value.
     for (set, says) in [
@@ -979,13 +1028,16 @@ async fn start_as_the_chart_runs_it(
         ])
         .collect();
     let local: Vec<&str> = local.iter().map(String::as_str).collect();
-    // The kubeconfig is the ServiceAccount: Nodes are not its to read.
+    // The kubeconfig is the ServiceAccount: ClusterRoles are not its to read.
     let kubeconfig = kube::config::Kubeconfig::read_from(work.join("kubeconfig"))?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
-    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(kube::Client::try_from(config)?);
-    match nodes.list(&ListParams::default()).await {
+    let roles: Api<ClusterRole> = Api::all(kube::Client::try_from(config)?);
+    match roles.list(&ListParams::default()).await {
         Err(kube::Error::Api(status)) if status.code == 403 => {}
-        other => bail!("the ServiceAccount token is not in effect: listing Nodes gave {other:?}"),
+        other => bail!(
+            "the ServiceAccount token is not in effect: listing ClusterRoles gave {:?}",
+            other.map(|l| l.items.len())
+        ),
     }
     Operator::start(Path::new(env!("CARGO_BIN_EXE_pontoon")), ns.name(), &local)
 }
@@ -1397,6 +1449,10 @@ fn rbac_is_what_was_called(
         ("", "pods", "get", "a bare Pod target, and restoring a pod a restore entry names"),
         ("", "pods/exec", "create", "exec over a WebSocket is a GET; API servers that authorize the upgrade as create (AuthorizePodWebsocketUpgradeCreatePermission) need it too"),
         ("", "secrets", "get", "TLS parameters of a mount; a listener's certificate"),
+        ("", "nodes", "list", "a bridge sending requests to an IP address: the nodes' pod networks (bridges.allowedDestinations: cluster)"),
+        ("networking.k8s.io", "servicecidrs", "list", "a bridge sending requests to an IP address: the cluster's Service networks"),
+        ("", "persistentvolumeclaims", "list", "a StatefulSet target with volumeClaimTemplates: the claims its shadow would use, checked before it is made"),
+        ("", "persistentvolumeclaims", "delete", "a StatefulSet target with volumeClaimTemplates: its shadow's claims, at uninstall"),
         ("", "secrets", "create", "a Gateway's certificate Secret (HTTPS listener), first applied"),
         ("", "secrets", "patch", "a Gateway's certificate Secret (HTTPS listener)"),
         ("", "services", "create", "server-side apply of a Service that does not exist yet is authorized as create too (the audit log records the patch)"),

@@ -244,6 +244,9 @@ impl Run {
             if kind != TargetKind::Deployment {
                 self.mount.name = format!("conformance-{}", kind.name());
                 self.mount.uid = format!("{}-{}", first.uid, kind.name());
+                // A mount's restore ConfigMap is its own, by its uid.
+                self.mount.settings.restore_config_map =
+                    crate::bridge_mount::settings::restore_config_map(&self.mount.uid);
                 self.mount.target = kind.target();
             }
             self.journal = Arc::default();
