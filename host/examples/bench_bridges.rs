@@ -5,17 +5,18 @@
 //! For the most bridges a mount renders (`--max-bridges-per-mount`, the
 //! default unless `BENCH_BRIDGES` says otherwise), each of the largest
 //! shape a bridge may have (`judge::MAX_RULES` rules of `judge::MAX_MATCHES`
-//! matches, every match a regular expression of its own), and for a mount
-//! of Gefyra's usual shape (one rule of one header match a bridge): the
-//! first judgement (every pattern compiled) and the next ones (patterns
-//! known), median of several rounds.
+//! matches, `judge::MAX_REGEXES` of them regular expressions of their own,
+//! the rest exact header values), and for a mount of Gefyra's usual shape
+//! (one rule of one header match a bridge): the first judgement (every
+//! pattern compiled) and the next ones (patterns known), median of several
+//! rounds.
 
 use std::time::{Duration, Instant};
 
 use pontoon::{
     bridge::{
         MAX_BRIDGES_PER_MOUNT,
-        judge::{MAX_MATCHES, MAX_RULES},
+        judge::{MAX_MATCHES, MAX_REGEXES, MAX_RULES},
         lookup::judge_all,
     },
     bridge_mount::{GefyraBridgeMount, admitted::Admitted, crd::GefyraBridge},
@@ -29,18 +30,20 @@ fn mount() -> anyhow::Result<GefyraBridgeMount> {
     }))?)
 }
 
-/// Bridge `index` of `rules` rules of `matches` matches, each its own regex.
+/// Bridge `index` of `rules` rules of `matches` matches, the first
+/// `MAX_REGEXES` each a regular expression of its own, the others exact.
 fn bridge(index: usize, rules: usize, matches: usize) -> anyhow::Result<GefyraBridge> {
+    let header = |r: usize, m: usize| {
+        if r * matches + m < MAX_REGEXES {
+            json!({ "name": "x-gefyra", "value": format!("^dev-{index}-{r}-{m}-[a-z]+$"), "type": "regex" })
+        } else {
+            json!({ "name": "x-gefyra", "value": format!("dev-{index}-{r}-{m}"), "type": "exact" })
+        }
+    };
     let rules: Vec<serde_json::Value> = (0..rules)
         .map(|r| {
             let matches: Vec<serde_json::Value> = (0..matches)
-                .map(|m| {
-                    json!({ "matchHeader": {
-                    "name": "x-gefyra",
-                    "value": format!("^dev-{index}-{r}-{m}-[a-z]+$"),
-                    "type": "regex"
-                } })
-                })
+                .map(|m| json!({ "matchHeader": header(r, m) }))
                 .collect();
             json!({ "match": matches })
         })

@@ -102,62 +102,29 @@ async fn a_tenant_may_not_point_its_mount_or_bridge_where_it_has_no_rights_nor_w
     let gefyra = TestNamespace::new("adm-g").await?;
     let own = TestNamespace::new("adm-d").await?;
     let other = TestNamespace::new("adm-s").await?;
-    let dev = Tenant::new(gefyra.name(), "dev")?;
-    dev.may_write_gefyra(gefyra.name(), &["gefyrabridgemounts", "gefyrabridges"])?;
-    dev.may_write_gefyra(own.name(), &["gefyrabridgemounts", "gefyrabridges"])?;
-    dev.may_patch_and_exec_pods(own.name())?;
+    let (g, d, s) = (gefyra.name(), own.name(), other.name());
+    let dev = Tenant::new(g, "dev")?;
+    dev.may_write_gefyra(g, &["gefyrabridgemounts", "gefyrabridges"])?;
+    dev.may_write_gefyra(d, &["gefyrabridgemounts", "gefyrabridges"])?;
+    dev.may_patch_and_exec_pods(d)?;
     // Bridges only, in `gefyra`: no rights anywhere else.
-    let bridger = Tenant::new(gefyra.name(), "bridger")?;
+    let bridger = Tenant::new(g, "bridger")?;
     bridger.grant(
-        gefyra.name(),
+        g,
         "bridges-only",
         json!([{ "apiGroups": ["gefyra.dev"], "resources": ["gefyrabridges"],
                  "verbs": ["create", "get", "patch"] }]),
     )?;
-    let probe = mount_manifest(
-        "probe",
-        gefyra.name(),
-        Some(other.name()),
-        "deploy/x",
-        json!({}),
-    );
-    let policies = Policies::install(
-        &format!("adm-{}", &gefyra.name()[gefyra.name().len() - 6..]),
-        &[gefyra.name(), own.name()],
-        &dev,
-        &probe,
-    )
-    .await?;
+    let probe = mount_manifest("probe", g, Some(s), "deploy/x", json!({}));
+    let policies =
+        Policies::install(&format!("adm-{}", &g[g.len() - 6..]), &[g, d], &dev, &probe).await?;
 
     // A mount in its own namespace, no targetNamespace: admitted; pointed at
     // another namespace afterwards: refused.
-    admitted(
-        dev.kubectl(
-            &["create", "-f", "-"],
-            Some(&mount_manifest(
-                "m",
-                own.name(),
-                None,
-                "deploy/web",
-                json!({}),
-            )),
-        )?,
-        "dev's mount in its own namespace",
-    )?;
+    let mount = mount_manifest("m", d, None, "deploy/web", json!({}));
+    admitted(dev.create(&mount)?, "dev's mount in its own namespace")?;
     let said = refused(
-        dev.kubectl(
-            &[
-                "-n",
-                own.name(),
-                "patch",
-                "gefyrabridgemount",
-                "m",
-                "--type=merge",
-                "-p",
-                &json!({ "targetNamespace": other.name() }).to_string(),
-            ],
-            None,
-        )?,
+        dev.patch(d, "gefyrabridgemount", "m", json!({ "targetNamespace": s }))?,
         "targetNamespace added afterwards",
     )?;
     assert!(
@@ -172,17 +139,9 @@ async fn a_tenant_may_not_point_its_mount_or_bridge_where_it_has_no_rights_nor_w
         json!({ "stateTransitions": { "PREPARING": "2026-12-01T00:00:00Z" } }),
         json!({ "status": { "conditions": [] , "x": 1 } }),
     ] {
+        let forged = mount_manifest("s", d, None, "deploy/web", extra.clone());
         let said = refused(
-            dev.kubectl(
-                &["create", "-f", "-"],
-                Some(&mount_manifest(
-                    "s",
-                    own.name(),
-                    None,
-                    "deploy/web",
-                    extra.clone(),
-                )),
-            )?,
+            dev.create(&forged)?,
             &format!("a mount created with {extra}"),
         )?;
         assert!(
@@ -193,18 +152,11 @@ async fn a_tenant_may_not_point_its_mount_or_bridge_where_it_has_no_rights_nor_w
         );
     }
     let said = refused(
-        dev.kubectl(
-            &[
-                "-n",
-                own.name(),
-                "patch",
-                "gefyrabridgemount",
-                "m",
-                "--type=merge",
-                "-p",
-                r#"{"state":"ACTIVE","stateTransitions":{"ACTIVE":"2026-12-01T00:00:00Z"}}"#,
-            ],
-            None,
+        dev.patch(
+            d,
+            "gefyrabridgemount",
+            "m",
+            json!({ "state": "ACTIVE", "stateTransitions": { "ACTIVE": "2026-12-01T00:00:00Z" } }),
         )?,
         "state written by a tenant",
     )?;
@@ -215,99 +167,40 @@ async fn a_tenant_may_not_point_its_mount_or_bridge_where_it_has_no_rights_nor_w
         "{said}"
     );
 
-    // A bridge asks for the rights of a mount in its target namespace.
+    // A bridge asks for the rights of a mount in the namespace it names.
+    let theirs = |ns: &str| bridge_manifest("b1", g, "their-mount", ns, json!({}));
     let said = refused(
-        bridger.kubectl(
-            &["create", "-f", "-"],
-            Some(&bridge_manifest(
-                "b1",
-                gefyra.name(),
-                "their-mount",
-                other.name(),
-                json!({}),
-            )),
-        )?,
+        bridger.create(&theirs(s))?,
         "a bridge by someone without rights in its target namespace",
     )?;
     assert!(
         said.contains(&policies.bridges())
-            && said.contains(&format!(
-                "you may not patch pods in namespace {}",
-                other.name()
-            )),
+            && said.contains(&format!("you may not patch pods in namespace {s}")),
         "{said}"
     );
     let said = refused(
-        bridger.kubectl(
-            &["create", "-f", "-"],
-            Some(&bridge_manifest(
-                "b1",
-                gefyra.name(),
-                "their-mount",
-                gefyra.name(),
-                json!({}),
-            )),
-        )?,
+        bridger.create(&theirs(g))?,
         "a bridge naming its own namespace, the operator's",
     )?;
     assert!(
-        said.contains(&format!(
-            "bridges may not target namespace {}",
-            gefyra.name()
-        )),
+        said.contains(&format!("bridges may not target namespace {g}")),
         "the namespace a bridge names is judged like a mount's: {said}"
     );
     admitted(
-        dev.kubectl(
-            &["create", "-f", "-"],
-            Some(&bridge_manifest(
-                "b2",
-                gefyra.name(),
-                "m",
-                own.name(),
-                json!({}),
-            )),
-        )?,
+        dev.create(&bridge_manifest("b2", g, "m", d, json!({})))?,
         "dev's bridge into its own namespace",
     )?;
     // ... and every change is judged again.
     let said = refused(
-        dev.kubectl(
-            &[
-                "-n",
-                gefyra.name(),
-                "patch",
-                "gefyrabridge",
-                "b2",
-                "--type=merge",
-                "-p",
-                &json!({ "targetNamespace": other.name() }).to_string(),
-            ],
-            None,
-        )?,
+        dev.patch(g, "gefyrabridge", "b2", json!({ "targetNamespace": s }))?,
         "a bridge pointed at another namespace",
     )?;
     assert!(
-        said.contains(&format!(
-            "you may not patch pods in namespace {}",
-            other.name()
-        )),
+        said.contains(&format!("you may not patch pods in namespace {s}")),
         "{said}"
     );
     let said = refused(
-        dev.kubectl(
-            &[
-                "-n",
-                gefyra.name(),
-                "patch",
-                "gefyrabridge",
-                "b2",
-                "--type=merge",
-                "-p",
-                r#"{"state":"ACTIVE"}"#,
-            ],
-            None,
-        )?,
+        dev.patch(g, "gefyrabridge", "b2", json!({ "state": "ACTIVE" }))?,
         "a bridge's state written by a tenant",
     )?;
     assert!(
@@ -408,21 +301,6 @@ async fn without_a_policy_in_force_mounts_and_bridges_are_refused_until_one_is()
     Ok(())
 }
 
-/// The pods of `selector` run the Carrier2 image (every live one).
-async fn on_carrier(bed: &Bed, selector: &str) -> anyhow::Result<bool> {
-    let pods = live(
-        bed.target
-            .api::<Pod>()
-            .list(&ListParams::default().labels(selector))
-            .await?
-            .items,
-    );
-    Ok(!pods.is_empty()
-        && pods
-            .iter()
-            .all(|p| app_of(p).is_ok_and(|c| c.image.as_deref() == Some(CARRIER_IMAGE))))
-}
-
 #[tokio::test]
 async fn a_pod_takes_one_mount_whatever_the_kind_of_target() -> anyhow::Result<()> {
     let bed = Bed::new("adm-pod").await?;
@@ -471,7 +349,7 @@ async fn a_pod_takes_one_mount_whatever_the_kind_of_target() -> anyhow::Result<(
         Some("ACTIVE")
     );
     assert!(
-        on_carrier(&bed, "app=web").await?,
+        on_carrier(&bed.target, "app=web").await?,
         "deleting the refused mount undid nothing of the first"
     );
 
@@ -489,7 +367,7 @@ async fn a_pod_takes_one_mount_whatever_the_kind_of_target() -> anyhow::Result<(
     assert_eq!(reason, "DuplicateMount", "{message}");
     assert!(message.contains("which holds pod db-0"), "{message}");
     bed.delete_mount("sts-second").await?;
-    assert!(on_carrier(&bed, "app=db").await?);
+    assert!(on_carrier(&bed.target, "app=db").await?);
     bed.delete_mount("pod-first").await?;
     bed.delete_mount("first").await?;
     Ok(())
@@ -527,7 +405,7 @@ async fn a_state_written_by_hand_skips_no_check_and_undoes_nothing() -> anyhow::
         Some("ACTIVE")
     );
     assert!(
-        on_carrier(&bed, "app=web").await?,
+        on_carrier(&bed.target, "app=web").await?,
         "the forged mount's deletion undid nothing of the holder's"
     );
     assert_eq!(bed.restore_entries().await?, entries);

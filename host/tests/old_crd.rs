@@ -5,13 +5,10 @@
 //! what it mounted. Its own test binary: it changes the cluster-wide CRD
 //! for its duration (cargo runs test binaries one after another).
 
-use k8s_openapi::{
-    api::core::v1::Pod,
-    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
     Api,
-    api::{ListParams, Patch, PatchParams},
+    api::{Patch, PatchParams},
 };
 use pontoon_tests::{TestNamespace, wait_for};
 use serde_json::json;
@@ -72,20 +69,6 @@ impl Drop for OlderCrd {
     }
 }
 
-/// Whether every live pod of `ns` labelled `app=web` runs Carrier2.
-async fn on_carrier(ns: &TestNamespace) -> anyhow::Result<bool> {
-    let pods = live(
-        ns.api::<Pod>()
-            .list(&ListParams::default().labels("app=web"))
-            .await?
-            .items,
-    );
-    Ok(!pods.is_empty()
-        && pods
-            .iter()
-            .all(|p| app_of(p).is_ok_and(|c| c.image.as_deref() == Some(CARRIER_IMAGE))))
-}
-
 #[tokio::test]
 async fn a_mount_pointed_elsewhere_after_admission_keeps_serving_what_was_admitted()
 -> anyhow::Result<()> {
@@ -137,7 +120,7 @@ async fn a_mount_pointed_elsewhere_after_admission_keeps_serving_what_was_admitt
         "{said}"
     );
     assert!(
-        on_carrier(&bed.target).await?,
+        on_carrier(&bed.target, "app=web").await?,
         "the admitted target stays mounted"
     );
     assert_eq!(

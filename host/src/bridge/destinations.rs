@@ -105,8 +105,10 @@ impl Destinations {
                 }
                 let lower = entry.to_ascii_lowercase();
                 match lower.strip_prefix("*.") {
-                    Some(domain) if is_name(domain) => Ok(Allowed::Domain(domain.to_string())),
-                    None if is_name(&lower) => Ok(Allowed::Host(lower)),
+                    Some(domain) if super::judge::dns_name(domain) => {
+                        Ok(Allowed::Domain(domain.to_string()))
+                    }
+                    None if super::judge::dns_name(&lower) => Ok(Allowed::Host(lower)),
                     _ => Err(format!(
                         "bridge destination `{entry}` is none of `cluster`, a network \
                          (10.0.0.0/8), an address, a host name or `*.` and a domain"
@@ -283,18 +285,6 @@ fn service_of(name: &str, cluster_domain: &str) -> Option<(String, String)> {
     let (service, namespace) = local.split_once('.')?;
     (!service.is_empty() && !namespace.is_empty() && !namespace.contains('.'))
         .then(|| (service.to_string(), namespace.to_string()))
-}
-
-fn is_name(text: &str) -> bool {
-    !text.is_empty()
-        && text.len() <= 253
-        && text.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        })
 }
 
 #[cfg(test)]

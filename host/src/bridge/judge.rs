@@ -194,7 +194,9 @@ fn host_port(text: &str) -> bool {
         .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0))
 }
 
-fn dns_name(text: &str) -> bool {
+/// Whether `text` is a DNS name (dot-separated labels of letters, digits
+/// and inner dashes).
+pub(super) fn dns_name(text: &str) -> bool {
     text.len() <= 253
         && text.split('.').all(|label| {
             !label.is_empty()

@@ -49,4 +49,7 @@ pub struct Context {
     pub admissions: Arc<Admissions>,
     /// Whether the cluster judges mounts and bridges at admission.
     pub guard: Arc<Guard>,
+    /// The controller sees the mounts of every namespace (no
+    /// `--watch-namespace`).
+    pub every_namespace: bool,
 }

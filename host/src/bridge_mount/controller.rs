@@ -117,6 +117,7 @@ pub async fn run(
         notes: Arc::default(),
         admissions: admissions.clone(),
         guard: guard.clone(),
+        every_namespace: scope.watch_namespace.is_none(),
     });
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
     let bridges = crate::bridge::controller::run(

@@ -149,12 +149,16 @@ pub fn same_workload(target: &str, rivals: &[&Candidate<'_>]) -> Option<String> 
 
 /// The other mount that holds a pod of `own`'s target (`own_request`, the
 /// request being admitted), as a message naming it and the pods; `None`
-/// when no other mount holds any.
+/// when no other mount holds any. `every_mount_seen`: the operator sees the
+/// mounts of every namespace, so a pod's annotation naming none of them is
+/// a leftover (a mount deleted with its finalizer removed by hand), not a
+/// holder.
 pub async fn holder(
     client: &Client,
     own: &GefyraBridgeMount,
     own_request: &Admitted,
     others: &[Candidate<'_>],
+    every_mount_seen: bool,
 ) -> Result<Option<String>, kube::Error> {
     let ns = own_request.target_namespace.as_str();
     let rivals = rivals(own, ns, others);
@@ -186,13 +190,17 @@ pub async fn holder(
                 .iter()
                 .find(|c| c.mount.uid().as_deref() == Some(uid.as_str()));
             let pods = [pod.name_any()];
-            return Ok(Some(match named {
-                Some(candidate) => describe(candidate, &pods),
-                None => format!(
-                    "the mount with uid `{uid}` (pod {} carries its annotation `{MOUNT_ANNOTATION}`)",
-                    pods[0]
-                ),
-            }));
+            match named {
+                Some(candidate) => return Ok(Some(describe(candidate, &pods))),
+                None if !every_mount_seen => {
+                    return Ok(Some(format!(
+                        "the mount with uid `{uid}` (pod {} carries its annotation \
+                         `{MOUNT_ANNOTATION}`)",
+                        pods[0]
+                    )));
+                }
+                None => {}
+            }
         }
     }
     for rival in rivals {

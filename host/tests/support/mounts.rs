@@ -335,6 +335,21 @@ pub fn hpa(name: &str) -> anyhow::Result<HorizontalPodAutoscaler> {
     }))?)
 }
 
+/// Whether every live pod of `ns` that `selector` selects runs the Carrier2
+/// image (and there is one).
+pub async fn on_carrier(ns: &TestNamespace, selector: &str) -> anyhow::Result<bool> {
+    let pods = live(
+        ns.api::<Pod>()
+            .list(&ListParams::default().labels(selector))
+            .await?
+            .items,
+    );
+    Ok(!pods.is_empty()
+        && pods
+            .iter()
+            .all(|p| app_of(p).is_ok_and(|c| c.image.as_deref() == Some(CARRIER_IMAGE))))
+}
+
 /// The pods that are not being deleted.
 pub fn live(pods: Vec<Pod>) -> Vec<Pod> {
     pods.into_iter()

@@ -206,6 +206,34 @@ impl Tenant {
         )
     }
 
+    /// `kubectl create` of `manifest` as this tenant.
+    pub fn create(&self, manifest: &str) -> anyhow::Result<std::process::Output> {
+        self.kubectl(&["create", "-f", "-"], Some(manifest))
+    }
+
+    /// A merge patch of `resource` `name` in `namespace` as this tenant.
+    pub fn patch(
+        &self,
+        namespace: &str,
+        resource: &str,
+        name: &str,
+        patch: serde_json::Value,
+    ) -> anyhow::Result<std::process::Output> {
+        self.kubectl(
+            &[
+                "-n",
+                namespace,
+                "patch",
+                resource,
+                name,
+                "--type=merge",
+                "-p",
+                &patch.to_string(),
+            ],
+            None,
+        )
+    }
+
     /// `kubectl ARGS` as this tenant.
     pub fn kubectl(
         &self,

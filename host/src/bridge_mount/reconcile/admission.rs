@@ -103,7 +103,14 @@ impl Reconcile<'_> {
                 .await?;
             others.push(Candidate { mount, admitted });
         }
-        let held = holders::holder(&self.ctx.client, &self.cr, request, &others).await?;
+        let held = holders::holder(
+            &self.ctx.client,
+            &self.cr,
+            request,
+            &others,
+            self.ctx.every_namespace,
+        )
+        .await?;
         Ok(held.map(|holder| {
             Refusal::new(Reason::DuplicateMount, duplicate_message(request, &holder))
         }))
