@@ -460,6 +460,7 @@ mod tests {
     fn lookup_finds_the_containers_entry_or_an_earlier_versions() {
         let mut api = entry();
         api.container = Some("api".into());
+        api.pod = Some("web-2".into());
         let data: BTreeMap<String, String> = [
             ("shop.web-1.app".to_string(), entry().encode()),
             ("shop.web-2".to_string(), api.encode()),
