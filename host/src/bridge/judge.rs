@@ -17,7 +17,7 @@ use crate::{
 /// the workload, the whole config is rewritten into every pod on change,
 /// and the host judges every bridge of a mount at each look at it (bounded
 /// with `--max-bridges-per-mount`; `make bench-bridges` measures it).
-pub const MAX_RULES: usize = 64;
+pub const MAX_RULES: usize = 32;
 /// Most matches one rule may hold.
 pub const MAX_MATCHES: usize = 8;
 /// Most regular expressions one bridge may hold (compiling one costs far
@@ -606,7 +606,7 @@ mod tests {
         let rule = serde_json::json!({"match": [{"matchPath": {"path": "/x", "type": "prefix"}}]});
         let many = bridge(serde_json::json!({"providerParameter": {"rules": vec![rule; 10_000]}}));
         let err = judge(&many, &view(&[80])).unwrap_err();
-        assert!(err.contains("10000 rules, more than the 64"), "{err}");
+        assert!(err.contains("10000 rules, more than the 32"), "{err}");
         let regex = serde_json::json!({"match": [{"matchPath": {"path": "^/x", "type": "regex"}}]});
         let many = bridge(serde_json::json!({"providerParameter": {"rules": vec![regex; 17]}}));
         let err = judge(&many, &view(&[80])).unwrap_err();
