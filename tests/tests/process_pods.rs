@@ -205,6 +205,58 @@ async fn a_process_pod_serves_on_its_ip_its_service_and_its_load_balancer_addres
 }
 
 #[tokio::test]
+async fn a_port_forward_through_the_api_server_reaches_a_process_pods_own_process()
+-> anyhow::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    if let Err(reason) = TestbedNet::of_testbed() {
+        return pontoon_tests::skip!("{reason}");
+    }
+    let ns = TestNamespace::new("process-forward").await?;
+    site_config_map(&ns, "hello through the API server").await?;
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "web", "labels": { "app": "web" } },
+        "spec": web_pod_spec("/pod/name")
+    }))?;
+    ns.api::<Pod>().create(&PostParams::default(), &pod).await?;
+    wait_for(
+        &ns.api::<Pod>(),
+        "web",
+        |p: Option<&Pod>| p.is_some_and(ready),
+        TIMEOUT,
+    )
+    .await?;
+    // As `kubectl port-forward` does: from outside the pods' network, through
+    // the API server (and kwok) into the pod's own network namespace.
+    for _ in 0..2 {
+        let mut forwarded = ns.api::<Pod>().portforward("web", &[8080]).await?;
+        let mut stream = forwarded.take_stream(8080).context("no stream for 8080")?;
+        stream
+            .write_all(b"GET /config/greeting HTTP/1.0\r\nHost: web\r\n\r\n")
+            .await?;
+        // A WebSocket port-forward (kube's) closes a port's stream only
+        // with the whole connection: read the answer, not to its end.
+        let mut answer = Vec::new();
+        let mut chunk = [0u8; 4096];
+        let read = async {
+            while !String::from_utf8_lossy(&answer).ends_with("hello through the API server") {
+                let n = stream.read(&mut chunk).await?;
+                anyhow::ensure!(n > 0, "the stream ended early");
+                answer.extend_from_slice(&chunk[..n]);
+            }
+            anyhow::Ok(())
+        };
+        tokio::time::timeout(TIMEOUT, read)
+            .await
+            .map_err(|_| anyhow::anyhow!("no answer: {}", String::from_utf8_lossy(&answer)))??;
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1."), "{answer}");
+        drop(stream);
+        forwarded.abort();
+    }
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_failing_readiness_probe_keeps_a_process_pod_not_ready() -> anyhow::Result<()> {
     let net = match TestbedNet::of_testbed() {
         Ok(net) => net,

@@ -7,6 +7,9 @@
 // shim (exec-shim.sh) then binds <workdir>/tmp over /tmp in a private mount
 // namespace, so pods exec'd in parallel never see each other's files.
 //
+// For a process pod it also writes a kwok `PortForward` (forward.go), so a
+// port-forward through the API server reaches its real process.
+//
 // Once the Exec exists it annotates the pod; the test bed's pod-ready stage
 // waits for that annotation, so a Ready pod can always be exec'd into. In the
 // same write it marks a pod whose images are in the mapping file
@@ -22,6 +25,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+
+	kwokcrd "sigs.k8s.io/kwok/kustomize/crd"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -45,7 +50,10 @@ const (
 	processAnnotation = "testbed.pontoon.dev/process"
 )
 
-var execGVR = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: "execs"}
+var (
+	execGVR        = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: "execs"}
+	portForwardGVR = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: "portforwards"}
+)
 
 type syncer struct {
 	root    string
@@ -53,12 +61,37 @@ type syncer struct {
 	pods    kubernetes.Interface
 	dynamic dynamic.Interface
 	lister  cache.Indexer
+	// The test bed's network namespace (pod-runner's pods are named after
+	// it); empty where no process pod runs.
+	netns string
+	// This program's path, which kwok runs for a port-forward.
+	self string
 }
 
 func main() {
+	// `pod-exec-sync crds`: the CRD of kwok's PortForward, for up.sh to
+	// apply before kwok starts. `pod-exec-sync forward`: one port-forward.
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "crds":
+			os.Stdout.Write(kwokcrd.PortForward)
+			return
+		case "forward":
+			flags := flag.NewFlagSet("forward", flag.ExitOnError)
+			path := flags.String("netns", "", "the pod's network namespace (a path)")
+			port := flags.Int("port", 0, "the pod's port")
+			_ = flags.Parse(os.Args[2:])
+			if err := forward(*path, *port); err != nil {
+				fmt.Fprintf(os.Stderr, "pod-exec-sync forward: %v\n", err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
 	kubeconfig := flag.String("kubeconfig", "", "admin kubeconfig of the test bed")
 	root := flag.String("root", "", "directory holding one working directory per pod")
 	imagesFile := flag.String("images", "", "the mapping file of process images (optional)")
+	testbedNetns := flag.String("netns", "", "the test bed's network namespace, when process pods run (ip netns name)")
 	flag.Parse()
 	if *kubeconfig == "" || *root == "" {
 		fmt.Fprintln(os.Stderr, "usage: pod-exec-sync --kubeconfig FILE --root DIR [--images FILE]")
@@ -72,13 +105,13 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	if err := run(*kubeconfig, *root, mapping); err != nil {
+	if err := run(*kubeconfig, *root, mapping, *testbedNetns); err != nil {
 		klog.ErrorS(err, "pod-exec-sync stopped")
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, root string, mapping *images.File) error {
+func run(kubeconfig, root string, mapping *images.File, testbedNetns string) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
@@ -102,12 +135,18 @@ func run(kubeconfig, root string, mapping *images.File) error {
 	if err != nil {
 		return err
 	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
 	s := &syncer{
 		root:    root,
 		images:  mapping,
 		pods:    pods,
 		dynamic: dyn,
 		lister:  pq.Lister,
+		netns:   testbedNetns,
+		self:    self,
 	}
 	// Several workers: two writes per pod, and pods come in bursts.
 	return pq.Run(ctx, 4, nil, s.sync)
@@ -137,6 +176,11 @@ func (s *syncer) sync(ctx context.Context, key string) error {
 	if err := s.ensureExec(ctx, pod, workDir); err != nil {
 		return err
 	}
+	if s.netns != "" && s.images.Mapped(pod) {
+		if err := s.ensurePortForward(ctx, pod); err != nil {
+			return err
+		}
+	}
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, readyAnnotation, pod.UID)
 	if s.images.Mapped(pod) {
 		patch = fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:"true"}}}`, readyAnnotation, pod.UID, processAnnotation)
@@ -144,6 +188,42 @@ func (s *syncer) sync(ctx context.Context, key string) error {
 	_, err = s.pods.CoreV1().Pods(namespace).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
+	}
+	return err
+}
+
+// ensurePortForward writes the process pod's PortForward (once per pod).
+func (s *syncer) ensurePortForward(ctx context.Context, pod *corev1.Pod) error {
+	fwd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kwok.x-k8s.io/v1alpha1",
+		"kind":       "PortForward",
+		"metadata": map[string]any{
+			"name":      pod.Name,
+			"namespace": pod.Namespace,
+			"ownerReferences": []any{map[string]any{
+				"apiVersion": "v1",
+				"kind":       "Pod",
+				"name":       pod.Name,
+				"uid":        string(pod.UID),
+			}},
+		},
+		"spec": map[string]any{"forwards": forwards(s.self, s.netns, pod)},
+	}}
+	api := s.dynamic.Resource(portForwardGVR).Namespace(pod.Namespace)
+	_, err := api.Create(ctx, fwd, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		old, getErr := api.Get(ctx, pod.Name, metav1.GetOptions{})
+		if getErr != nil {
+			return getErr
+		}
+		owners := old.GetOwnerReferences()
+		if len(owners) == 1 && owners[0].UID == pod.UID {
+			return nil
+		}
+		if err := api.Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		return fmt.Errorf("replaced stale PortForward for %s/%s", pod.Namespace, pod.Name)
 	}
 	return err
 }
