@@ -193,7 +193,14 @@ func (s *syncer) sync(ctx context.Context, key string) error {
 }
 
 // ensurePortForward writes the process pod's PortForward (once per pod).
+// kwok runs a forward's command without telling it the port, so only the
+// TCP ports a container declares can be forwarded; a pod declaring none
+// gets no PortForward (kwok refuses an empty list) and refuses forwards.
 func (s *syncer) ensurePortForward(ctx context.Context, pod *corev1.Pod) error {
+	list := forwards(s.self, s.netns, pod)
+	if len(list) == 0 {
+		return nil
+	}
 	fwd := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "kwok.x-k8s.io/v1alpha1",
 		"kind":       "PortForward",
@@ -207,7 +214,7 @@ func (s *syncer) ensurePortForward(ctx context.Context, pod *corev1.Pod) error {
 				"uid":        string(pod.UID),
 			}},
 		},
-		"spec": map[string]any{"forwards": forwards(s.self, s.netns, pod)},
+		"spec": map[string]any{"forwards": list},
 	}}
 	api := s.dynamic.Resource(portForwardGVR).Namespace(pod.Namespace)
 	_, err := api.Create(ctx, fwd, metav1.CreateOptions{})
