@@ -6,7 +6,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${1:-dist/providers}
 target=${CARGO_TARGET_DIR:-target}
 # The crates under providers/ that become a module (the SDK is a library).
-bundled=(carrier2mount standard-filters)
+bundled=(carrier2mount standard-filters tunnel)
 
 args=()
 for crate in "${bundled[@]}"; do args+=(-p "$crate"); done

@@ -9,6 +9,7 @@ pub mod conditions;
 pub mod conformance;
 pub mod controller_support;
 pub mod crds;
+pub mod developer;
 pub mod gateway;
 pub mod health;
 pub mod leader;

@@ -32,6 +32,13 @@ struct Cli {
 enum Command {
     /// Run the operator: every controller, until SIGTERM or Ctrl-C.
     Run(Box<RunArgs>),
+    /// Bring your requests to a workload to this machine: `pontoon bridge -n
+    /// shop deploy/api --port 8080:80 --header x-dev=alice` (through the
+    /// Kubernetes API server only; Ctrl-C puts everything back).
+    Bridge(Box<pontoon::developer::bridge::BridgeArgs>),
+    /// Serve one developer's bridges in the cluster (the `tunnel`
+    /// connection provider's relay pod runs this).
+    Relay(pontoon::developer::relay::RelayArgs),
     /// Print every CRD Pontoon ships, as YAML (`pontoon crds | kubectl apply -f -`).
     Crds {
         /// Which CRDs: Pontoon's own (`gefyra`), the Gateway API's standard channel, or all.
@@ -235,6 +242,20 @@ struct RunArgs {
         env = "PONTOON_BRIDGE_DESTINATIONS"
     )]
     bridge_destinations: Vec<String>,
+    /// Pontoon's own image, which the bundled `tunnel` connection provider
+    /// runs as each developer's relay (`pontoon relay`).
+    #[arg(long, value_name = "IMAGE", default_value_t = pontoon::bridge::connections::default_relay_image(), env = "PONTOON_RELAY_IMAGE")]
+    relay_image: String,
+    /// How long a developer's session may be gone (`pontoon bridge` killed,
+    /// laptop asleep, network lost) before their bridges leave Carrier2's
+    /// config and their requests go to the shadow; they come back when the
+    /// developer reconnects.
+    #[arg(long, value_name = "SECONDS", default_value_t = pontoon::bridge::connections::DEFAULT_SESSION_GRACE.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600), env = "PONTOON_SESSION_GRACE")]
+    session_grace: u64,
+    /// How long a developer's session may be gone before their bridges are
+    /// deleted.
+    #[arg(long, value_name = "SECONDS", default_value_t = pontoon::bridge::connections::DEFAULT_SESSION_LIMIT.as_secs(), value_parser = clap::value_parser!(u64).range(10..=604800), env = "PONTOON_SESSION_LIMIT")]
+    session_limit: u64,
     /// The cluster's DNS domain, for Service names as bridge destinations.
     #[arg(long, default_value = "cluster.local", env = "PONTOON_CLUSTER_DOMAIN")]
     cluster_domain: String,
@@ -317,6 +338,8 @@ async fn main() -> anyhow::Result<ExitCode> {
     // step is in a FAIL line already, and is not printed twice by the logs.
     let default_level = match cli.command {
         Command::Conformance { .. } | Command::Check { .. } => "error",
+        // A developer's terminal: the command's own lines, not logs.
+        Command::Bridge(_) => "warn",
         _ => "info",
     };
     telemetry::init(cli.log_format, default_level);
@@ -387,6 +410,12 @@ async fn main() -> anyhow::Result<ExitCode> {
                             )
                             .map_err(anyhow::Error::msg)?,
                         ),
+                        connections: pontoon::bridge::connections::ConnectionSettings {
+                            relay_image: args.relay_image,
+                            grace: Duration::from_secs(args.session_grace),
+                            limit: Duration::from_secs(args.session_limit),
+                        },
+                        sessions: Default::default(),
                     },
                     operator_namespace: args.namespace,
                     carrier_image: args.carrier_image,
@@ -422,6 +451,11 @@ async fn main() -> anyhow::Result<ExitCode> {
                 leader_election,
             };
             operator::run(config, options).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bridge(args) => pontoon::developer::bridge::run(*args).await,
+        Command::Relay(args) => {
+            pontoon::developer::relay::run(args).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Crds { set, out_dir: None } => {
@@ -502,6 +536,15 @@ async fn check_module(module: &Path, grants: Option<&Path>) -> anyhow::Result<Ex
         LoadedModule::Provider(m) => {
             println!(
                 "bridge-mount provider `{}` {} ({})",
+                m.metadata.name,
+                m.metadata.version,
+                module.display()
+            );
+            (m.metadata.name.clone(), m.metadata.scope.clone())
+        }
+        LoadedModule::Connection(m) => {
+            println!(
+                "connection provider `{}` {} ({})",
                 m.metadata.name,
                 m.metadata.version,
                 module.display()

@@ -273,7 +273,7 @@ fn skippable(all: bool, what: &str, outcome: anyhow::Result<()>) -> anyhow::Resu
 }
 
 /// Completes on SIGTERM (Kubernetes stopping the pod) or Ctrl-C.
-async fn shutdown_signal() {
+pub async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

@@ -35,14 +35,14 @@ fn mount(ns: &str, parameters: Option<serde_json::Value>) -> Mount {
 async fn provider(runtime: &Arc<PluginRuntime>, name: &str) -> anyhow::Result<Arc<ProviderModule>> {
     match runtime.load_file(&test_module(name)?).await? {
         LoadedModule::Provider(p) => Ok(Arc::new(p)),
-        LoadedModule::Filter(_) => anyhow::bail!("{name} loaded as a filter"),
+        _ => anyhow::bail!("{name} is not a bridge-mount provider"),
     }
 }
 
 async fn filter(runtime: &Arc<PluginRuntime>, name: &str) -> anyhow::Result<FilterModule> {
     match runtime.load_file(&test_module(name)?).await? {
         LoadedModule::Filter(f) => Ok(f),
-        LoadedModule::Provider(_) => anyhow::bail!("{name} loaded as a provider"),
+        _ => anyhow::bail!("{name} is not a config filter"),
     }
 }
 

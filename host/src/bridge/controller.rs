@@ -24,6 +24,7 @@ use serde_json::json;
 use super::{
     BridgeSettings,
     book::{Book, fingerprint},
+    connections,
     lookup::{self, MOUNT_LABEL},
 };
 use crate::{
@@ -226,6 +227,9 @@ async fn verdict(bridge: &GefyraBridge, ctx: &Context) -> Result<Verdict, Error>
             ),
         ));
     }
+    if let Some(waiting) = connection_verdict(bridge, ctx) {
+        return Ok(waiting);
+    }
     let siblings: Vec<GefyraBridge> = lookup::labelled_in(&ctx.bridges, &mount)
         .iter()
         .map(|b| (**b).clone())
@@ -285,6 +289,60 @@ async fn verdict(bridge: &GefyraBridge, ctx: &Context) -> Result<Verdict, Error>
         ),
     })
 }
+
+/// For a bridge naming a connection provider: a refusal when the provider
+/// is unknown or the client missing, a wait while its client has no
+/// endpoint (not connected yet, or gone for longer than the grace).
+fn connection_verdict(bridge: &GefyraBridge, ctx: &Context) -> Option<Verdict> {
+    let provider = bridge.bridge.connection_provider.as_deref()?;
+    // Gefyra's own: its bridges name their endpoint in `destinationIP`.
+    if provider == STOWAWAY {
+        return None;
+    }
+    if ctx.registry.connection(provider).is_none() {
+        let loaded: Vec<&str> = ctx.registry.connection_names().collect();
+        return Some(Verdict::new(
+            BridgeState::Error,
+            format!(
+                "connectionProvider `{provider}` is not a loaded connection provider (loaded: {}); \
+                 name one of them, or `{STOWAWAY}` with destinationIP",
+                if loaded.is_empty() {
+                    "none".to_string()
+                } else {
+                    loaded.join(", ")
+                }
+            ),
+        ));
+    }
+    let Some(client) = connections::client_of(bridge) else {
+        return Some(Verdict::new(
+            BridgeState::Error,
+            format!(
+                "client is missing: connectionProvider `{provider}` connects the bridge to the \
+                 client it names (for `tunnel`, your Kubernetes user name)"
+            ),
+        ));
+    };
+    let has_endpoint = bridge
+        .bridge
+        .cluster_endpoint
+        .as_ref()
+        .is_some_and(|e| !e.is_empty());
+    if has_endpoint {
+        return None;
+    }
+    let message = match ctx.settings.sessions.standing(provider, client) {
+        Some(connections::Standing::Away { since, deleted_at }) => format!(
+            "client `{client}` has been gone since {since}: requests go to the shadow until it \
+             reconnects (`pontoon bridge`); the bridge is deleted at {deleted_at}"
+        ),
+        _ => format!("waiting for connection provider `{provider}` to connect client `{client}`"),
+    };
+    Some(Verdict::new(BridgeState::Requested, message))
+}
+
+/// Gefyra's connection provider, which Pontoon does not run.
+const STOWAWAY: &str = "stowaway";
 
 /// Writes the verdict when it differs from what the bridge shows: `state`,
 /// the time it was entered in `stateTransitions`, and `status.message`;

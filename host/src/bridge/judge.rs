@@ -406,24 +406,35 @@ pub fn duplicates<'a>(judged: &[(&'a GefyraBridge, &'a Bridge)]) -> Vec<(&'a str
         )
     });
     // For each set of rules, the older bridge that holds it on each port.
-    let mut seen: std::collections::HashMap<(&[Rule], u16), &str> = Default::default();
+    // (rules, port) → (bridge name, its client)
+    type Holder<'b> = (&'b str, Option<&'b str>);
+    let mut seen: std::collections::HashMap<(&[Rule], u16), Holder> = Default::default();
     let mut refused = Vec::new();
-    for (_, bridge) in order {
+    for (cr, bridge) in order {
         let older = bridge
             .ports
             .iter()
             .find_map(|p| seen.get(&(bridge.rules.as_slice(), p.port)).copied());
         match older {
-            Some(older) => refused.push((
+            Some((older, client)) => refused.push((
                 bridge.name.as_str(),
                 format!(
-                    "duplicates bridge `{older}`: the same rules on the same port; delete one of them"
+                    "duplicates bridge `{older}`{}: the same rules on the same port; delete one of them",
+                    client
+                        .map(|c| format!(" of client `{c}`"))
+                        .unwrap_or_default()
                 ),
             )),
             None => {
+                let client = cr
+                    .bridge
+                    .client
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty());
                 for p in &bridge.ports {
                     seen.entry((bridge.rules.as_slice(), p.port))
-                        .or_insert(bridge.name.as_str());
+                        .or_insert((bridge.name.as_str(), client));
                 }
             }
         }

@@ -10,6 +10,7 @@
 
 pub mod book;
 pub mod changes;
+pub mod connections;
 pub mod controller;
 pub mod destinations;
 pub mod judge;
@@ -29,6 +30,11 @@ pub struct BridgeSettings {
     pub max_per_mount: usize,
     /// Where bridges may send requests (`--bridge-destinations`).
     pub destinations: Arc<Destinations>,
+    /// How bridges naming a connection provider reach their clients.
+    pub connections: connections::ConnectionSettings,
+    /// Where each connection provider's clients stand (written by the
+    /// connection controller, read by the bridge controller).
+    pub sessions: Arc<connections::Sessions>,
 }
 
 /// The default of `--max-bridges-per-mount`: bridges of the largest shape
@@ -41,6 +47,8 @@ impl Default for BridgeSettings {
         Self {
             max_per_mount: MAX_BRIDGES_PER_MOUNT,
             destinations: Arc::default(),
+            connections: Default::default(),
+            sessions: Arc::default(),
         }
     }
 }

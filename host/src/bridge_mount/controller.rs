@@ -95,6 +95,7 @@ pub async fn run(
     let book = Arc::new(book);
     let guard = Guard::watch(client.clone(), settings.guard.clone());
     let bridge_settings = settings.bridges.clone();
+    let operator_namespace = settings.operator_namespace.clone();
     let admissions = Admissions::new(client.clone(), &settings.operator_namespace);
     prune_records(
         admissions.clone(),
@@ -120,6 +121,14 @@ pub async fn run(
         every_namespace: scope.watch_namespace.is_none(),
     });
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
+    let connections = crate::bridge::connections::run(
+        client.clone(),
+        bridge_settings.clone(),
+        operator_namespace,
+        registry.clone(),
+        scope.clone(),
+        shutdown.clone(),
+    );
     let bridges = crate::bridge::controller::run(
         client.clone(),
         bridge_settings,
@@ -174,9 +183,9 @@ pub async fn run(
                 }
             }
         });
-    let ((), bridges) = tokio::join!(mounts, bridges);
+    let ((), bridges, connections) = tokio::join!(mounts, bridges, connections);
     tracing::info!("bridge-mount controller stopped");
-    bridges
+    bridges.and(connections)
 }
 
 /// Once every mount is listed: deletes the admission records of mounts

@@ -217,9 +217,13 @@ pub struct BridgeFields {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "preserved_object")]
     pub provider_parameter: Option<serde_json::Map<String, serde_json::Value>>,
-    /// How the bridge reaches the client.
+    /// How the bridge reaches the client: a connection provider module by
+    /// name (`tunnel`, bundled: `pontoon bridge`'s relay; or one of the
+    /// administrator's), or Gefyra's `stowaway`, which Pontoon does not run
+    /// (its bridges name their endpoint in `destinationIP`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_provider: Option<ConnectionProvider>,
+    #[schemars(length(min = 1, max = 63), pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"))]
+    pub connection_provider: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_namespace: Option<String>,
     /// The GefyraBridgeMount this bridge attaches to.
@@ -269,12 +273,6 @@ pub struct BridgeFields {
 pub enum BridgeProvider {
     Carrier,
     Carrier2,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ConnectionProvider {
-    Stowaway,
 }
 
 /// An object whose fields are kept as written.

@@ -54,6 +54,11 @@ pub async fn run(
     let runtime = PluginRuntime::new(crate::plugins::Limits::default())?;
     let provider = match runtime.load_file(provider_path).await? {
         LoadedModule::Provider(p) => Arc::new(p),
+        LoadedModule::Connection(c) => bail!(
+            "{} is a connection provider (`{}`), not a bridge-mount provider",
+            provider_path.display(),
+            c.name()
+        ),
         LoadedModule::Filter(f) => bail!(
             "{} is a config filter (`{}`), not a bridge-mount provider",
             provider_path.display(),

@@ -31,6 +31,26 @@ pub mod filter {
     });
 }
 
+/// The `connection-provider` world; shares `cluster`, `log` and `types`
+/// with the provider world, so one implementation of the host interfaces
+/// serves both.
+pub mod connection {
+    wasmtime::component::bindgen!({
+        world: "connection-provider",
+        path: "../wit",
+        imports: { default: async },
+        exports: { default: async },
+        with: {
+            "pontoon:provider/cluster": super::provider::pontoon::provider::cluster,
+            "pontoon:provider/log": super::provider::pontoon::provider::log,
+            "pontoon:provider/types": super::provider::pontoon::provider::types,
+        },
+    });
+}
+
+/// The records of the `connection` export: clients, their ports and
+/// endpoints.
+pub use connection::exports::pontoon::provider::connection as connection_world;
 pub use filter::exports::pontoon::provider::config_filter::{
     FilterError, FilterMetadata, RouteContext,
 };
@@ -54,5 +74,7 @@ pub use provider::pontoon::provider::types::{
 pub const BRIDGE_MOUNT_EXPORT: &str = "pontoon:provider/bridge-mount@0.1.0";
 /// WIT name of the interface a provider imports to render GefyraBridges.
 pub const BRIDGES_IMPORT: &str = "pontoon:provider/bridges@0.1.0";
+/// WIT name of the interface a connection provider exports.
+pub const CONNECTION_EXPORT: &str = "pontoon:provider/connection@0.1.0";
 /// WIT name of the interface a config filter exports.
 pub const CONFIG_FILTER_EXPORT: &str = "pontoon:provider/config-filter@0.1.0";

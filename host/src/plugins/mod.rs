@@ -20,7 +20,8 @@
 //!    `bridges`, `notes`); `call`:
 //!    the mechanics of one call (store, deadlines, stops as [`CallError`],
 //!    call metrics)
-//! 6. `provider`, `filter`: the typed faces of the two worlds
+//! 6. `provider`, `filter`, `connection`: the typed faces of the three
+//!    worlds
 //! 7. `registry`: the loaded modules by name
 //! 8. `runtime`: loads and compiles modules into a registry
 
@@ -28,6 +29,7 @@ mod access;
 pub mod bindings;
 mod budget;
 mod call;
+mod connection;
 mod engine;
 mod error;
 mod filter;
@@ -46,6 +48,7 @@ mod write_turns;
 
 pub use access::{ClusterAccess, Discovery, EventSubject};
 pub use call::HARD_DEADLINE_GRACE;
+pub use connection::ConnectionModule;
 pub use error::{CallError, LoadError, describe_provider_error};
 pub use filter::FilterModule;
 pub use freshness::Freshness;

@@ -181,6 +181,7 @@ impl ProviderModule {
             super::scope::Placeholders {
                 mount: &mount.uid,
                 target: &target,
+                client: "",
             },
         )
     }

@@ -2,18 +2,23 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use super::{error::LoadError, filter::FilterModule, provider::ProviderModule};
+use super::{
+    bindings::Capability, connection::ConnectionModule, error::LoadError, filter::FilterModule,
+    provider::ProviderModule,
+};
 
-/// A loaded module of either world.
+/// A loaded module of any world.
 pub enum LoadedModule {
     Provider(ProviderModule),
     Filter(FilterModule),
+    Connection(ConnectionModule),
 }
 
 #[derive(Default)]
 pub struct Registry {
     providers: BTreeMap<String, Arc<ProviderModule>>,
     filters: BTreeMap<String, Arc<FilterModule>>,
+    connections: BTreeMap<String, Arc<ConnectionModule>>,
     /// Files that were not loaded, with why.
     pub rejected: Vec<LoadError>,
     /// Files left alone: modules of a world whose controllers are not running.
@@ -34,6 +39,11 @@ impl Registry {
                 m.path.clone(),
                 self.filters.get(m.name()).map(|o| o.path.clone()),
             ),
+            LoadedModule::Connection(m) => (
+                m.name().to_string(),
+                m.path.clone(),
+                self.connections.get(m.name()).map(|o| o.path.clone()),
+            ),
         };
         if let Some(other) = other {
             self.rejected
@@ -49,37 +59,79 @@ impl Registry {
                 tracing::info!(name, version = m.metadata.version, path = %m.path.display(), "loaded config filter");
                 self.filters.insert(name, Arc::new(m));
             }
+            LoadedModule::Connection(m) => {
+                tracing::info!(name, version = m.metadata.version, path = %m.path.display(), "loaded connection provider");
+                self.connections.insert(name, Arc::new(m));
+            }
         }
     }
 
-    /// Drops every provider whose declared scope exceeds its grant,
-    /// recording why in `rejected`.
+    /// Drops every module with cluster access (providers, connection
+    /// providers) whose declared scope exceeds its grant, recording why in
+    /// `rejected`.
     pub fn refuse_ungranted(&mut self, grants: &super::grants::Grants) {
-        let refused: Vec<(String, Vec<String>)> = self
-            .providers
-            .iter()
-            .filter_map(|(name, m)| {
-                grants
-                    .check(name, &m.metadata.scope)
-                    .err()
-                    .map(|excess| (name.clone(), excess))
+        let refused = |scopes: Vec<(&String, &[Capability])>| -> Vec<(String, Vec<String>)> {
+            scopes
+                .into_iter()
+                .filter_map(|(name, scope)| {
+                    grants
+                        .check(name, scope)
+                        .err()
+                        .map(|excess| (name.clone(), excess))
+                })
+                .collect()
+        };
+        let providers = refused(
+            self.providers
+                .iter()
+                .map(|(n, m)| (n, m.metadata.scope.as_slice()))
+                .collect(),
+        );
+        let connections = refused(
+            self.connections
+                .iter()
+                .map(|(n, m)| (n, m.metadata.scope.as_slice()))
+                .collect(),
+        );
+        let removed = providers
+            .into_iter()
+            .filter_map(|(module, excess)| {
+                let path = self.providers.remove(&module)?.path.clone();
+                Some((path, module, excess))
             })
-            .collect();
-        for (module, excess) in refused {
-            if let Some(m) = self.providers.remove(&module) {
-                let error = LoadError::NotGranted {
-                    path: m.path.clone(),
-                    module,
-                    excess,
-                };
-                tracing::error!(error = %error, "rejected module");
-                self.rejected.push(error);
-            }
+            .collect::<Vec<_>>()
+            .into_iter()
+            .chain(
+                connections
+                    .into_iter()
+                    .filter_map(|(module, excess)| {
+                        let path = self.connections.remove(&module)?.path.clone();
+                        Some((path, module, excess))
+                    })
+                    .collect::<Vec<_>>(),
+            );
+        for (path, module, excess) in removed {
+            let error = LoadError::NotGranted {
+                path,
+                module,
+                excess,
+            };
+            tracing::error!(error = %error, "rejected module");
+            self.rejected.push(error);
         }
     }
 
     pub fn provider(&self, name: &str) -> Option<Arc<ProviderModule>> {
         self.providers.get(name).cloned()
+    }
+
+    /// The connection provider a bridge names in `connectionProvider`.
+    pub fn connection(&self, name: &str) -> Option<Arc<ConnectionModule>> {
+        self.connections.get(name).cloned()
+    }
+
+    pub fn connection_names(&self) -> impl Iterator<Item = &str> {
+        self.connections.keys().map(String::as_str)
     }
 
     pub fn filter(&self, name: &str) -> Option<Arc<FilterModule>> {

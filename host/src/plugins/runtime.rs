@@ -16,8 +16,12 @@ use wasmtime::{
 };
 
 use super::{
-    bindings::{BRIDGE_MOUNT_EXPORT, BRIDGES_IMPORT, CONFIG_FILTER_EXPORT, filter, provider},
+    bindings::{
+        BRIDGE_MOUNT_EXPORT, BRIDGES_IMPORT, CONFIG_FILTER_EXPORT, CONNECTION_EXPORT, connection,
+        filter, provider,
+    },
     call::Sandbox,
+    connection::ConnectionModule,
     engine::{new_engine, start_epoch_clock},
     error::LoadError,
     filter::FilterModule,
@@ -31,6 +35,7 @@ pub struct PluginRuntime {
     sandbox: Sandbox,
     provider_linker: Linker<CallState>,
     filter_linker: Linker<CallState>,
+    connection_linker: Linker<CallState>,
     compiled: Mutex<HashMap<[u8; 32], Component>>,
     /// Compiled modules on disk (`--cache-dir`), if any.
     disk_cache: Option<wasmtime::Cache>,
@@ -41,7 +46,8 @@ pub struct PluginRuntime {
 /// compiled, not held in memory (carrier2mount's code alone is a few MiB).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Worlds {
-    /// Bridge-mount providers.
+    /// Bridge-mount providers, and the connection providers of their
+    /// bridges.
     pub providers: bool,
     /// Config filters.
     pub filters: bool,
@@ -57,10 +63,12 @@ impl Worlds {
     /// module of neither world is (loading it reports what is wrong).
     fn want(self, exports: &[String]) -> bool {
         let has = |name: &str| exports.iter().any(|e| e == name);
-        match (has(BRIDGE_MOUNT_EXPORT), has(CONFIG_FILTER_EXPORT)) {
-            (true, _) => self.providers,
-            (false, true) => self.filters,
-            (false, false) => true,
+        if has(BRIDGE_MOUNT_EXPORT) || has(CONNECTION_EXPORT) {
+            self.providers
+        } else if has(CONFIG_FILTER_EXPORT) {
+            self.filters
+        } else {
+            true
         }
     }
 }
@@ -113,10 +121,17 @@ impl PluginRuntime {
         let mut filter_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut filter_linker)?;
         filter::ConfigFilterProvider::add_to_linker::<_, HasSelf<_>>(&mut filter_linker, |s| s)?;
+        let mut connection_linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut connection_linker)?;
+        connection::ConnectionProvider::add_to_linker::<_, HasSelf<_>>(
+            &mut connection_linker,
+            |s| s,
+        )?;
         Ok(Arc::new(Self {
             sandbox: Sandbox::new(engine, limits),
             provider_linker,
             filter_linker,
+            connection_linker,
             compiled: Mutex::default(),
             disk_cache,
         }))
@@ -254,6 +269,14 @@ impl PluginRuntime {
             let pre = filter::ConfigFilterProviderPre::new(pre).map_err(link_error)?;
             let module = FilterModule::load(self.sandbox.clone(), path.into(), pre).await?;
             Ok(LoadedModule::Filter(module))
+        } else if exports.iter().any(|e| e == CONNECTION_EXPORT) {
+            let pre = self
+                .connection_linker
+                .instantiate_pre(&component)
+                .map_err(link_error)?;
+            let pre = connection::ConnectionProviderPre::new(pre).map_err(link_error)?;
+            let module = ConnectionModule::load(self.sandbox.clone(), path.into(), pre).await?;
+            Ok(LoadedModule::Connection(module))
         } else {
             Err(LoadError::UnknownWorld {
                 path: path.into(),

@@ -25,13 +25,22 @@ pub const MOUNT_PLACEHOLDER: &str = "{mount}";
 /// Exact names only: a workload's name is no prefix only it has.
 pub const TARGET_PLACEHOLDER: &str = "{target}";
 
-/// What the placeholders of a scope stand for, for one mount.
+/// In a capability's `names` of a connection provider, the id of the
+/// client a call serves (`pontoon-relay-{client}`): a hash of the client's
+/// name, so clients named alike never share an object.
+pub const CLIENT_PLACEHOLDER: &str = "{client}";
+
+/// What the placeholders of a scope stand for, for one call; empty for
+/// what the call does not serve (a placeholder left as written matches no
+/// object: no name has braces).
 #[derive(Clone, Copy, Debug)]
 pub struct Placeholders<'a> {
     /// The mount's uid.
     pub mount: &'a str,
     /// The name of its target workload.
     pub target: &'a str,
+    /// The client's id (connection providers).
+    pub client: &'a str,
 }
 
 /// Why a declared name pattern is refused at load, if it is: a placeholder
@@ -39,6 +48,12 @@ pub struct Placeholders<'a> {
 /// `web-db-credentials` had `{mount}` been a name), or `{target}` with any
 /// `*`.
 pub fn name_problem(pattern: &str) -> Option<String> {
+    if pattern.contains(&format!("{CLIENT_PLACEHOLDER}*")) {
+        return Some(format!(
+            "name `{pattern}`: `{CLIENT_PLACEHOLDER}` may not be followed directly by `*`; write \
+             `{CLIENT_PLACEHOLDER}-*` for the objects named after the client"
+        ));
+    }
     if pattern.contains(&format!("{MOUNT_PLACEHOLDER}*")) {
         return Some(format!(
             "name `{pattern}`: `{MOUNT_PLACEHOLDER}` may not be followed directly by `*`; write \
@@ -166,16 +181,20 @@ impl Scope {
                 names: c
                     .names
                     .iter()
-                    // Without a target, `{target}` stays as written: no
+                    // A placeholder without a value stays as written: no
                     // object can have a name with braces. (Dropping the name
                     // would leave the rule without names: any name.)
                     .map(|n| {
-                        let n = n.replace(MOUNT_PLACEHOLDER, placeholders.mount);
-                        if placeholders.target.is_empty() {
-                            n
-                        } else {
-                            n.replace(TARGET_PLACEHOLDER, placeholders.target)
-                        }
+                        [
+                            (MOUNT_PLACEHOLDER, placeholders.mount),
+                            (TARGET_PLACEHOLDER, placeholders.target),
+                            (CLIENT_PLACEHOLDER, placeholders.client),
+                        ]
+                        .into_iter()
+                        .filter(|(_, value)| !value.is_empty())
+                        .fold(n.clone(), |n, (placeholder, value)| {
+                            n.replace(placeholder, value)
+                        })
                     })
                     .collect(),
             })
@@ -302,6 +321,7 @@ pub(super) mod tests {
             Placeholders {
                 mount: "u-1",
                 target: "web",
+                client: "",
             },
         )
     }
@@ -444,6 +464,7 @@ pub(super) mod tests {
             Placeholders {
                 mount: "m",
                 target: "t",
+                client: "",
             },
         );
         assert!(
@@ -478,6 +499,7 @@ pub(super) mod tests {
         let web = Placeholders {
             mount: "0c1f-77",
             target: "web",
+            client: "",
         };
         let s = Scope::resolve(&caps, &namespaces, web);
         let get = |name| s.check(&req("v1", "ConfigMap", Verb::Get, "shop", Some(name)));
@@ -504,6 +526,7 @@ pub(super) mod tests {
             Placeholders {
                 mount: "9a9a-01",
                 target: "web",
+                client: "",
             },
         );
         assert!(
@@ -538,6 +561,7 @@ pub(super) mod tests {
             Placeholders {
                 mount: "u-1",
                 target: "web",
+                client: "",
             },
         );
         let apply = |name| {
@@ -559,6 +583,7 @@ pub(super) mod tests {
             Placeholders {
                 mount: "u-1",
                 target: "",
+                client: "",
             },
         );
         assert!(

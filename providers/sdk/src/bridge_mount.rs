@@ -1,7 +1,6 @@
 //! The `bridge-mount-provider` world: implement [`Guest`] and export it with
 //! [`export_bridge_mount!`](crate::export_bridge_mount).
 
-use k8s_openapi::Resource;
 use serde::de::DeserializeOwned;
 
 use crate::target::{Target, TargetError};
@@ -27,8 +26,6 @@ pub use bindings::pontoon::provider::types::{
     Capability, Error, Metadata, NamespaceScope, TemporaryError, Verb,
 };
 
-use crate::cluster::ClusterError;
-
 /// The mount's GefyraBridges (the `bridges` import): what `install` renders.
 pub mod bridges {
     pub use super::bindings::pontoon::provider::bridges::{
@@ -48,59 +45,9 @@ pub mod notes {
     }
 }
 
-/// Seconds after which the host retries a step that lost a write race.
-pub const CONFLICT_RETRY_SECONDS: u32 = 2;
-/// Seconds after which the host retries after an object was missing or the
-/// API server failed.
-pub const TRANSIENT_RETRY_SECONDS: u32 = 5;
-
-impl Error {
-    /// The mount asks for something that can never work.
-    pub fn invalid_input(message: impl Into<String>) -> Self {
-        Self::InvalidInput(message.into())
-    }
-
-    /// Not possible yet; the host retries after `retry_after_seconds`.
-    pub fn temporary(message: impl Into<String>, retry_after_seconds: u32) -> Self {
-        Self::Temporary(TemporaryError {
-            message: message.into(),
-            retry_after_seconds,
-        })
-    }
-
-    /// The target workload does not exist.
-    pub fn target_missing(message: impl Into<String>) -> Self {
-        Self::TargetMissing(message.into())
-    }
-
-    /// Anything else.
-    pub fn failed(message: impl Into<String>) -> Self {
-        Self::Failed(message.into())
-    }
-}
-
-/// Lets a step use `?` on cluster calls. Races and transient API trouble
-/// become `temporary` (the host retries); a denied call is a bug in the
-/// provider's scope and a rejected object a bug in what it sent, so both are
-/// `failed`. `not-found` is `temporary` because the contract treats "an object
-/// not there yet" as such; map a missing *target* to `target-missing` yourself.
-impl From<ClusterError> for Error {
-    fn from(err: ClusterError) -> Self {
-        match err {
-            ClusterError::Denied(m) => Self::failed(format!("denied: {m}")),
-            ClusterError::NotFound(m) => {
-                Self::temporary(format!("not found: {m}"), TRANSIENT_RETRY_SECONDS)
-            }
-            ClusterError::Conflict(m) => {
-                Self::temporary(format!("conflict: {m}"), CONFLICT_RETRY_SECONDS)
-            }
-            ClusterError::Invalid(m) => Self::failed(format!("rejected by the API server: {m}")),
-            ClusterError::Api(m) => {
-                Self::temporary(format!("API server: {m}"), TRANSIENT_RETRY_SECONDS)
-            }
-        }
-    }
-}
+// The error constructors, `?` on cluster calls and the capability helpers,
+// as every world with cluster access has them.
+crate::contract::contract_helpers!();
 
 impl From<TargetError> for Error {
     fn from(err: TargetError) -> Self {
@@ -143,34 +90,6 @@ impl Mount {
         serde_json::from_str(json)
             .map(Some)
             .map_err(|e| Error::invalid_input(format!("mount {}: parameters: {e}", self.name)))
-    }
-}
-
-impl Capability {
-    /// A rule for kinds of one API group (`""` for the core group).
-    pub fn new(api_group: &str, kinds: &[&str], verbs: &[Verb], namespace: NamespaceScope) -> Self {
-        Self {
-            api_group: api_group.to_string(),
-            kinds: kinds.iter().map(|k| k.to_string()).collect(),
-            verbs: verbs.to_vec(),
-            namespace,
-            names: Vec::new(),
-        }
-    }
-
-    /// A rule for one k8s-openapi kind, e.g. `Capability::of::<ConfigMap>(..)`.
-    pub fn of<K: Resource>(verbs: &[Verb], namespace: NamespaceScope) -> Self {
-        Self::new(K::GROUP, &[K::KIND], verbs, namespace)
-    }
-
-    /// Restricts the rule to these object names: exact names, or a prefix
-    /// and a final `*`; `{mount}` stands for the mount's uid (see
-    /// [`Mount::own_name`]) and `{target}` for the target workload's name
-    /// (exact names only). A placeholder followed directly by `*` is refused
-    /// when the module is loaded.
-    pub fn named(mut self, names: &[&str]) -> Self {
-        self.names = names.iter().map(|n| n.to_string()).collect();
-        self
     }
 }
 

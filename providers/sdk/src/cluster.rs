@@ -8,7 +8,10 @@
 use k8s_openapi::{NamespaceResourceScope, Resource};
 use serde::{Serialize, de::DeserializeOwned};
 
+#[cfg(any(feature = "bridge-mount", test))]
 use crate::bridge_mount::bindings::pontoon::provider::cluster as imports;
+#[cfg(all(feature = "connection", not(any(feature = "bridge-mount", test))))]
+use crate::connection::bindings::pontoon::provider::cluster as imports;
 
 pub use imports::{ClusterError, EventType, ExecOutput, ExecRequest, ObjectRef, PatchType};
 

@@ -98,11 +98,20 @@
 // build both so that native `cargo test`/`clippy` check the generated code.
 #[cfg(any(feature = "bridge-mount", test))]
 pub mod bridge_mount;
-#[cfg(any(feature = "bridge-mount", test))]
+#[cfg(any(feature = "bridge-mount", feature = "connection", test))]
 pub mod cluster;
 #[cfg(any(feature = "config-filter", test))]
 pub mod config_filter;
-#[cfg(any(feature = "bridge-mount", feature = "config-filter", test))]
+#[cfg(any(feature = "connection", test))]
+pub mod connection;
+#[cfg(any(feature = "bridge-mount", feature = "connection", test))]
+mod contract;
+#[cfg(any(
+    feature = "bridge-mount",
+    feature = "config-filter",
+    feature = "connection",
+    test
+))]
 pub mod log;
 pub mod target;
 

@@ -6,8 +6,13 @@
 
 #[cfg(any(feature = "bridge-mount", test))]
 use crate::bridge_mount::bindings::pontoon::provider::log as imports;
-#[cfg(all(feature = "config-filter", not(any(feature = "bridge-mount", test))))]
+#[cfg(all(
+    feature = "config-filter",
+    not(any(feature = "bridge-mount", feature = "connection", test))
+))]
 use crate::config_filter::bindings::pontoon::provider::log as imports;
+#[cfg(all(feature = "connection", not(any(feature = "bridge-mount", test))))]
+use crate::connection::bindings::pontoon::provider::log as imports;
 
 /// Severity of a log line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

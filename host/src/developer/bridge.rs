@@ -1,0 +1,848 @@
+//! `pontoon bridge`: one command from "I want my requests" to "they reach
+//! my machine", and back.
+//!
+//! 1. Who the developer is (a SelfSubjectReview), what the workload is (read
+//!    with their rights: it exists, the container, its declared ports).
+//! 2. The mount serving the workload, or a new one marked as made by
+//!    `pontoon bridge`.
+//! 3. The developer's GefyraBridge (`connectionProvider: tunnel`, `client`
+//!    their user name); the operator's connection controller sets up their
+//!    relay and writes its address into `clusterEndpoint`.
+//! 4. A port-forward to the relay through the API server, one session over
+//!    it (`pontoon-tunnel`); once the bridge is ACTIVE, one line says what
+//!    now reaches which local port.
+//! 5. Until Ctrl-C, SIGTERM or the command's end: relaying, reconnecting
+//!    when the port-forward drops. Then the bridge (and an unused mount made
+//!    by `pontoon bridge`) is deleted, and the run waits for the workload to
+//!    be back as it was.
+
+use std::{
+    collections::BTreeMap,
+    path::PathBuf,
+    process::ExitCode,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, anyhow, bail};
+use clap::Args;
+use k8s_openapi::api::{authentication::v1::SelfSubjectReview, core::v1::Pod};
+use kube::{Api, Client, ResourceExt, api::PostParams};
+use pontoon_provider_sdk::target::Target;
+use pontoon_tunnel::{Session, SessionError, SessionEvent};
+use serde_json::{Value, json};
+use tokio::signal::unix::{SignalKind, signal};
+
+use super::{
+    objects::{self, BridgeRequest},
+    progress::Progress,
+    workload::{self, Workload},
+};
+use crate::bridge_mount::crd::{GefyraBridge, GefyraBridgeMount};
+
+#[derive(Args, Debug)]
+pub struct BridgeArgs {
+    /// The workload whose requests to take: deploy/NAME, sts/NAME or pod/NAME.
+    #[arg(value_name = "WORKLOAD")]
+    workload: String,
+    /// The workload's namespace (default: the kubeconfig context's).
+    #[arg(short = 'n', long)]
+    namespace: Option<String>,
+    /// The container whose port to take (default: the only one).
+    #[arg(short = 'c', long)]
+    container: Option<String>,
+    /// LOCAL:REMOTE: requests to the container's port REMOTE that match go
+    /// to port LOCAL of this machine. Repeatable.
+    #[arg(
+        short = 'p',
+        long = "port",
+        value_name = "LOCAL:REMOTE",
+        required = true
+    )]
+    ports: Vec<String>,
+    /// Take requests with this header value (exact). Repeatable; every
+    /// match given must hold.
+    #[arg(long = "header", value_name = "NAME=VALUE")]
+    headers: Vec<String>,
+    /// Take requests whose header starts with VALUE.
+    #[arg(long = "header-prefix", value_name = "NAME=VALUE")]
+    header_prefixes: Vec<String>,
+    /// Take requests whose header matches the regular expression.
+    #[arg(long = "header-regex", value_name = "NAME=REGEX")]
+    header_regexes: Vec<String>,
+    /// Take requests for exactly this path.
+    #[arg(long = "path", value_name = "PATH")]
+    paths: Vec<String>,
+    /// Take requests whose path starts with PATH.
+    #[arg(long = "path-prefix", value_name = "PATH")]
+    path_prefixes: Vec<String>,
+    /// Where on this side requests go: HOST (with each LOCAL port) or, with
+    /// one --port, HOST:PORT.
+    #[arg(long, value_name = "HOST[:PORT]", default_value = "127.0.0.1")]
+    to: String,
+    /// The kubeconfig (default: KUBECONFIG, else ~/.kube/config).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context (default: its current one).
+    #[arg(long, value_name = "NAME")]
+    context: Option<String>,
+    /// Where mounts and bridges live (Gefyra's namespace).
+    #[arg(long, default_value = "gefyra", env = "PONTOON_MOUNT_NAMESPACE")]
+    mount_namespace: String,
+    /// The connection provider that reaches this machine.
+    #[arg(long, default_value = "tunnel")]
+    connection_provider: String,
+    /// How long each wait (mount, bridge, relay) may take.
+    #[arg(long, value_name = "SECONDS", default_value_t = 120)]
+    timeout: u64,
+    /// Print only the result line and errors, even on a terminal.
+    #[arg(short, long)]
+    quiet: bool,
+    /// A command to run with the container's environment; the bridge ends
+    /// when it exits, with its exit code.
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+/// Runs the command; the exit code is the run's (the command's, with one).
+pub async fn run(args: BridgeArgs) -> anyhow::Result<ExitCode> {
+    let progress = Progress::new(args.quiet);
+    let plan = Plan::of(&args)?;
+    let config = kube_config(&args).await?;
+    let namespace = args
+        .namespace
+        .clone()
+        .unwrap_or_else(|| config.default_namespace.clone());
+    let client = Client::try_from(config)?;
+    let mut interrupts = Interrupts::new()?;
+
+    progress.step("asking the API server who you are");
+    let user = whoami(&client).await?;
+    progress.step(format_args!(
+        "reading {} in namespace `{namespace}`",
+        plan.target
+    ));
+    let workload = Workload::read(&client, &namespace, &plan.target).await?;
+    let container = workload.container(args.container.as_deref())?;
+    let declared = workload::declared_ports(container);
+    for (_, remote) in &plan.ports {
+        if !declared.contains(remote) {
+            bail!(
+                "port {remote} is not declared by container `{}` of {} in namespace `{namespace}` \
+                 (it declares {}); bridge one of those",
+                container.name,
+                plan.target,
+                if declared.is_empty() {
+                    "none".to_string()
+                } else {
+                    declared
+                        .iter()
+                        .map(u16::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            );
+        }
+    }
+    let env = if args.command.is_empty() {
+        None
+    } else {
+        let (env, unreadable) = workload::environment(&client, &namespace, container).await;
+        for what in &unreadable {
+            progress.warn(format_args!("not in the command's environment: {what}"));
+        }
+        Some(env)
+    };
+
+    let mounts: Api<GefyraBridgeMount> = Api::namespaced(client.clone(), &args.mount_namespace);
+    let bridges: Api<GefyraBridge> = Api::namespaced(client.clone(), &args.mount_namespace);
+    let mount = match objects::find_mount(&mounts, &namespace, &plan.target).await? {
+        Some(mount) => {
+            let serves = mount.fields.target_container.as_deref().unwrap_or_default();
+            if serves != container.name {
+                bail!(
+                    "GefyraBridgeMount `{}/{}` serves container `{serves}` of {}, not `{}`; \
+                     bridge that container, or ask its owner",
+                    args.mount_namespace,
+                    mount.name_any(),
+                    plan.target,
+                    container.name
+                );
+            }
+            progress.step(format_args!(
+                "using GefyraBridgeMount `{}/{}`",
+                args.mount_namespace,
+                mount.name_any()
+            ));
+            mount
+        }
+        None => {
+            progress.step(format_args!(
+                "creating a GefyraBridgeMount for {} (a shadow of it serves everyone else)",
+                plan.target
+            ));
+            objects::create_mount(
+                &client,
+                &args.mount_namespace,
+                &namespace,
+                &plan.target,
+                &container.name,
+            )
+            .await?
+        }
+    };
+    let mount_name = mount.name_any();
+    let bridge = objects::create_bridge(
+        &client,
+        &args.mount_namespace,
+        &BridgeRequest {
+            mount: &mount_name,
+            client: &user,
+            connection_provider: &args.connection_provider,
+            target_namespace: &namespace,
+            container: &container.name,
+            port_mappings: plan
+                .ports
+                .iter()
+                .map(|(local, remote)| format!("{local}:{remote}"))
+                .collect(),
+            matches: plan.matches.clone(),
+        },
+    )
+    .await;
+    let bridge = match bridge {
+        Ok(bridge) => bridge,
+        Err(err) => {
+            let left = cleanup(&mounts, &bridges, None, &mount_name, progress).await;
+            report_left(&left, progress);
+            return Err(err);
+        }
+    };
+    let bridge_name = bridge.name_any();
+    let ctx = Run {
+        client: client.clone(),
+        bridges: bridges.clone(),
+        mounts: mounts.clone(),
+        bridge: bridge_name.clone(),
+        mount: mount_name.clone(),
+        user: user.clone(),
+        plan,
+        progress,
+        wait: Duration::from_secs(args.timeout),
+        namespace: namespace.clone(),
+        mount_namespace: args.mount_namespace.clone(),
+    };
+    let outcome = ctx.serve(env, &args.command, &mut interrupts).await;
+    // The session stays while the bridge goes: requests the pods still send
+    // to the relay reach this machine until their config no longer has it.
+    let (outcome, session) = match outcome {
+        Ok((code, session)) => (Ok(code), session),
+        Err(err) => {
+            progress.warn(format_args!("{err:#}"));
+            (Err(()), None)
+        }
+    };
+    // Putting things back; a second interrupt leaves at once.
+    progress.step("putting everything back (Ctrl-C again to leave now)");
+    let cleaned = tokio::select! {
+        left = cleanup(&mounts, &bridges, Some(&bridge_name), &mount_name, progress) => left,
+        () = interrupts.next() => {
+            let left = [
+                format!("GefyraBridge {}/{bridge_name}", args.mount_namespace),
+                format!("GefyraBridgeMount {}/{mount_name} (if made by `pontoon bridge` and unused)", args.mount_namespace),
+            ];
+            eprintln!(
+                "pontoon bridge: left at once; left behind: {}; the next `pontoon bridge` removes \
+                 them, or: kubectl delete gefyrabridge -n {} {bridge_name}",
+                left.join(", "),
+                args.mount_namespace
+            );
+            return Ok(ExitCode::from(130));
+        }
+    };
+    if let Some(session) = session {
+        tokio::time::sleep(SESSION_DRAIN).await;
+        session.close().await;
+    }
+    report_left(&cleaned, progress);
+    match outcome {
+        Ok(code) if cleaned.is_empty() => Ok(code),
+        _ => Ok(ExitCode::FAILURE),
+    }
+}
+
+/// How long the session outlives its deleted bridge: the mount renders the
+/// pods' config without it within this (one exec per pod).
+const SESSION_DRAIN: Duration = Duration::from_secs(1);
+
+fn report_left(left: &[String], progress: Progress) {
+    if !left.is_empty() {
+        progress.warn(format_args!(
+            "could not remove everything: {}",
+            left.join("; ")
+        ));
+    } else {
+        progress.step("done: the workload serves as before");
+    }
+}
+
+/// Deletes the bridge (when made), then every mount made by `pontoon
+/// bridge` that no bridge uses (this run's at once, an earlier killed run's
+/// too), each waited for; what could not be removed, described.
+async fn cleanup(
+    mounts: &Api<GefyraBridgeMount>,
+    bridges: &Api<GefyraBridge>,
+    bridge: Option<&str>,
+    mount: &str,
+    progress: Progress,
+) -> Vec<String> {
+    let mut left = Vec::new();
+    if let Some(bridge) = bridge {
+        progress.step(format_args!("deleting GefyraBridge `{bridge}`"));
+        if let Err(err) = objects::delete_bridge(bridges, bridge).await {
+            left.push(format!("{err:#}"));
+        }
+    }
+    match objects::unused_mounts(mounts, bridges, Some(mount)).await {
+        Ok(unused) => {
+            for name in unused {
+                progress.step(format_args!(
+                    "deleting GefyraBridgeMount `{name}` (made by `pontoon bridge`, now unused); \
+                     the operator puts its workload back"
+                ));
+                if let Err(err) = objects::delete_mount(mounts, &name).await {
+                    left.push(format!("{err:#}"));
+                }
+            }
+        }
+        Err(err) => left.push(format!("{err:#}")),
+    }
+    left
+}
+
+/// What the developer asked for, parsed before anything is touched.
+struct Plan {
+    target: Target,
+    /// (local, remote)
+    ports: Vec<(u16, u16)>,
+    matches: Vec<Value>,
+    /// Where each local port's requests go on this side.
+    to: BTreeMap<u16, String>,
+    /// For the result line.
+    described: String,
+}
+
+impl Plan {
+    fn of(args: &BridgeArgs) -> anyhow::Result<Self> {
+        let target = Target::parse(&args.workload).map_err(|e| anyhow!("{e}"))?;
+        let mut ports = Vec::new();
+        for mapping in &args.ports {
+            let parsed = mapping.split_once(':').and_then(|(l, r)| {
+                Some((
+                    l.trim().parse::<u16>().ok().filter(|p| *p > 0)?,
+                    r.trim().parse::<u16>().ok().filter(|p| *p > 0)?,
+                ))
+            });
+            match parsed {
+                Some(pair) if ports.iter().any(|(_, r)| *r == pair.1) => {
+                    bail!("--port {mapping}: remote port {} is given twice", pair.1)
+                }
+                Some(pair) => ports.push(pair),
+                None => bail!("--port {mapping}: expected LOCAL:REMOTE, e.g. 8080:80"),
+            }
+        }
+        let mut matches = Vec::new();
+        let mut described = Vec::new();
+        for (given, kind, flag) in [
+            (&args.headers, "exact", "--header"),
+            (&args.header_prefixes, "prefix", "--header-prefix"),
+            (&args.header_regexes, "regex", "--header-regex"),
+        ] {
+            for pair in given {
+                let Some((name, value)) = pair.split_once('=').filter(|(n, _)| !n.is_empty())
+                else {
+                    bail!("{flag} {pair}: expected NAME=VALUE, e.g. x-dev=alice");
+                };
+                matches.push(json!({"matchHeader": {"name": name, "value": value, "type": kind}}));
+                described.push(match kind {
+                    "exact" => format!("{name}: {value}"),
+                    "prefix" => format!("{name}: {value}…"),
+                    _ => format!("{name} ~ /{value}/"),
+                });
+            }
+        }
+        for (given, kind) in [(&args.paths, "exact"), (&args.path_prefixes, "prefix")] {
+            for path in given {
+                if !path.starts_with('/') {
+                    bail!("path `{path}` must start with /");
+                }
+                matches.push(json!({"matchPath": {"path": path, "type": kind}}));
+                described.push(match kind {
+                    "exact" => format!("path {path}"),
+                    _ => format!("path {path}…"),
+                });
+            }
+        }
+        if matches.is_empty() {
+            bail!(
+                "say which requests are yours: --header x-dev=alice (or --header-prefix, \
+                 --header-regex, --path, --path-prefix); everyone else's keep going to the shadow"
+            );
+        }
+        let to = destinations(&args.to, &ports)?;
+        Ok(Self {
+            target,
+            ports,
+            matches,
+            to,
+            described: described.join(" and "),
+        })
+    }
+}
+
+/// Local port → `host:port` on this side.
+fn destinations(to: &str, ports: &[(u16, u16)]) -> anyhow::Result<BTreeMap<u16, String>> {
+    let (host, port) = match to.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') || host.starts_with('[') => {
+            let port = port
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .with_context(|| format!("--to {to}: `{port}` is not a port"))?;
+            (host.to_string(), Some(port))
+        }
+        _ => (to.to_string(), None),
+    };
+    if port.is_some() && ports.len() != 1 {
+        bail!("--to {to} names a port: give exactly one --port with it");
+    }
+    Ok(ports
+        .iter()
+        .map(|(local, _)| (*local, format!("{host}:{}", port.unwrap_or(*local))))
+        .collect())
+}
+
+async fn kube_config(args: &BridgeArgs) -> anyhow::Result<kube::Config> {
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    let options = KubeConfigOptions {
+        context: args.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    match &args.kubeconfig {
+        Some(path) => {
+            let file = Kubeconfig::read_from(path)
+                .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+            Ok(kube::Config::from_custom_kubeconfig(file, &options).await?)
+        }
+        None => kube::Config::from_kubeconfig(&options).await.context(
+            "no kubeconfig found (KUBECONFIG, ~/.kube/config); give one with --kubeconfig",
+        ),
+    }
+}
+
+/// The caller's user name, as the API server knows it.
+async fn whoami(client: &Client) -> anyhow::Result<String> {
+    let review: SelfSubjectReview = serde_json::from_value(json!({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
+    }))?;
+    let answer = Api::<SelfSubjectReview>::all(client.clone())
+        .create(&PostParams::default(), &review)
+        .await
+        .context("cannot ask the API server who you are (SelfSubjectReview)")?;
+    answer
+        .status
+        .and_then(|s| s.user_info)
+        .and_then(|u| u.username)
+        .filter(|u| !u.is_empty())
+        .context("the API server did not say who you are (SelfSubjectReview without a user name)")
+}
+
+/// The first and every later Ctrl-C or SIGTERM.
+struct Interrupts {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Interrupts {
+    fn new() -> anyhow::Result<Self> {
+        Ok(Self {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn next(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
+}
+
+/// One run's objects and settings, once its bridge exists.
+struct Run {
+    client: Client,
+    bridges: Api<GefyraBridge>,
+    #[allow(dead_code)]
+    mounts: Api<GefyraBridgeMount>,
+    bridge: String,
+    mount: String,
+    user: String,
+    plan: Plan,
+    progress: Progress,
+    wait: Duration,
+    namespace: String,
+    mount_namespace: String,
+}
+
+/// Where the relay is and which of its ports serve which local port.
+struct Relay {
+    pod: String,
+    namespace: String,
+    /// relay port → `host:port` on this side
+    routes: BTreeMap<u16, String>,
+}
+
+impl Run {
+    /// Until the command ends or the session cannot be had back.
+    /// Until the command ends, an interrupt, or the session cannot be had
+    /// back; the session, when there is one, is handed back to be closed
+    /// after the bridge is gone.
+    async fn serve(
+        &self,
+        env: Option<BTreeMap<String, String>>,
+        command: &[String],
+        interrupts: &mut Interrupts,
+    ) -> anyhow::Result<(ExitCode, Option<Session>)> {
+        let setup = async {
+            self.progress.step(format_args!(
+                "waiting for the operator to connect GefyraBridge `{}` (mount `{}`)",
+                self.bridge, self.mount
+            ));
+            let relay = self.relay().await?;
+            self.progress.step(format_args!(
+                "connecting to your relay {}/{} through the API server",
+                relay.namespace, relay.pod
+            ));
+            let connected = self.connect(&relay).await?;
+            self.progress
+                .step("tunnel connected; waiting for the bridge to be ACTIVE");
+            self.wait_active().await?;
+            anyhow::Ok((relay, connected))
+        };
+        let (relay, (mut session, mut events)) = tokio::select! {
+            ready = setup => ready?,
+            () = interrupts.next() => return Ok((ExitCode::SUCCESS, None)),
+        };
+        let ports: Vec<String> = self
+            .plan
+            .ports
+            .iter()
+            .map(|(local, remote)| format!("{remote} → {}", self.plan.to[local]))
+            .collect();
+        println!(
+            "Requests to {}/{} port {} with {} now reach this machine (GefyraBridge {}/{}); Ctrl-C to stop",
+            self.namespace,
+            self.plan.target,
+            ports.join(", "),
+            self.plan.described,
+            self.mount_namespace,
+            self.bridge
+        );
+        let mut child = match (&env, command.split_first()) {
+            (Some(env), Some((program, args))) => Some(
+                tokio::process::Command::new(program)
+                    .args(args)
+                    .envs(env)
+                    .kill_on_drop(true)
+                    .spawn()
+                    .with_context(|| format!("cannot run `{program}`"))?,
+            ),
+            _ => None,
+        };
+        loop {
+            tokio::select! {
+                () = interrupts.next() => return Ok((ExitCode::SUCCESS, Some(session))),
+                status = async {
+                    match child.as_mut() {
+                        Some(child) => child.wait().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    let status = status?;
+                    self.progress.step(format_args!("`{}` exited ({status})", command[0]));
+                    let code = u8::try_from(status.code().unwrap_or(1).clamp(0, 255)).unwrap_or(1);
+                    return Ok((ExitCode::from(code), Some(session)));
+                }
+                event = events.recv() => match event {
+                    Some(SessionEvent::DialFailed { port, target, error }) => self.progress.warn(format_args!(
+                        "a request for relay port {port} could not reach {target}: {error} (is your service listening?)"
+                    )),
+                    Some(_) => {}
+                    None => {
+                        let reason = session.close_reason().unwrap_or_else(|| "the port-forward ended".into());
+                        self.progress.warn(format_args!("lost the tunnel ({reason}); reconnecting"));
+                        (session, events) = self.reconnect(&relay).await?;
+                        self.progress.warn("tunnel reconnected");
+                    }
+                },
+            }
+        }
+    }
+
+    /// Waits for the relay the operator set up for this client, from the
+    /// bridge's `clusterEndpoint` (`pontoon-relay-<id>.<namespace>.svc…:<port>`).
+    async fn relay(&self) -> anyhow::Result<Relay> {
+        let deadline = Instant::now() + self.wait;
+        loop {
+            let bridge = self
+                .bridges
+                .get(&self.bridge)
+                .await
+                .with_context(|| format!("cannot read GefyraBridge `{}`", self.bridge))?;
+            self.refused(&bridge).await?;
+            if let Some(relay) = self.relay_of(&bridge)? {
+                let pods: Api<Pod> = Api::namespaced(self.client.clone(), &relay.namespace);
+                match pods.get_opt(&relay.pod).await {
+                    Ok(Some(pod))
+                        if pod.status.as_ref().and_then(|s| s.phase.as_deref())
+                            == Some("Running") =>
+                    {
+                        return Ok(relay);
+                    }
+                    Ok(_) => {}
+                    Err(kube::Error::Api(status)) if status.code == 403 => bail!(
+                        "you may not read your relay pod {}/{} ({}); your cluster's administrator \
+                         grants it with the chart's `pontoon-developer` ClusterRole",
+                        relay.namespace,
+                        relay.pod,
+                        status.message
+                    ),
+                    Err(err) => return Err(err.into()),
+                }
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "the bridge was not connected within {}s; it says: {}",
+                    self.wait.as_secs(),
+                    message(&bridge)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn relay_of(&self, bridge: &GefyraBridge) -> anyhow::Result<Option<Relay>> {
+        let Some(endpoints) = bridge.bridge.cluster_endpoint.as_ref() else {
+            return Ok(None);
+        };
+        let mut routes = BTreeMap::new();
+        let mut host = None;
+        for (local, remote) in &self.plan.ports {
+            let Some(address) = endpoints.get(&remote.to_string()).and_then(Value::as_str) else {
+                return Ok(None);
+            };
+            let (h, port) = address
+                .rsplit_once(':')
+                .and_then(|(h, p)| Some((h.to_string(), p.parse::<u16>().ok()?)))
+                .with_context(|| format!("clusterEndpoint `{address}` is not host:port"))?;
+            host = Some(h);
+            routes.insert(port, self.plan.to[local].clone());
+        }
+        let Some(host) = host else { return Ok(None) };
+        let mut labels = host.split('.');
+        let (Some(pod), Some(namespace)) = (labels.next(), labels.next()) else {
+            bail!("clusterEndpoint host `{host}` does not name a relay Service");
+        };
+        Ok(Some(Relay {
+            pod: pod.to_string(),
+            namespace: namespace.to_string(),
+            routes,
+        }))
+    }
+
+    /// An ERROR bridge as what to change; a clash names the other client.
+    async fn refused(&self, bridge: &GefyraBridge) -> anyhow::Result<()> {
+        if bridge.bridge.state.as_deref() != Some("ERROR") {
+            return Ok(());
+        }
+        let why = message(bridge);
+        if why.contains("duplicates bridge") {
+            bail!(
+                "your rules clash with another bridge on GefyraBridgeMount `{}`: {why}; choose \
+                 another header value",
+                self.mount
+            );
+        }
+        bail!("the operator refused GefyraBridge `{}`: {why}", self.bridge);
+    }
+
+    async fn connect(
+        &self,
+        relay: &Relay,
+    ) -> anyhow::Result<(Session, tokio::sync::mpsc::UnboundedReceiver<SessionEvent>)> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &relay.namespace);
+        let mut forward = pods.portforward(&relay.pod, &[7000]).await.map_err(
+            |err| match &err {
+                kube::Error::Api(status) if status.code == 403 => anyhow!(
+                    "you may not port-forward to your relay {}/{} ({}); only the developer a relay \
+                 serves may, through the Role the operator made for them",
+                    relay.namespace,
+                    relay.pod,
+                    status.message
+                ),
+                _ => anyhow::Error::new(err).context("cannot port-forward to your relay"),
+            },
+        )?;
+        let stream = forward
+            .take_stream(7000)
+            .context("the port-forward has no stream for port 7000")?;
+        // The forwarder's task runs as long as the stream is used.
+        tokio::spawn(async move {
+            let _ = forward.join().await;
+        });
+        Session::open(stream, &self.user, relay.routes.clone())
+            .await
+            .map_err(|err| match err {
+                SessionError::Refused(reason) => anyhow!(
+                    "your relay refused this session: {reason}; is another `pontoon bridge` of \
+                     yours running? A developer has one session at a time"
+                ),
+                other => anyhow::Error::new(other).context("cannot open a session with your relay"),
+            })
+    }
+
+    async fn reconnect(
+        &self,
+        relay: &Relay,
+    ) -> anyhow::Result<(Session, tokio::sync::mpsc::UnboundedReceiver<SessionEvent>)> {
+        let mut pause = Duration::from_millis(200);
+        let deadline = Instant::now() + self.wait;
+        loop {
+            match self.connect(relay).await {
+                Ok(session) => return Ok(session),
+                Err(err) if Instant::now() > deadline => return Err(err),
+                Err(err) => tracing::debug!(error = %err, "reconnect"),
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    async fn wait_active(&self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + self.wait;
+        let mut shown = String::new();
+        loop {
+            let bridge = self.bridges.get(&self.bridge).await?;
+            self.refused(&bridge).await?;
+            let state = bridge.bridge.state.clone().unwrap_or_default();
+            if state == "ACTIVE" {
+                return Ok(());
+            }
+            let now = format!("{state}: {}", message(&bridge));
+            if now != shown {
+                self.progress.step(format_args!("bridge {now}"));
+                shown = now;
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "GefyraBridge `{}` was not ACTIVE within {}s; it is {shown}",
+                    self.bridge,
+                    self.wait.as_secs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+fn message(bridge: &GefyraBridge) -> String {
+    bridge
+        .bridge
+        .status
+        .as_ref()
+        .and_then(|s| s.get("message"))
+        .and_then(Value::as_str)
+        .unwrap_or("(no message yet)")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: BridgeArgs,
+    }
+
+    fn plan(line: &[&str]) -> anyhow::Result<Plan> {
+        let cli = Cli::try_parse_from(std::iter::once("bridge").chain(line.iter().copied()))?;
+        Plan::of(&cli.args)
+    }
+
+    #[test]
+    fn a_developers_flags_become_rules_and_routes() {
+        let given = plan(&[
+            "deploy/api",
+            "-p",
+            "8080:80",
+            "--header",
+            "x-dev=alice",
+            "--path-prefix",
+            "/v2",
+        ])
+        .unwrap();
+        assert_eq!(given.ports, [(8080, 80)]);
+        assert_eq!(given.to[&8080], "127.0.0.1:8080");
+        assert_eq!(
+            given.matches,
+            [
+                json!({"matchHeader": {"name": "x-dev", "value": "alice", "type": "exact"}}),
+                json!({"matchPath": {"path": "/v2", "type": "prefix"}}),
+            ]
+        );
+        assert_eq!(given.described, "x-dev: alice and path /v2…");
+        let to = plan(&[
+            "deploy/api",
+            "-p",
+            "8080:80",
+            "--header",
+            "a=b",
+            "--to",
+            "10.0.0.5:9000",
+        ])
+        .unwrap();
+        assert_eq!(to.to[&8080], "10.0.0.5:9000");
+    }
+
+    #[test]
+    fn what_cannot_work_is_refused_before_anything_is_touched() {
+        let err = |line: &[&str]| plan(line).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err(&["deploy/api", "-p", "8080:80"]).contains("say which requests are yours"));
+        assert!(
+            err(&["deploy/api", "-p", "80", "--header", "a=b"]).contains("expected LOCAL:REMOTE")
+        );
+        assert!(
+            err(&["deploy/api", "-p", "1:80", "-p", "2:80", "--header", "a=b"])
+                .contains("given twice")
+        );
+        assert!(err(&["deploy/api", "-p", "1:80", "--header", "novalue"]).contains("NAME=VALUE"));
+        assert!(err(&["job/x", "-p", "1:80", "--header", "a=b"]).contains("job"));
+        assert!(
+            err(&[
+                "deploy/api",
+                "-p",
+                "1:80",
+                "-p",
+                "2:81",
+                "--header",
+                "a=b",
+                "--to",
+                "h:9"
+            ])
+            .contains("exactly one --port")
+        );
+    }
+}

@@ -1,0 +1,170 @@
+//! The relay's health endpoint, for the kubelet's probes.
+//!
+//! - `GET /healthz`: 200 while the process serves at all (liveness).
+//! - `GET /ready`: 200 only while a laptop's session is live, else 503 (readiness). So the
+//!   Pod's `Ready` condition, and `kubectl get pods`, say whether the developer is connected,
+//!   and a Service in front of the relay sends traffic only while someone receives it.
+//!
+//! Hand-rolled HTTP/1.1: two fixed GETs from the kubelet do not justify an HTTP stack in a pod
+//! that aims at a few MiB. One request per connection, answered with `Connection: close`.
+
+use std::time::Duration;
+
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpListener, TcpStream},
+    sync::watch,
+};
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use super::Live;
+
+/// The longest request head read; the kubelet's is a few hundred bytes.
+const MAX_REQUEST_HEAD: usize = 8 * 1024;
+
+/// A probe that does not finish its request in this time is dropped (the kubelet's own probe
+/// timeout defaults to 1 s).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub(super) async fn serve(
+    listener: TcpListener,
+    live: watch::Receiver<Option<Live>>,
+    stop: CancellationToken,
+) {
+    let tasks = TaskTracker::new();
+    loop {
+        let accepted = tokio::select! {
+            () = stop.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((tcp, _)) => {
+                let live = live.clone();
+                tasks.spawn(async move {
+                    if let Ok(Err(error)) =
+                        tokio::time::timeout(REQUEST_TIMEOUT, answer(tcp, &live)).await
+                    {
+                        tracing::debug!(%error, "health request");
+                    }
+                });
+            }
+            Err(error) => {
+                tracing::warn!(%error, "accepting a health request");
+                tokio::time::sleep(super::ACCEPT_BACKOFF).await;
+            }
+        }
+    }
+    tasks.close();
+    tasks.wait().await;
+}
+
+async fn answer(mut tcp: TcpStream, live: &watch::Receiver<Option<Live>>) -> std::io::Result<()> {
+    let mut head = Vec::with_capacity(512);
+    let mut chunk = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        if head.len() >= MAX_REQUEST_HEAD {
+            return respond(&mut tcp, "431 Request Header Fields Too Large", "", false).await;
+        }
+        let n = tcp.read(&mut chunk).await?;
+        if n == 0 {
+            // A request line without a blank line after it is still answerable.
+            break;
+        }
+        head.extend_from_slice(&chunk[..n]);
+    }
+    let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut words = line.split_ascii_whitespace();
+    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let head_only = method == "HEAD";
+    if method != "GET" && !head_only {
+        return respond(&mut tcp, "405 Method Not Allowed", "", head_only).await;
+    }
+    let path = target.split('?').next().unwrap_or("");
+    match path {
+        "/healthz" => respond(&mut tcp, "200 OK", "ok\n", head_only).await,
+        "/ready" => {
+            // Cloned out: the watch's lock is not held across the write.
+            let current = live.borrow().clone();
+            match current {
+                Some(live) => {
+                    let body = format!("session of {} live since {}\n", live.client, live.since);
+                    respond(&mut tcp, "200 OK", &body, head_only).await
+                }
+                None => {
+                    respond(
+                        &mut tcp,
+                        "503 Service Unavailable",
+                        "no session\n",
+                        head_only,
+                    )
+                    .await
+                }
+            }
+        }
+        _ => respond(&mut tcp, "404 Not Found", "", head_only).await,
+    }
+}
+
+async fn respond(
+    tcp: &mut TcpStream,
+    status: &str,
+    body: &str,
+    head_only: bool,
+) -> std::io::Result<()> {
+    let mut response = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    if !head_only {
+        response.push_str(body);
+    }
+    tcp.write_all(response.as_bytes()).await?;
+    tcp.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn get(addr: std::net::SocketAddr, request: &str) -> String {
+        let mut tcp = TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(request.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        tcp.read_to_string(&mut response).await.unwrap();
+        response
+    }
+
+    #[tokio::test]
+    async fn answers_probes_and_rejects_the_rest() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (live_tx, live) = watch::channel(None);
+        let stop = CancellationToken::new();
+        let server = tokio::spawn(serve(listener, live, stop.clone()));
+
+        let ready = get(addr, "GET /ready HTTP/1.1\r\nHost: x\r\n\r\n").await;
+        assert!(ready.starts_with("HTTP/1.1 503 "), "{ready}");
+        live_tx.send_replace(Some(Live {
+            id: 1,
+            client: "alice".into(),
+            since: jiff::Timestamp::UNIX_EPOCH,
+        }));
+        let ready = get(addr, "GET /ready?verbose HTTP/1.1\r\n\r\n").await;
+        assert!(ready.starts_with("HTTP/1.1 200 "), "{ready}");
+        assert!(
+            ready.ends_with("session of alice live since 1970-01-01T00:00:00Z\n"),
+            "{ready}"
+        );
+        let head = get(addr, "HEAD /healthz HTTP/1.1\r\n\r\n").await;
+        assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+        assert!(head.ends_with("\r\n\r\n"), "HEAD has no body: {head}");
+        let other = get(addr, "GET /metrics HTTP/1.1\r\n\r\n").await;
+        assert!(other.starts_with("HTTP/1.1 404 "), "{other}");
+        let post = get(addr, "POST /ready HTTP/1.1\r\n\r\n").await;
+        assert!(post.starts_with("HTTP/1.1 405 "), "{post}");
+
+        stop.cancel();
+        server.await.unwrap();
+    }
+}
