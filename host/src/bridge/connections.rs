@@ -51,6 +51,13 @@ use crate::{
 /// client is connected (`wit/connection.wit`).
 pub const CLIENT_LABEL: &str = "pontoon.dev/connection-client";
 
+/// Where a bridge's endpoints are, whether or not they are in
+/// `clusterEndpoint` now (JSON: remote port → `host:port`): what `pontoon
+/// bridge` connects to when its client comes back after the grace, while
+/// the bridge is out of Carrier2's config. Only the client's own command
+/// reads it; a value written by hand misleads no one else.
+pub const ENDPOINTS_ANNOTATION: &str = "pontoon.dev/endpoints";
+
 /// The default of `--session-grace`: how long a client may be gone before
 /// its bridges leave Carrier2's config (a laptop's network hiccup, a
 /// port-forward being re-established, must not send its requests away).
@@ -398,17 +405,22 @@ async fn reconcile(bridge: Arc<GefyraBridge>, ctx: Arc<Context>) -> Result<Actio
         return Ok(Action::await_change());
     }
     let mut endpoints: HashMap<String, BTreeMap<String, String>> = HashMap::new();
-    if standing.serves() {
-        for endpoint in &connection.endpoints {
-            endpoints
-                .entry(endpoint.bridge_uid.clone())
-                .or_default()
-                .insert(endpoint.port.to_string(), endpoint.address.clone());
-        }
+    for endpoint in &connection.endpoints {
+        endpoints
+            .entry(endpoint.bridge_uid.clone())
+            .or_default()
+            .insert(endpoint.port.to_string(), endpoint.address.clone());
     }
     for b in &group {
-        let wanted = endpoints.remove(&b.uid().unwrap_or_default());
-        write_endpoints(&ctx, b, wanted.unwrap_or_default()).await?;
+        let known = endpoints
+            .remove(&b.uid().unwrap_or_default())
+            .unwrap_or_default();
+        let served = if standing.serves() {
+            known.clone()
+        } else {
+            BTreeMap::new()
+        };
+        write_endpoints(&ctx, b, served, &known).await?;
     }
     let next = if !connection.complete {
         Some(INCOMPLETE_RETRY)
@@ -427,18 +439,22 @@ impl Context {
 }
 
 /// Makes the bridge's `clusterEndpoint` exactly `wanted` (merge patch:
-/// keys no longer wanted are set to null), bound to the version read.
+/// keys no longer wanted are set to null) and its [`ENDPOINTS_ANNOTATION`]
+/// `known`, bound to the version read.
 async fn write_endpoints(
     ctx: &Context,
     bridge: &GefyraBridge,
     wanted: BTreeMap<String, String>,
+    known: &BTreeMap<String, String>,
 ) -> Result<(), Error> {
     let current = bridge.bridge.cluster_endpoint.clone().unwrap_or_default();
     let same = current.len() == wanted.len()
         && wanted
             .iter()
             .all(|(k, v)| current.get(k).and_then(Value::as_str) == Some(v.as_str()));
-    if same {
+    let known_text = serde_json::to_string(known).unwrap_or_default();
+    let annotated = bridge.annotations().get(ENDPOINTS_ANNOTATION) == Some(&known_text);
+    if same && annotated {
         return Ok(());
     }
     let value = if wanted.is_empty() {
@@ -452,10 +468,15 @@ async fn write_endpoints(
         map.extend(wanted.iter().map(|(k, v)| (k.clone(), json!(v))));
         Value::Object(map)
     };
-    let patch = json!({
-        "metadata": {"resourceVersion": bridge.resource_version()},
-        "clusterEndpoint": value,
+    let mut patch = json!({
+        "metadata": {
+            "resourceVersion": bridge.resource_version(),
+            "annotations": {ENDPOINTS_ANNOTATION: known_text},
+        },
     });
+    if !same {
+        patch["clusterEndpoint"] = value;
+    }
     let api: Api<GefyraBridge> =
         Api::namespaced(ctx.client.clone(), &bridge.namespace().unwrap_or_default());
     api.patch(

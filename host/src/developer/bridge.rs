@@ -37,7 +37,10 @@ use super::{
     progress::Progress,
     workload::{self, Workload},
 };
-use crate::bridge_mount::crd::{GefyraBridge, GefyraBridgeMount};
+use crate::{
+    bridge::connections::ENDPOINTS_ANNOTATION,
+    bridge_mount::crd::{GefyraBridge, GefyraBridgeMount},
+};
 
 #[derive(Args, Debug)]
 pub struct BridgeArgs {
@@ -191,24 +194,30 @@ pub async fn run(args: BridgeArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let mount_name = mount.name_any();
-    let bridge = objects::create_bridge(
-        &client,
-        &args.mount_namespace,
-        &BridgeRequest {
-            mount: &mount_name,
-            client: &user,
-            connection_provider: &args.connection_provider,
-            target_namespace: &namespace,
-            container: &container.name,
-            port_mappings: plan
-                .ports
-                .iter()
-                .map(|(local, remote)| format!("{local}:{remote}"))
-                .collect(),
-            matches: plan.matches.clone(),
-        },
-    )
-    .await;
+    let request = BridgeRequest {
+        mount: &mount_name,
+        client: &user,
+        connection_provider: &args.connection_provider,
+        target_namespace: &namespace,
+        container: &container.name,
+        port_mappings: plan
+            .ports
+            .iter()
+            .map(|(local, remote)| format!("{local}:{remote}"))
+            .collect(),
+        matches: plan.matches.clone(),
+    };
+    let bridge = match objects::find_own_bridge(&bridges, &request).await {
+        Ok(Some(bridge)) => {
+            progress.step(format_args!(
+                "taking over GefyraBridge `{}` of your earlier run",
+                bridge.name_any()
+            ));
+            Ok(bridge)
+        }
+        Ok(None) => objects::create_bridge(&client, &args.mount_namespace, &request).await,
+        Err(err) => Err(err),
+    };
     let bridge = match bridge {
         Ok(bridge) => bridge,
         Err(err) => {
@@ -494,6 +503,23 @@ struct Run {
     mount_namespace: String,
 }
 
+/// The relay serves another session of this developer.
+#[derive(Debug)]
+struct Refusal(String);
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "your relay refused this session: {}; is another `pontoon bridge` of yours \
+             running? A developer has one session at a time",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for Refusal {}
+
 /// Where the relay is and which of its ports serve which local port.
 struct Relay {
     pod: String,
@@ -523,9 +549,11 @@ impl Run {
                 "connecting to your relay {}/{} through the API server",
                 relay.namespace, relay.pod
             ));
-            let connected = self.connect(&relay).await?;
+            // The relay's process may still be starting: tried again.
+            let connected = self.reconnect(&relay).await?;
             self.progress
-                .step("tunnel connected; waiting for the bridge to be ACTIVE");
+                .step("tunnel connected; waiting for the relay and the bridge to be ready");
+            self.wait_relay_ready(&relay).await?;
             self.wait_active().await?;
             anyhow::Ok((relay, connected))
         };
@@ -632,7 +660,16 @@ impl Run {
     }
 
     fn relay_of(&self, bridge: &GefyraBridge) -> anyhow::Result<Option<Relay>> {
-        let Some(endpoints) = bridge.bridge.cluster_endpoint.as_ref() else {
+        // The operator's record of the endpoints, there also while the
+        // bridge is out of Carrier2's config (this client was away).
+        let recorded: Option<serde_json::Map<String, Value>> = bridge
+            .annotations()
+            .get(ENDPOINTS_ANNOTATION)
+            .and_then(|text| serde_json::from_str(text).ok());
+        let Some(endpoints) = recorded
+            .filter(|e| !e.is_empty())
+            .or_else(|| bridge.bridge.cluster_endpoint.clone())
+        else {
             return Ok(None);
         };
         let mut routes = BTreeMap::new();
@@ -703,10 +740,7 @@ impl Run {
         Session::open(stream, &self.user, relay.routes.clone())
             .await
             .map_err(|err| match err {
-                SessionError::Refused(reason) => anyhow!(
-                    "your relay refused this session: {reason}; is another `pontoon bridge` of \
-                     yours running? A developer has one session at a time"
-                ),
+                SessionError::Refused(reason) => anyhow::Error::new(Refusal(reason)),
                 other => anyhow::Error::new(other).context("cannot open a session with your relay"),
             })
     }
@@ -720,11 +754,39 @@ impl Run {
         loop {
             match self.connect(relay).await {
                 Ok(session) => return Ok(session),
-                Err(err) if Instant::now() > deadline => return Err(err),
+                Err(err) if Instant::now() > deadline || err.is::<Refusal>() => return Err(err),
                 Err(err) => tracing::debug!(error = %err, "reconnect"),
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    /// The relay pod is Ready once it serves the session: the operator then
+    /// knows the developer is connected.
+    async fn wait_relay_ready(&self, relay: &Relay) -> anyhow::Result<()> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &relay.namespace);
+        let deadline = Instant::now() + self.wait;
+        loop {
+            let pod = pods.get(&relay.pod).await?;
+            let ready = pod
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            if ready {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "your relay {}/{} did not become ready within {}s",
+                    relay.namespace,
+                    relay.pod,
+                    self.wait.as_secs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 

@@ -37,7 +37,7 @@ pub async fn find_mount(
     let all = mounts
         .list(&ListParams::default())
         .await
-        .context("cannot list GefyraBridgeMounts")?;
+        .map_err(|err| refused(err, "list GefyraBridgeMounts", namespace_of(mounts)))?;
     Ok(all.items.into_iter().find(|m| {
         m.metadata.deletion_timestamp.is_none()
             && m.fields.target_namespace.as_deref() == Some(target_namespace)
@@ -60,7 +60,7 @@ pub async fn create_mount(
 ) -> anyhow::Result<GefyraBridgeMount> {
     let mount: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "gefyra.dev/v1",
-        "kind": "GefyraBridgeMount",
+        "kind": "gefyrabridgemount",
         "metadata": {
             "generateName": format!("{}-{}-", short(&target.name, 40), target.kind.short_name()),
             "labels": {MADE_BY_LABEL: MADE_BY},
@@ -73,7 +73,7 @@ pub async fn create_mount(
     let created = dynamic(client, namespace, "GefyraBridgeMount", "gefyrabridgemounts")
         .create(&PostParams::default(), &mount)
         .await
-        .map_err(|err| refused(err, "GefyraBridgeMounts", namespace))?;
+        .map_err(|err| refused(err, "create GefyraBridgeMounts", namespace))?;
     Ok(serde_json::from_value(serde_json::to_value(created)?)?)
 }
 
@@ -81,14 +81,22 @@ pub async fn create_mount(
 fn refused(err: kube::Error, what: &str, namespace: &str) -> anyhow::Error {
     match &err {
         kube::Error::Api(status) if status.code == 403 => anyhow::anyhow!(
-            "you may not create {what} in namespace `{}`: {}; ask your cluster's administrator \
+            "you may not {what} in namespace `{namespace}`; ask your cluster's administrator \
              to bind you the `pontoon-developer` ClusterRole there (see the README's \
-             \"Work on a service on your machine\")",
-            namespace,
-            status.message
+             \"Work on a service on your machine\")"
         ),
-        _ => anyhow::Error::new(err).context(format!("cannot create {what}")),
+        kube::Error::Api(status) => anyhow::anyhow!(
+            "cannot {what} in namespace `{namespace}`: {} ({})",
+            status.message,
+            status.reason
+        ),
+        _ => anyhow::Error::new(err).context(format!("cannot {what} in namespace `{namespace}`")),
     }
+}
+
+/// The namespace an `Api` was made for (the request URL says it).
+fn namespace_of<K: kube::Resource>(api: &Api<K>) -> &str {
+    api.namespace().unwrap_or_default()
 }
 
 /// The same namespace and client as `api`, for kinds Pontoon only reads.
@@ -121,7 +129,7 @@ pub async fn create_bridge(
 ) -> anyhow::Result<GefyraBridge> {
     let object = json!({
         "apiVersion": "gefyra.dev/v1",
-        "kind": "GefyraBridge",
+        "kind": "gefyrabridge",
         "metadata": {
             "generateName": format!("{}-", short(&dns_label(request.client), 40)),
             "labels": {MOUNT_LABEL: request.mount, MADE_BY_LABEL: MADE_BY},
@@ -138,8 +146,33 @@ pub async fn create_bridge(
     let created = dynamic(client, namespace, "GefyraBridge", "gefyrabridges")
         .create(&PostParams::default(), &object)
         .await
-        .map_err(|err| refused(err, "GefyraBridges", namespace))?;
+        .map_err(|err| refused(err, "create GefyraBridges", namespace))?;
     Ok(serde_json::from_value(serde_json::to_value(created)?)?)
+}
+
+/// A bridge an earlier run of the same developer left (killed before it
+/// could delete it) asking exactly the same: taken over, so that its
+/// requests come back without waiting for it to be judged again.
+pub async fn find_own_bridge(
+    bridges: &Api<GefyraBridge>,
+    request: &BridgeRequest<'_>,
+) -> anyhow::Result<Option<GefyraBridge>> {
+    let made = bridges
+        .list(&ListParams::default().labels(&format!(
+            "{MADE_BY_LABEL}={MADE_BY},{MOUNT_LABEL}={}",
+            request.mount
+        )))
+        .await
+        .map_err(|err| refused(err, "list GefyraBridges", namespace_of(bridges)))?;
+    let rules = json!([{"match": request.matches}]);
+    Ok(made.items.into_iter().find(|b| {
+        let f = &b.bridge;
+        b.metadata.deletion_timestamp.is_none()
+            && f.client.as_deref() == Some(request.client)
+            && f.connection_provider.as_deref() == Some(request.connection_provider)
+            && f.port_mappings.as_deref() == Some(request.port_mappings.as_slice())
+            && f.provider_parameter.as_ref().and_then(|p| p.get("rules")) == Some(&rules)
+    }))
 }
 
 /// Deletes the bridge and waits until it is gone (its mount has taken it out

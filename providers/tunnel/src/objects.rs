@@ -168,7 +168,13 @@ impl Relay<'_> {
             spec: Some(ServiceSpec {
                 type_: Some("ClusterIP".into()),
                 selector: Some(names::pod_selector(self.id)),
-                publish_not_ready_addresses: Some(false),
+                // Ready says whether the developer is connected (the host
+                // reads it); the address is published from the pod's start
+                // regardless, so that the cluster's proxies know the relay
+                // before the first session and keep it across reconnects.
+                // Without a session the relay listens on no relay port:
+                // a request then is refused, as by an unready endpoint.
+                publish_not_ready_addresses: Some(true),
                 ports: Some(service_ports),
                 ..ServiceSpec::default()
             }),
@@ -318,7 +324,7 @@ mod tests {
         let service = value(&RELAY.service(&allocation));
         let spec = &service["spec"];
         assert_eq!(spec["type"], "ClusterIP");
-        assert_eq!(spec["publishNotReadyAddresses"], false);
+        assert_eq!(spec["publishNotReadyAddresses"], true);
         assert_eq!(
             spec["selector"],
             json!({"pontoon.dev/connection-client": "0123456789abcdef",
