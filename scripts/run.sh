@@ -41,7 +41,14 @@ YAML
 log=$logs/operator.log
 # --single-tenant: the test bed has one user, who may patch and exec every
 # pod anyway; a shared cluster runs the chart's admission policies instead.
-"$pontoon" run --single-tenant --namespace gefyra --providers dist/providers --cache-dir "$tb/module-cache" >"$log" 2>&1 &
+# Where the test bed runs process pods (as root), developers' relays run
+# this very pontoon (`pontoon bridge`): the test bed's image for it.
+relay=()
+if [[ -f "$run/netns" ]]; then
+  cp -f "$pontoon" "$pod_bin/.pontoon.$$" && mv -f "$pod_bin/.pontoon.$$" "$pod_bin/pontoon"
+  relay=(--relay-image testbed.pontoon.dev/pontoon:relay)
+fi
+"$pontoon" run --single-tenant --namespace gefyra --providers dist/providers --cache-dir "$tb/module-cache" "${relay[@]}" >"$log" 2>&1 &
 operator=$!
 # Ctrl-C reaches the operator too, which may be gone before this runs: under
 # `set -e` a failing kill or wait would end the trap (and `make run`) with 1.

@@ -434,3 +434,93 @@ async fn a_state_written_by_hand_skips_no_check_and_undoes_nothing() -> anyhow::
     assert!(deployment.metadata.deletion_timestamp.is_none());
     Ok(())
 }
+
+/// A bridge whose connection provider runs in Pontoon (`tunnel`, what
+/// `pontoon bridge` creates) goes to its client's relay: its `client` must be
+/// whoever creates it, and its endpoints are the operator's to write. So no
+/// tenant can send a bridge's requests to another developer's relay, or make
+/// the operator set a relay up for someone else.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tunnel_bridge_belongs_to_its_creator_and_its_endpoints_to_the_operator()
+-> anyhow::Result<()> {
+    install_crds().await?;
+    let gefyra = TestNamespace::new("adm-tg").await?;
+    let target = TestNamespace::new("adm-tt").await?;
+    let (g, t) = (gefyra.name(), target.name());
+    let dev = Tenant::new(g, "dev")?;
+    dev.may_write_gefyra(g, &["gefyrabridgemounts", "gefyrabridges"])?;
+    dev.may_patch_and_exec_pods(t)?;
+    // Refused by the mounts' policy (no rights there) once it is enforced.
+    let probe = mount_manifest("probe", g, Some("kube-public"), "deploy/x", json!({}));
+    let policies =
+        Policies::install(&format!("adm-{}", &g[g.len() - 6..]), &[g], &dev, &probe).await?;
+    let tunnel = |name: &str, client: &str| {
+        bridge_manifest(
+            name,
+            g,
+            "m",
+            t,
+            json!({ "connectionProvider": "tunnel", "client": client }),
+        )
+    };
+
+    let said = refused(
+        dev.create(&tunnel("someone-elses", "system:serviceaccount:x:alice"))?,
+        "a tunnel bridge naming another client",
+    )?;
+    assert!(
+        said.contains(&policies.bridges())
+            && said.contains("its client must be you")
+            && said.contains(&dev.user()),
+        "{said}"
+    );
+    let said = refused(
+        dev.create(&bridge_manifest(
+            "forged",
+            g,
+            "m",
+            t,
+            json!({ "connectionProvider": "tunnel", "client": dev.user(),
+                    "clusterEndpoint": { "80": "elsewhere.example.com:80" } }),
+        ))?,
+        "a tunnel bridge with its own clusterEndpoint",
+    )?;
+    assert!(said.contains("written by the operator alone"), "{said}");
+
+    admitted(
+        dev.create(&tunnel("mine", &dev.user()))?,
+        "dev's own tunnel bridge",
+    )?;
+    let said = refused(
+        dev.patch(
+            g,
+            "gefyrabridge",
+            "mine",
+            json!({ "clusterEndpoint": { "80": "elsewhere.example.com:80" } }),
+        )?,
+        "clusterEndpoint written by a tenant",
+    )?;
+    assert!(said.contains("written by the operator alone"), "{said}");
+    let said = refused(
+        dev.patch(
+            g,
+            "gefyrabridge",
+            "mine",
+            json!({ "client": "system:serviceaccount:x:alice" }),
+        )?,
+        "the client changed afterwards",
+    )?;
+    assert!(said.contains("its client must be you"), "{said}");
+    // Gefyra's own bridges name their endpoints, as before.
+    admitted(
+        dev.create(&bridge_manifest(
+            "gefyras",
+            g,
+            "m",
+            t,
+            json!({ "destinationIP": "10.0.0.9" }),
+        ))?,
+        "a stowaway bridge",
+    )?;
+    Ok(())
+}

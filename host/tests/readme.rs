@@ -324,6 +324,10 @@ fn stopped(terminal: Terminal) -> anyhow::Result<String> {
 /// The files the walk-through writes (the README's paths).
 fn remove_walk_through_files() -> anyhow::Result<()> {
     for path in [
+        "/tmp/bridge.out",
+        "/tmp/bridge.pid",
+        "/tmp/my-laptop.log",
+        "/tmp/my-laptop.pid",
         "/tmp/my-provider",
         "/tmp/custom-providers",
         "/tmp/my-values.yaml",
@@ -360,7 +364,24 @@ async fn clean_up_leftovers(client: &kube::Client) -> anyhow::Result<()> {
             drop_finalizers(&gateways, &gateway.name_any()).await?;
         }
     }
+    // The README's `pontoon bridge` and its local service, if still running.
+    for pid_file in ["/tmp/bridge.pid", "/tmp/my-laptop.pid"] {
+        if let Ok(pid) = std::fs::read_to_string(pid_file) {
+            let _ = Command::new("kill").arg(pid.trim()).status();
+        }
+    }
     let mounts: Api<GefyraBridgeMount> = Api::namespaced(client.clone(), "gefyra");
+    let made_by_bridge = mounts
+        .list(&kube::api::ListParams::default().labels("pontoon.dev/made-by=pontoon-bridge"))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    for mount in made_by_bridge {
+        drop_finalizers(&mounts, &mount.name_any()).await?;
+        let _ = mounts
+            .delete(&mount.name_any(), &DeleteParams::default())
+            .await;
+    }
     for name in ["api-mount", "my-mount", "hello-mount"] {
         if mounts.get_opt(name).await.ok().flatten().is_some() {
             drop_finalizers(&mounts, name).await?;
@@ -384,11 +405,11 @@ async fn clean_up_leftovers(client: &kube::Client) -> anyhow::Result<()> {
             drop_finalizers(&api, &mount.name_any()).await?;
         }
     }
-    for ns in ["shop", "hello", "pontoon-system"] {
+    for ns in ["shop", "hello", "dev", "pontoon-system"] {
         let _ = namespaces.delete(ns, &DeleteParams::default()).await;
     }
     let deadline = Instant::now() + Duration::from_secs(120);
-    for ns in ["shop", "hello", "pontoon-system"] {
+    for ns in ["shop", "hello", "dev", "pontoon-system"] {
         while namespaces.get_opt(ns).await?.is_some() {
             ensure!(
                 Instant::now() < deadline,
@@ -509,6 +530,38 @@ async fn the_readme_walk_through_works_step_by_step() -> anyhow::Result<()> {
             && shadows.iter().all(|i| *i == "nginx:1.27"),
         "demo/web's pods do not all run Carrier2, or its shadow's not nginx:\n{out}"
     );
+
+    // Work on a service on one's machine: `pontoon bridge`.
+    if let Some(reason) = pontoon_tests::netns::unavailable() {
+        for block in [
+            "kubectl create namespace dev",
+            "pontoon bridge -n dev",
+            "kill -TERM $(cat /tmp/bridge.pid)",
+        ] {
+            readme.next(block)?;
+        }
+        bridge_skipped = Some(reason);
+    } else {
+        shell.run(&readme.next("kubectl create namespace dev")?)?;
+        let out = shell.run(&readme.next("pontoon bridge -n dev")?)?;
+        let pods: Vec<&str> = out.lines().filter(|l| l.contains("\"pod\"")).collect();
+        ensure!(
+            out.contains("127.0.0.1:9080 with x-dev: me now reach this machine")
+                && pods.len() == 2
+                && pods[0].contains("\"my-laptop\"")
+                && pods[1].contains("api-gefyra-")
+                && out.contains("ACTIVE"),
+            "with the header this machine must answer, without it the shadow:\n{out}"
+        );
+        let out = shell.run(&readme.next("kill -TERM $(cat /tmp/bridge.pid)")?)?;
+        ensure!(
+            out.contains("No resources found")
+                && out
+                    .lines()
+                    .any(|l| l.contains("\"pod\"") && l.contains("api-") && !l.contains("gefyra")),
+            "after the bridge, no bridge or mount may be left and an original must answer:\n{out}"
+        );
+    }
 
     // A mount of one's own, and its deletion.
     let out = shell.run(&readme.next("name: api-mount")?)?;
@@ -652,7 +705,7 @@ async fn the_readme_walk_through_works_step_by_step() -> anyhow::Result<()> {
         "a mount is left after helm uninstall:\n{out}"
     );
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    for ns in ["shop", "demo", "hello", "pontoon-system"] {
+    for ns in ["shop", "demo", "hello", "dev", "pontoon-system"] {
         ensure!(
             namespaces.get_opt(ns).await?.is_none(),
             "namespace {ns} is still there after the README's clean-up"
