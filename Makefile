@@ -61,6 +61,11 @@ bench-mounts: testbed-up ## figures for bridge mounts: create -> ACTIVE, delete 
 	cargo build --release --locked -p pontoon
 	cargo run --release --locked -p pontoon --example bench_mounts
 
+bench-bridge: testbed-up ## figures for `pontoon bridge`: start -> first request here, added latency, 64 MiB each way, relay and command RSS, kill -> shadow (as root)
+	@scripts/providers.sh dist/providers
+	cargo build --release --locked -p pontoon
+	cargo run --release --locked -p pontoon --example bench_bridge
+
 bench-gateway: testbed-up ## figures for Gateway API: 1000 routes' config via WASM vs native, Gateway -> Programmed, route -> ConfigMap, RSS
 	@scripts/providers.sh dist/providers
 	cargo build --release --locked -p pontoon

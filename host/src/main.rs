@@ -76,9 +76,10 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         grants: Option<PathBuf>,
     },
-    /// Check that a bridge-mount provider module keeps the contract, on a real cluster.
+    /// Check that a bridge-mount or connection provider module keeps the
+    /// contract, on a real cluster.
     Conformance {
-        /// The provider module to check.
+        /// The provider module to check (a bridge-mount or a connection provider).
         #[arg(long, value_name = "PATH.wasm")]
         provider: PathBuf,
         /// Cluster to use; default: KUBECONFIG if set, else the test bed's

@@ -3,7 +3,8 @@
 //! the bundled carrier2mount against the test bed's Carrier2 stand-in),
 //! skips the kinds a provider declines, and fails each deliberately broken
 //! provider (labelmount's broken copies, one that skips its cleanup) naming
-//! the check and what is wrong.
+//! the check and what is wrong. Connection providers too: the bundled
+//! tunnel passes, a sloppy one fails naming what it breaks.
 
 use std::{path::Path, process::Command};
 
@@ -410,6 +411,99 @@ fn kinds_a_provider_declines_are_skipped_unless_asked_for() -> anyhow::Result<()
         output.contains(
             "SKIP  StatefulSet target: prepare completes: StatefulSet targets not selected (--kinds)"
         ),
+        "{output}"
+    );
+    Ok(())
+}
+
+/// Every check of a connection provider, in the order they run.
+const CONNECTION_CHECKS: &[&str] = &[
+    "metadata names the module and asks for the operator namespace only",
+    "connect for a new client gives each requested port an endpoint (host:port, distinct)",
+    "connect again with the same ports keeps every endpoint",
+    "connect without one of the ports keeps the other's endpoint",
+    "everything connect wrote is in the operator namespace and the client's (labelled pontoon.dev/connection-client: <id> or named with the id; pods labelled)",
+    "session answers for a connected client",
+    "session of a client never connected is gone, not live",
+    "clients lists a connected client's id",
+    "disconnect completes (true within the timeout)",
+    "disconnect leaves nothing connect wrote",
+    "clients no longer lists a disconnected client",
+    "session of a disconnected client is gone, not live",
+    "disconnect again is true",
+    "disconnect leaves another client's objects alone (still there, still listed)",
+    "disconnect of a client id never connected is harmless (true, never an error)",
+];
+
+#[test]
+fn the_bundled_tunnel_passes_as_a_connection_provider() -> anyhow::Result<()> {
+    let (success, output) = conformance_of(&bundled_provider("tunnel")?)?;
+    assert!(success, "conformance of tunnel failed:\n{output}");
+    let lines: Vec<&str> = output
+        .lines()
+        .filter(|l| {
+            ["PASS  ", "FAIL  ", "SKIP  "]
+                .iter()
+                .any(|s| l.starts_with(s))
+        })
+        .collect();
+    let expected: Vec<String> = CONNECTION_CHECKS
+        .iter()
+        .map(|check| format!("PASS  {check}"))
+        .collect();
+    assert_eq!(lines, expected, "{output}");
+    assert!(
+        output.contains("15 passed, 0 failed, 0 skipped"),
+        "{output}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_connection_provider_that_moves_endpoints_and_leaves_objects_fails_naming_them()
+-> anyhow::Result<()> {
+    // Its leftovers never go: the checks that wait for them wait in vain.
+    let (success, output) = conformance_within(&test_module("sloppy_connection")?, 5)?;
+    assert!(!success, "conformance passed sloppy_connection:\n{output}");
+    let expected: &[(&str, &[&str])] = &[
+        (
+            "connect without one of the ports keeps the other's endpoint",
+            &[
+                "bridge conformance/api",
+                "port 8080 moved from",
+                ":10001 to ",
+                ":10000",
+            ],
+        ),
+        (
+            "disconnect leaves nothing connect wrote",
+            &[
+                "ConfigMap conformance-",
+                "/sloppy-",
+                "created by the provider and still there",
+            ],
+        ),
+        (
+            "clients no longer lists a disconnected client",
+            &["clients still lists"],
+        ),
+    ];
+    for (check, words) in expected {
+        let line = failing(&output, check)
+            .unwrap_or_else(|| panic!("`{check}` did not fail in:\n{output}"));
+        for word in *words {
+            assert!(line.contains(word), "`{word}` missing from: {line}");
+        }
+    }
+    // What it keeps, it passes: every other check is there and passes.
+    for check in CONNECTION_CHECKS {
+        if !expected.iter().any(|(failed, _)| failed == check) {
+            let line = format!("PASS  {check}");
+            assert!(output.contains(&line), "missing `{line}` in:\n{output}");
+        }
+    }
+    assert!(
+        output.contains("12 passed, 3 failed, 0 skipped"),
         "{output}"
     );
     Ok(())

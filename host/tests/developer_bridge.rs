@@ -562,6 +562,76 @@ async fn developers_get_their_requests_on_their_machines_and_ctrl_c_puts_everyth
         answers == ["original", "original"],
         "every request reaches the original again: {answers:?}"
     );
+    // No bridge names alice or bob any more: their relays go too.
+    let relays: Api<Pod> = bed.gefyra.api();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = relays
+            .list(&ListParams::default().labels("pontoon.dev/connection-client"))
+            .await?
+            .items;
+        if left.is_empty() {
+            break;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "relays left 30 s after their last bridge: {:?}",
+            left.iter().map(|p| p.name_any()).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Ok(())
+}
+
+/// A client gone for longer than `--session-limit` loses its bridges.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bridge_whose_developer_stays_away_past_the_limit_is_deleted() -> anyhow::Result<()> {
+    let prefix = "dev-limit";
+    if let Err(reason) = TestbedNet::of_testbed() {
+        return pontoon_tests::skip::skip(prefix, &reason);
+    }
+    install_relay_program()?;
+    let bed = Bed::with_flags(
+        prefix,
+        &[
+            "--relay-image",
+            "testbed.pontoon.dev/pontoon:relay",
+            "--session-grace",
+            "2",
+            "--session-limit",
+            "10",
+        ],
+    )
+    .await?;
+    workload(&bed.target).await?;
+    let alice = Developer::new(&bed, "alice")?;
+    let port = laptop("laptop-alice").await?;
+    let mut cli = alice.bridge(
+        &bed,
+        &[
+            "deploy/echo",
+            "--port",
+            &format!("{port}:{ECHO_PORT}"),
+            "--header",
+            "x-dev=alice",
+        ],
+    )?;
+    cli.wait_line("now reach this machine", TIMEOUT)?;
+    cli.signal("-KILL")?;
+    let killed = Instant::now();
+    drop(cli);
+    while !bridges_left(&bed).await?.is_empty() {
+        ensure!(
+            killed.elapsed() < Duration::from_secs(30),
+            "the bridge of a client gone for 10 s is still there after 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    ensure!(
+        killed.elapsed() >= Duration::from_secs(9),
+        "the bridge went after {:?}, before the limit",
+        killed.elapsed()
+    );
     Ok(())
 }
 

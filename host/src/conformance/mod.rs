@@ -1,5 +1,6 @@
 //! `pontoon conformance`: runs the provider contract against a real cluster
-//! and says, check by check, whether a bridge-mount provider keeps it.
+//! and says, check by check, whether a bridge-mount provider keeps it (a
+//! connection provider: see `connection`).
 //!
 //! It works in scratch namespaces with a sample Deployment (two replicas, a
 //! container port, an HTTP readiness probe), then a StatefulSet and a bare
@@ -17,9 +18,12 @@
 //! Rooms: `report` (what a check prints), `fixtures` (the scratch
 //! namespaces and sample targets on the cluster), `compare` (pure verdicts
 //! on what the cluster shows), `writes` (pure verdicts on what the provider
-//! wrote) and `suite` (the ordered checks).
+//! wrote) and `suite` (the ordered checks); `connection` holds the checks
+//! of a connection provider (`wit/connection.wit`), which share the report,
+//! the scratch namespaces and the verdicts on what was written.
 
 mod compare;
+mod connection;
 mod fixtures;
 mod report;
 mod suite;
@@ -54,13 +58,11 @@ pub async fn run(
     let runtime = PluginRuntime::new(crate::plugins::Limits::default())?;
     let provider = match runtime.load_file(provider_path).await? {
         LoadedModule::Provider(p) => Arc::new(p),
-        LoadedModule::Connection(c) => bail!(
-            "{} is a connection provider (`{}`), not a bridge-mount provider",
-            provider_path.display(),
-            c.name()
-        ),
+        LoadedModule::Connection(c) => {
+            return connection::run(client, Arc::new(c), &options, Box::new(report)).await;
+        }
         LoadedModule::Filter(f) => bail!(
-            "{} is a config filter (`{}`), not a bridge-mount provider",
+            "{} is a config filter (`{}`), not a bridge-mount or connection provider",
             provider_path.display(),
             f.name()
         ),

@@ -32,6 +32,53 @@ impl fmt::Display for Check {
     }
 }
 
+/// The checks of a run, in the order they ran, each reported as it
+/// completes (so that progress is visible).
+pub(super) struct Recorder {
+    checks: Vec<Check>,
+    report: Box<dyn FnMut(&Check) + Send>,
+}
+
+impl Recorder {
+    pub(super) fn new(report: Box<dyn FnMut(&Check) + Send>) -> Self {
+        Self {
+            checks: Vec::new(),
+            report,
+        }
+    }
+
+    /// Records a check that ran; whether it passed.
+    pub(super) fn record(&mut self, name: &str, result: Result<(), String>) -> bool {
+        let ok = result.is_ok();
+        self.push(Check {
+            name: name.into(),
+            result,
+            skipped: None,
+        });
+        ok
+    }
+
+    /// Records `names` as not run, for the reason `why`.
+    pub(super) fn skip(&mut self, names: &[&str], why: &str) {
+        for name in names {
+            self.push(Check {
+                name: (*name).into(),
+                result: Ok(()),
+                skipped: Some(why.into()),
+            });
+        }
+    }
+
+    fn push(&mut self, check: Check) {
+        (self.report)(&check);
+        self.checks.push(check);
+    }
+
+    pub(super) fn into_checks(self) -> Vec<Check> {
+        self.checks
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

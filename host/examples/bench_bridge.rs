@@ -1,0 +1,585 @@
+//! `make bench-bridge`: what `pontoon bridge` costs a developer, on the test
+//! bed's process pods (as root), with the release operator, the bundled
+//! tunnel.wasm and the release `pontoon` as both the command (a process on
+//! the host, outside the test bed's network, as a laptop is) and the relay
+//! (a process pod). Prints figures; asserts nothing about time.
+//!
+//! - start → first matching request answered on this machine, 10 rounds,
+//!   with the mount already ACTIVE and with the mount made by the command
+//!   (each round ended with SIGTERM, which waits until all is back);
+//! - latency a request gains through the tunnel: the same request answered
+//!   by the shadow and by this machine, p50/p99, 1000 requests at 1 and at
+//!   32 connections (sent from inside the test bed's network by this
+//!   program itself, re-run there with `nsenter`);
+//! - a 64 MiB body each way through one request;
+//! - peak RSS of the relay and of the command;
+//! - the command SIGKILLed → requests with the header answered by the
+//!   shadow again (the operator's default grace, 10 s).
+//!
+//! Run inside the network namespace, `bench_bridge load URL HEADER CONNS
+//! COUNT` prints one latency in microseconds a line (keep-alive HTTP/1.1).
+
+use std::{
+    io::{BufRead, BufReader},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail, ensure};
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::Service};
+use kube::api::PostParams;
+use pontoon_tests::{
+    TestNamespace,
+    bench::{BenchOperator, memory_kib, percentile},
+    kubeconfig_path,
+    providers::target_dir,
+    traffic::{TestbedNet, echo_container},
+};
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader as TokioBufReader};
+
+const ECHO_PORT: u16 = 3000;
+const ROUNDS: usize = 10;
+const REQUESTS: usize = 1000;
+const BIG: usize = 64 * 1024 * 1024;
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    if args.get(1).map(String::as_str) == Some("load") {
+        return runtime.block_on(load(&args[2..]));
+    }
+    runtime.block_on(bench())
+}
+
+/// The release `pontoon`, also where the test bed's pods find it.
+fn pontoon() -> anyhow::Result<std::path::PathBuf> {
+    let binary = std::env::var_os("PONTOON_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("release/pontoon"));
+    ensure!(
+        binary.is_file(),
+        "{} is missing: `make bench-bridge` builds it",
+        binary.display()
+    );
+    let pod_bin = pontoon_tests::pod_bin("carrier2")?
+        .parent()
+        .context("pod-bin")?
+        .to_path_buf();
+    let staged = pod_bin.join(format!(".pontoon.{}", std::process::id()));
+    std::fs::copy(&binary, &staged)?;
+    std::fs::rename(&staged, pod_bin.join("pontoon"))?;
+    Ok(binary)
+}
+
+async fn bench() -> anyhow::Result<()> {
+    let net = match TestbedNet::of_testbed() {
+        Ok(net) => net,
+        Err(reason) => bail!("bench-bridge needs the test bed's process pods: {reason}"),
+    };
+    let binary = pontoon()?;
+    install_crds().await?;
+    let target = TestNamespace::new("bench-bridge").await?;
+    let gefyra = TestNamespace::new("bench-bridge-gefyra").await?;
+    let mut operator = BenchOperator::start(
+        "bench-bridge",
+        "tunnel",
+        &[
+            "--namespace",
+            gefyra.name(),
+            "--relay-image",
+            "testbed.pontoon.dev/pontoon:relay",
+        ],
+    )
+    .await?;
+    let service = workload(&target).await?;
+    let laptop = laptop_server().await?;
+    let bridge_args = |extra: &[&str]| -> Vec<String> {
+        let mut args: Vec<String> = [
+            "bridge",
+            "-n",
+            target.name(),
+            "deploy/echo",
+            "--port",
+            &format!("{laptop}:{ECHO_PORT}"),
+            "--header",
+            "x-dev=bench",
+            "--mount-namespace",
+            gefyra.name(),
+            "--kubeconfig",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.push(kubeconfig_path().display().to_string());
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    };
+    let url = format!("http://{service}/bench");
+
+    // Start → first request, the mount made by the command.
+    let mut made = Vec::new();
+    for _ in 0..ROUNDS {
+        let started = Instant::now();
+        let mut cli = spawn(&binary, &bridge_args(&[]))?;
+        first_local_answer(&net, &url, started).await?;
+        made.push(started.elapsed());
+        stop(&mut cli)?;
+    }
+    // The same with the mount already ACTIVE (the first run makes it, a
+    // second keeps it while the rounds come and go).
+    let mut keeper = spawn(&binary, &bridge_args(&["--header", "x-keep=1", "--quiet"]))?;
+    wait_line(&mut keeper, "now reach this machine")?;
+    let mut active = Vec::new();
+    for _ in 0..ROUNDS {
+        let started = Instant::now();
+        let mut cli = spawn(
+            &binary,
+            &bridge_args(&[])
+                .into_iter()
+                .map(|a| {
+                    if a == "x-dev=bench" {
+                        "x-dev=round".into()
+                    } else {
+                        a
+                    }
+                })
+                .collect::<Vec<_>>(),
+        )?;
+        first_local_answer_with(&net, &url, "x-dev: round", started).await?;
+        active.push(started.elapsed());
+        stop(&mut cli)?;
+    }
+    println!(
+        "start → first request answered here: mount ACTIVE p50 {:.3} s p99 {:.3} s (goal ≤ 1 s); mount made by the command p50 {:.3} s p99 {:.3} s (goal ≤ 2 s); {ROUNDS} rounds each",
+        percentile(&active, 50),
+        percentile(&active, 99),
+        percentile(&made, 50),
+        percentile(&made, 99)
+    );
+
+    // Latency and throughput, with one bridge live.
+    let mut cli = spawn(&binary, &bridge_args(&[]))?;
+    wait_line(&mut cli, "now reach this machine")?;
+    for conns in [1usize, 32] {
+        let shadow = measure(&net, &url, "x-none: 1", conns).await?;
+        let tunnel = measure(&net, &url, "x-dev: bench", conns).await?;
+        println!(
+            "latency at {conns} connection(s), {REQUESTS} requests: shadow p50 {:.2} ms p99 {:.2} ms; through the tunnel p50 {:.2} ms p99 {:.2} ms; added p50 {:.2} ms p99 {:.2} ms (goal at 1: ≤ 1 ms, ≤ 5 ms)",
+            shadow.0 * 1e3,
+            shadow.1 * 1e3,
+            tunnel.0 * 1e3,
+            tunnel.1 * 1e3,
+            (tunnel.0 - shadow.0) * 1e3,
+            (tunnel.1 - shadow.1) * 1e3,
+        );
+    }
+    for (direction, args) in [
+        (
+            "up (POST to this machine)",
+            vec![
+                "--data-binary",
+                "@-",
+                "-H",
+                "x-dev: bench",
+                "-o",
+                "/dev/null",
+            ],
+        ),
+        (
+            "down (GET from this machine)",
+            vec![
+                "-H",
+                "x-dev: bench",
+                "-H",
+                "x-size: 67108864",
+                "-o",
+                "/dev/null",
+            ],
+        ),
+    ] {
+        let started = Instant::now();
+        let mut curl = net_command(&net, "curl")?;
+        curl.args(["-sS", "--fail", "--noproxy", "*", "--max-time", "120"])
+            .args(&args)
+            .arg(format!("{url}/big"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null());
+        let mut child = curl.spawn()?;
+        if direction.starts_with("up") {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().context("curl's stdin")?;
+            let chunk = vec![b'x'; 1024 * 1024];
+            for _ in 0..BIG / chunk.len() {
+                stdin.write_all(&chunk)?;
+            }
+        } else {
+            drop(child.stdin.take());
+        }
+        let status = child.wait()?;
+        ensure!(status.success(), "the 64 MiB transfer {direction} failed");
+        let secs = started.elapsed().as_secs_f64();
+        println!(
+            "64 MiB {direction}: {:.2} s, {:.0} MiB/s (goal ≥ 100)",
+            secs,
+            64.0 / secs
+        );
+    }
+    let relay = relay_pids()?;
+    for pid in &relay {
+        println!(
+            "relay pid {pid}: peak RSS {:.1} MiB (goal ≤ 16)",
+            memory_kib(*pid, "VmHWM:")? as f64 / 1024.0
+        );
+    }
+    println!(
+        "pontoon bridge (the command): peak RSS {:.1} MiB",
+        memory_kib(cli.id(), "VmHWM:")? as f64 / 1024.0
+    );
+
+    // Kill → shadow.
+    cli.kill()?;
+    let killed = Instant::now();
+    cli.wait()?;
+    loop {
+        let answer = get(&net, &url, "x-dev: bench");
+        if answer.contains("echo-gefyra") {
+            break;
+        }
+        ensure!(
+            killed.elapsed() < Duration::from_secs(60),
+            "never back on the shadow"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    println!(
+        "SIGKILL → requests with the header on the shadow: {:.2} s (goal ≤ grace + 1 s = 11 s)",
+        killed.elapsed().as_secs_f64()
+    );
+    stop(&mut keeper)?;
+    operator.kill()?;
+    Ok(())
+}
+
+/// Deployment `echo` (2 echo servers) and its Service; the Service's address.
+async fn workload(ns: &TestNamespace) -> anyhow::Result<String> {
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": { "name": "echo" },
+        "spec": { "replicas": 2, "selector": { "matchLabels": { "app": "echo" } },
+                  "template": { "metadata": { "labels": { "app": "echo" } },
+                                "spec": { "containers": [echo_container("echo", ECHO_PORT)] } } }
+    }))?;
+    ns.api::<Deployment>()
+        .create(&PostParams::default(), &d)
+        .await?;
+    let service: Service = serde_json::from_value(json!({
+        "metadata": { "name": "echo" },
+        "spec": { "selector": { "app": "echo" },
+                  "ports": [{ "name": "http", "port": 80, "targetPort": ECHO_PORT }] }
+    }))?;
+    let service = ns
+        .api::<Service>()
+        .create(&PostParams::default(), &service)
+        .await?;
+    pontoon_tests::backends::wait_for_endpoints(ns, "echo", 2, Duration::from_secs(120)).await?;
+    let ip = service
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .context("no ClusterIP")?;
+    Ok(format!("{ip}:80"))
+}
+
+/// This machine's service: `{"pod": "laptop"}`; `x-size: N` answers N
+/// bytes; a request body is read to its end.
+async fn laptop_server() -> anyhow::Result<u16> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let port = listener.local_addr()?.port();
+    tokio::spawn(async move {
+        while let Ok((conn, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let _ = serve_http(conn).await;
+            });
+        }
+    });
+    Ok(port)
+}
+
+async fn serve_http(conn: tokio::net::TcpStream) -> std::io::Result<()> {
+    let (read, mut write) = conn.into_split();
+    let mut read = TokioBufReader::with_capacity(64 * 1024, read);
+    loop {
+        let mut length = 0usize;
+        let mut size = None;
+        let mut line = String::new();
+        if read.read_line(&mut line).await? == 0 {
+            return Ok(());
+        }
+        loop {
+            line.clear();
+            read.read_line(&mut line).await?;
+            let header = line.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':') {
+                match name.trim().to_ascii_lowercase().as_str() {
+                    "content-length" => length = value.trim().parse().unwrap_or(0),
+                    "x-size" => size = value.trim().parse::<usize>().ok(),
+                    _ => {}
+                }
+            }
+        }
+        let mut left = length;
+        let mut sink = vec![0u8; 64 * 1024];
+        while left > 0 {
+            let n = read.read(&mut sink[..left.min(64 * 1024)]).await?;
+            if n == 0 {
+                return Ok(());
+            }
+            left -= n;
+        }
+        match size {
+            Some(size) => {
+                write
+                    .write_all(
+                        format!("HTTP/1.1 200 OK\r\ncontent-length: {size}\r\n\r\n").as_bytes(),
+                    )
+                    .await?;
+                let chunk = vec![b'y'; 1024 * 1024];
+                let mut left = size;
+                while left > 0 {
+                    let n = left.min(chunk.len());
+                    write.write_all(&chunk[..n]).await?;
+                    left -= n;
+                }
+            }
+            None => {
+                let body = "{\"pod\": \"laptop\"}\n";
+                write
+                    .write_all(
+                        format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        )
+                        .as_bytes(),
+                    )
+                    .await?;
+            }
+        }
+    }
+}
+
+fn spawn(binary: &std::path::Path, args: &[String]) -> anyhow::Result<Child> {
+    Ok(Command::new(binary)
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?)
+}
+
+fn wait_line(child: &mut Child, text: &str) -> anyhow::Result<()> {
+    let stdout = child.stdout.take().context("stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    for line in lines.by_ref() {
+        if line?.contains(text) {
+            // Keep reading in the background, so the command never blocks.
+            std::thread::spawn(move || for _ in lines {});
+            return Ok(());
+        }
+    }
+    bail!("`pontoon bridge` ended before printing `{text}`")
+}
+
+/// SIGTERM, and wait until the command has put everything back.
+fn stop(child: &mut Child) -> anyhow::Result<()> {
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()?;
+    let status = child.wait()?;
+    ensure!(status.success(), "`pontoon bridge` ended with {status}");
+    Ok(())
+}
+
+async fn first_local_answer(net: &TestbedNet, url: &str, started: Instant) -> anyhow::Result<()> {
+    first_local_answer_with(net, url, "x-dev: bench", started).await
+}
+
+async fn first_local_answer_with(
+    net: &TestbedNet,
+    url: &str,
+    header: &str,
+    started: Instant,
+) -> anyhow::Result<()> {
+    loop {
+        if get(net, url, header).contains("\"laptop\"") {
+            return Ok(());
+        }
+        ensure!(
+            started.elapsed() < Duration::from_secs(120),
+            "no request with `{header}` reached this machine within 120 s"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// `GET url` with `header` from inside the test bed's network: the body,
+/// empty when it failed.
+fn get(net: &TestbedNet, url: &str, header: &str) -> String {
+    net.curl(&["--max-time", "2", "-H", header, url])
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+}
+
+/// `program` inside the test bed's network namespace.
+fn net_command(_net: &TestbedNet, program: &str) -> anyhow::Result<Command> {
+    let netns = std::fs::read_to_string(pontoon_tests::testbed_dir().join("run/netns"))?;
+    let mut command = Command::new("nsenter");
+    command
+        .arg(format!("--net=/run/netns/{}", netns.trim()))
+        .arg("--")
+        .arg(program);
+    Ok(command)
+}
+
+/// Every CRD Pontoon ships, applied and established.
+async fn install_crds() -> anyhow::Result<()> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::{
+        Api, ResourceExt,
+        api::{Patch, PatchParams},
+    };
+    let client = pontoon_tests::client().await?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client);
+    for crd in pontoon::crds::all()? {
+        crds.patch(
+            &crd.name_any(),
+            &PatchParams::apply("bench-bridge").force(),
+            &Patch::Apply(&crd),
+        )
+        .await?;
+    }
+    for crd in pontoon::crds::all()? {
+        pontoon_tests::wait_for(
+            &crds,
+            &crd.name_any(),
+            |c: Option<&CustomResourceDefinition>| {
+                c.and_then(|c| c.status.as_ref())
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| {
+                        cs.iter()
+                            .any(|c| c.type_ == "Established" && c.status == "True")
+                    })
+            },
+            Duration::from_secs(60),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// p50 and p99 in seconds of `REQUESTS` requests at `conns` connections.
+async fn measure(
+    net: &TestbedNet,
+    url: &str,
+    header: &str,
+    conns: usize,
+) -> anyhow::Result<(f64, f64)> {
+    let me = std::env::current_exe()?;
+    let output = net_command(net, &me.display().to_string())?
+        .args([
+            "load",
+            url,
+            header,
+            &conns.to_string(),
+            &REQUESTS.to_string(),
+        ])
+        .output()?;
+    ensure!(
+        output.status.success(),
+        "the load run failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let samples: Vec<Duration> = String::from_utf8(output.stdout)?
+        .lines()
+        .filter_map(|l| l.trim().parse::<u64>().ok())
+        .map(Duration::from_micros)
+        .collect();
+    ensure!(
+        samples.len() == REQUESTS,
+        "{} of {REQUESTS} requests answered",
+        samples.len()
+    );
+    Ok((percentile(&samples, 50), percentile(&samples, 99)))
+}
+
+/// Inside the network namespace: `COUNT` GETs of `URL` with `HEADER`, over
+/// `CONNS` keep-alive connections; one latency (µs) a line.
+async fn load(args: &[String]) -> anyhow::Result<()> {
+    let [url, header, conns, count] = args else {
+        bail!("usage: bench_bridge load URL HEADER CONNS COUNT");
+    };
+    let rest = url.strip_prefix("http://").context("http URL")?;
+    let (authority, path) = rest.split_once('/').context("URL with a path")?;
+    let (conns, count): (usize, usize) = (conns.parse()?, count.parse()?);
+    let request = format!("GET /{path} HTTP/1.1\r\nhost: {authority}\r\n{header}\r\n\r\n");
+    let per = count / conns;
+    let mut tasks = Vec::new();
+    for _ in 0..conns {
+        let (authority, request) = (authority.to_string(), request.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut samples = Vec::with_capacity(per);
+            let mut conn = TokioBufReader::new(tokio::net::TcpStream::connect(&authority).await?);
+            for _ in 0..per {
+                let started = Instant::now();
+                conn.get_mut().write_all(request.as_bytes()).await?;
+                let mut length = 0usize;
+                let mut line = String::new();
+                loop {
+                    line.clear();
+                    if conn.read_line(&mut line).await? == 0 {
+                        anyhow::bail!("the connection closed");
+                    }
+                    let header = line.trim_end();
+                    if header.is_empty() {
+                        break;
+                    }
+                    if let Some(value) = header.to_ascii_lowercase().strip_prefix("content-length:")
+                    {
+                        length = value.trim().parse()?;
+                    }
+                }
+                let mut body = vec![0u8; length];
+                conn.read_exact(&mut body).await?;
+                samples.push(started.elapsed());
+            }
+            anyhow::Ok(samples)
+        }));
+    }
+    for task in tasks {
+        for sample in task.await?? {
+            println!("{}", sample.as_micros());
+        }
+    }
+    Ok(())
+}
+
+/// The relay processes the test bed runs (`pontoon relay`).
+fn relay_pids() -> anyhow::Result<Vec<u32>> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc")? {
+        let entry = entry?;
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let words: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        if words.len() > 1 && words[0].ends_with(b"pontoon") && words[1] == b"relay" {
+            pids.push(pid);
+        }
+    }
+    Ok(pids)
+}
