@@ -522,8 +522,16 @@ async fn delete(ctx: &Context, bridge: &GefyraBridge, limit: Duration) -> Result
 /// an empty cache at start would make every client look unnamed.
 async fn sweep(ctx: Arc<Context>, shutdown: impl std::future::Future<Output = ()>) {
     let run = async {
-        if ctx.bridges.wait_until_ready().await.is_err() {
-            return;
+        // Polled again and again: the store wakes only its last waiter, and
+        // the controller waits on it too.
+        loop {
+            match tokio::time::timeout(Duration::from_millis(100), ctx.bridges.wait_until_ready())
+                .await
+            {
+                Ok(Ok(())) => break,
+                Ok(Err(_)) => return,
+                Err(_) => {}
+            }
         }
         let mut every = tokio::time::interval(SWEEP_EVERY);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
