@@ -28,6 +28,7 @@ use std::{
 use anyhow::{Context, bail, ensure};
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Service};
 use kube::api::PostParams;
+use pontoon::bridge_mount::GefyraBridgeMount;
 use pontoon_tests::{
     TestNamespace,
     bench::{BenchOperator, memory_kib, percentile},
@@ -128,27 +129,38 @@ async fn bench() -> anyhow::Result<()> {
         made.push(started.elapsed());
         stop(&mut cli)?;
     }
-    // The same with the mount already ACTIVE (the first run makes it, a
-    // second keeps it while the rounds come and go).
-    let mut keeper = spawn(&binary, &bridge_args(&["--header", "x-keep=1", "--quiet"]))?;
-    wait_line(&mut keeper, "now reach this machine")?;
+    // The same with the mount already ACTIVE: one made beforehand (not by
+    // the command, which therefore keeps it).
+    let mounts = gefyra.api::<GefyraBridgeMount>();
+    let mount: kube::core::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "gefyra.dev/v1", "kind": "gefyrabridgemount",
+        "metadata": { "name": "kept", "namespace": gefyra.name() },
+        "targetNamespace": target.name(), "target": "deploy/echo", "targetContainer": "echo",
+    }))?;
+    let resource = kube::core::ApiResource {
+        group: "gefyra.dev".into(),
+        version: "v1".into(),
+        api_version: "gefyra.dev/v1".into(),
+        kind: "gefyrabridgemount".into(),
+        plural: "gefyrabridgemounts".into(),
+    };
+    let dynamic: kube::Api<kube::core::DynamicObject> =
+        kube::Api::namespaced_with(pontoon_tests::client().await?, gefyra.name(), &resource);
+    dynamic.create(&PostParams::default(), &mount).await?;
+    pontoon_tests::wait_for(
+        &mounts,
+        "kept",
+        |m: Option<&GefyraBridgeMount>| {
+            m.is_some_and(|m| m.fields.state.as_deref() == Some("ACTIVE"))
+        },
+        Duration::from_secs(120),
+    )
+    .await?;
     let mut active = Vec::new();
     for _ in 0..ROUNDS {
         let started = Instant::now();
-        let mut cli = spawn(
-            &binary,
-            &bridge_args(&[])
-                .into_iter()
-                .map(|a| {
-                    if a == "x-dev=bench" {
-                        "x-dev=round".into()
-                    } else {
-                        a
-                    }
-                })
-                .collect::<Vec<_>>(),
-        )?;
-        first_local_answer_with(&net, &url, "x-dev: round", started).await?;
+        let mut cli = spawn(&binary, &bridge_args(&[]))?;
+        first_local_answer(&net, &url, started).await?;
         active.push(started.elapsed());
         stop(&mut cli)?;
     }
@@ -258,7 +270,14 @@ async fn bench() -> anyhow::Result<()> {
         "SIGKILL → requests with the header on the shadow: {:.2} s (goal ≤ grace + 1 s = 11 s)",
         killed.elapsed().as_secs_f64()
     );
-    stop(&mut keeper)?;
+    mounts.delete("kept", &Default::default()).await?;
+    pontoon_tests::wait_for(
+        &mounts,
+        "kept",
+        |m: Option<&GefyraBridgeMount>| m.is_none(),
+        Duration::from_secs(120),
+    )
+    .await?;
     operator.kill()?;
     Ok(())
 }
@@ -405,15 +424,7 @@ fn stop(child: &mut Child) -> anyhow::Result<()> {
 }
 
 async fn first_local_answer(net: &TestbedNet, url: &str, started: Instant) -> anyhow::Result<()> {
-    first_local_answer_with(net, url, "x-dev: bench", started).await
-}
-
-async fn first_local_answer_with(
-    net: &TestbedNet,
-    url: &str,
-    header: &str,
-    started: Instant,
-) -> anyhow::Result<()> {
+    let header = "x-dev: bench";
     loop {
         if get(net, url, header).contains("\"laptop\"") {
             return Ok(());
