@@ -537,9 +537,10 @@ async fn load(args: &[String]) -> anyhow::Result<()> {
     let (authority, path) = rest.split_once('/').context("URL with a path")?;
     let (conns, count): (usize, usize) = (conns.parse()?, count.parse()?);
     let request = format!("GET /{path} HTTP/1.1\r\nhost: {authority}\r\n{header}\r\n\r\n");
-    let per = count / conns;
     let mut tasks = Vec::new();
-    for _ in 0..conns {
+    for i in 0..conns {
+        // The remainder goes to the first connections: `count` in all.
+        let per = count / conns + usize::from(i < count % conns);
         let (authority, request) = (authority.to_string(), request.clone());
         tasks.push(tokio::spawn(async move {
             let mut samples = Vec::with_capacity(per);

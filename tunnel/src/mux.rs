@@ -49,6 +49,10 @@ const RELAY_WINDOW_BUDGET: usize = 8 * 1024 * 1024;
 /// before the byte stream is dropped anyway: a half-open port-forward never drains.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
+/// The most of a session's outgoing bytes buffered until yamux flushes
+/// (larger writes go through at once).
+const FRAME_COALESCE: usize = 64 * 1024;
+
 /// How many open requests may wait for the driver; callers beyond wait their turn.
 const OPEN_QUEUE: usize = 64;
 
@@ -122,6 +126,13 @@ impl Mux {
                 yamux::Mode::Server,
             ),
         };
+        // yamux writes a frame's 12-byte header and its body in two writes,
+        // then flushes. Unbuffered, a port-forward carries them as two
+        // messages, and the API client's connection (Nagle's algorithm on)
+        // holds the second until the first is acknowledged: up to a delayed
+        // ACK, 40 ms, for a small answer. Buffered up to the flush, a frame
+        // is one write.
+        let io = tokio::io::BufWriter::with_capacity(FRAME_COALESCE, io);
         let connection = yamux::Connection::new(io.compat(), config, mode);
         let (requests, request_rx) = mpsc::channel(OPEN_QUEUE);
         let (inbound_tx, inbound) = mpsc::unbounded_channel();
