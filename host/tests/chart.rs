@@ -140,9 +140,10 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
         kinds(&objects),
         BTreeMap::from(
             [
-                // The operator's, and carrier2mount's rights in target
-                // namespaces (cluster-wide: every namespace by default).
-                ("ClusterRole", 2),
+                // The operator's, carrier2mount's rights in target
+                // namespaces (cluster-wide: every namespace by default),
+                // and the developers' (`pontoon bridge`).
+                ("ClusterRole", 3),
                 ("ClusterRoleBinding", 2),
                 ("ConfigMap", 1),
                 ("Deployment", 1),
@@ -1346,6 +1347,11 @@ async fn granted_rules(release: &str) -> anyhow::Result<std::collections::BTreeS
         .list(&params)
         .await?
     {
+        // `<release>-developer` is for people running `pontoon bridge`,
+        // bound by an administrator; the operator holds none of it.
+        if role.name_any().ends_with("-developer") {
+            continue;
+        }
         rules.extend(role.rules.unwrap_or_default());
     }
     for role in Api::<Role>::all(client).list(&params).await? {
@@ -1474,6 +1480,16 @@ fn rbac_is_what_was_called(
         ("coordination.k8s.io", "leases", "get", "leader election"),
         ("coordination.k8s.io", "leases", "update", "leader election"),
         ("gateway.networking.k8s.io", "backendtlspolicies/status", "patch", "a Gateway whose backends a BackendTLSPolicy names writes its entry in the policy's status (gateway_protocols, the conformance suite)"),
+        ("", "pods/portforward", "create", "held only to be granted: the tunnel provider's Role lets a developer port-forward to their own relay, and Kubernetes lets the operator grant only what it holds (developer_bridge)"),
+        ("", "pods/portforward", "get", "the same"),
+        ("rbac.authorization.k8s.io", "roles", "create", "a developer's relay (pontoon bridge): the tunnel provider's Role, first applied (developer_bridge)"),
+        ("rbac.authorization.k8s.io", "roles", "get", "a developer's relay: read before it is written"),
+        ("rbac.authorization.k8s.io", "roles", "patch", "a developer's relay: its Role, applied"),
+        ("rbac.authorization.k8s.io", "roles", "delete", "a developer's relay, when no bridge names the developer any more"),
+        ("rbac.authorization.k8s.io", "rolebindings", "create", "a developer's relay: the RoleBinding to the developer, first applied"),
+        ("rbac.authorization.k8s.io", "rolebindings", "get", "a developer's relay: read before it is written"),
+        ("rbac.authorization.k8s.io", "rolebindings", "patch", "a developer's relay: its RoleBinding, applied"),
+        ("rbac.authorization.k8s.io", "rolebindings", "delete", "a developer's relay, when no bridge names the developer any more"),
         ("gateway.networking.k8s.io", "listenersets/status", "patch", "a Gateway writes the status of the ListenerSets naming it (gateway::listener_sets_*, the conformance suite)"),
     ]
     .into_iter()

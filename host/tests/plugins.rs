@@ -422,11 +422,18 @@ async fn only_the_modules_of_the_running_controllers_are_loaded() -> anyhow::Res
     assert_eq!(registry.provider_names().count(), 0);
     assert_eq!(
         registry.skipped,
-        vec![providers.join("carrier2mount.wasm")],
-        "carrier2mount is listed as left alone"
+        vec![
+            providers.join("carrier2mount.wasm"),
+            providers.join("tunnel.wasm")
+        ],
+        "carrier2mount and tunnel (the bridges' connection provider) are listed as left alone"
     );
     assert!(registry.rejected.is_empty());
-    assert_eq!(runtime.compiled_count(), 1, "carrier2mount is not compiled");
+    assert_eq!(
+        runtime.compiled_count(),
+        1,
+        "carrier2mount and tunnel are not compiled"
+    );
 
     let runtime = PluginRuntime::new(Limits::default())?;
     let mounts_only = Worlds {
@@ -435,8 +442,9 @@ async fn only_the_modules_of_the_running_controllers_are_loaded() -> anyhow::Res
     };
     let registry = runtime.load_worlds(&[&providers], mounts_only).await?;
     assert!(registry.provider("carrier2mount").is_some());
+    assert!(registry.connection("tunnel").is_some());
     assert_eq!(registry.filter_names().count(), 0);
-    assert_eq!(runtime.compiled_count(), 1);
+    assert_eq!(runtime.compiled_count(), 2, "carrier2mount and tunnel");
     Ok(())
 }
 
@@ -446,8 +454,10 @@ async fn a_restart_with_a_warm_cache_loads_the_providers_without_compiling() -> 
     let providers = pontoon_tests::providers::bundled_providers_dir()?;
     let first = PluginRuntime::with_cache_dir(Limits::default(), cache.path())?;
     let loaded = first.load_dir(&providers).await?;
-    let modules = loaded.provider_names().count() + loaded.filter_names().count();
-    assert!(modules >= 2, "carrier2mount and standard-filters");
+    let modules = loaded.provider_names().count()
+        + loaded.filter_names().count()
+        + loaded.connection_names().count();
+    assert!(modules >= 3, "carrier2mount, standard-filters and tunnel");
     assert_eq!(
         first.disk_cache_counts(),
         Some((0, modules)),

@@ -134,6 +134,15 @@ impl BenchOperator {
     }
 }
 
+/// A benchmark that fails half-way leaves no operator behind: one would keep
+/// serving (and fighting over) the test bed's mounts.
+impl Drop for BenchOperator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A scrape of an operator's metrics.
 pub struct Metrics(pub String);
 
