@@ -357,9 +357,7 @@ fn port_requests(bridge: &GefyraBridge) -> Vec<PortRequest> {
         .iter()
         .flatten()
         .filter_map(|mapping| {
-            let (local, remote) = mapping.trim().split_once(':')?;
-            let local = local.trim().parse::<u16>().ok().filter(|p| *p > 0)?;
-            let remote = remote.trim().parse::<u16>().ok().filter(|p| *p > 0)?;
+            let (local, remote) = super::judge::parse_mapping(mapping)?;
             seen.insert(remote).then(|| PortRequest {
                 bridge_uid: uid.clone(),
                 bridge: name.clone(),

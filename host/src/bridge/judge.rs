@@ -140,7 +140,8 @@ fn port_routes(bridge: &GefyraBridge, mount: &MountView<'_>) -> Result<Vec<PortR
     Ok(routes)
 }
 
-fn parse_mapping(mapping: &str) -> Option<(u16, u16)> {
+/// A `local:remote` port mapping, both ports above 0.
+pub(super) fn parse_mapping(mapping: &str) -> Option<(u16, u16)> {
     let (local, remote) = mapping.trim().split_once(':')?;
     let port = |text: &str| text.trim().parse::<u16>().ok().filter(|p| *p > 0);
     Some((port(local)?, port(remote)?))

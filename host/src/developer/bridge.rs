@@ -230,7 +230,6 @@ pub async fn run(args: BridgeArgs) -> anyhow::Result<ExitCode> {
     let ctx = Run {
         client: client.clone(),
         bridges: bridges.clone(),
-        mounts: mounts.clone(),
         bridge: bridge_name.clone(),
         mount: mount_name.clone(),
         user: user.clone(),
@@ -491,8 +490,6 @@ impl Interrupts {
 struct Run {
     client: Client,
     bridges: Api<GefyraBridge>,
-    #[allow(dead_code)]
-    mounts: Api<GefyraBridgeMount>,
     bridge: String,
     mount: String,
     user: String,
