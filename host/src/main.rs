@@ -332,9 +332,19 @@ fn identity() -> String {
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<ExitCode> {
+fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
+    // A relay runs once per developer in a shared cluster and carries one session (one
+    // port-forward stream): one thread serves it, and a second thread's allocator arena and
+    // stack would only add to its resident size.
+    let mut runtime = match cli.command {
+        Command::Relay(_) => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    runtime.enable_all().build()?.block_on(run(cli))
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // The provider check's output is its report: a denied call or a failed
     // step is in a FAIL line already, and is not printed twice by the logs.
     let default_level = match cli.command {

@@ -33,6 +33,7 @@ use serde_json::{Value, json};
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::{
+    forward,
     objects::{self, BridgeRequest},
     progress::Progress,
     workload::{self, Workload},
@@ -115,6 +116,8 @@ pub async fn run(args: BridgeArgs) -> anyhow::Result<ExitCode> {
         .namespace
         .clone()
         .unwrap_or_else(|| config.default_namespace.clone());
+    let forwarding = forward::client(&config)
+        .context("cannot build a client for port-forwarding from your kubeconfig")?;
     let client = Client::try_from(config)?;
     let mut interrupts = Interrupts::new()?;
 
@@ -229,6 +232,7 @@ pub async fn run(args: BridgeArgs) -> anyhow::Result<ExitCode> {
     let bridge_name = bridge.name_any();
     let ctx = Run {
         client: client.clone(),
+        forwarding,
         bridges: bridges.clone(),
         bridge: bridge_name.clone(),
         mount: mount_name.clone(),
@@ -489,6 +493,8 @@ impl Interrupts {
 /// One run's objects and settings, once its bridge exists.
 struct Run {
     client: Client,
+    /// Port-forwards to the relay (see `forward`).
+    forwarding: Client,
     bridges: Api<GefyraBridge>,
     bridge: String,
     mount: String,
@@ -714,9 +720,9 @@ impl Run {
         &self,
         relay: &Relay,
     ) -> anyhow::Result<(Session, tokio::sync::mpsc::UnboundedReceiver<SessionEvent>)> {
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &relay.namespace);
-        let mut forward = pods.portforward(&relay.pod, &[7000]).await.map_err(
-            |err| match &err {
+        let stream = forward::open(&self.forwarding, &relay.namespace, &relay.pod, 7000)
+            .await
+            .map_err(|err| match &err {
                 kube::Error::Api(status) if status.code == 403 => anyhow!(
                     "you may not port-forward to your relay {}/{} ({}); only the developer a relay \
                  serves may, through the Role the operator made for them",
@@ -725,15 +731,7 @@ impl Run {
                     status.message
                 ),
                 _ => anyhow::Error::new(err).context("cannot port-forward to your relay"),
-            },
-        )?;
-        let stream = forward
-            .take_stream(7000)
-            .context("the port-forward has no stream for port 7000")?;
-        // The forwarder's task runs as long as the stream is used.
-        tokio::spawn(async move {
-            let _ = forward.join().await;
-        });
+            })?;
         Session::open(stream, &self.user, relay.routes.clone())
             .await
             .map_err(|err| match err {

@@ -6,6 +6,7 @@
 //! connection provider's pod.
 
 pub mod bridge;
+mod forward;
 mod objects;
 mod progress;
 pub mod relay;
