@@ -490,6 +490,9 @@ impl Interrupts {
     }
 }
 
+/// How long a lost or not yet listening relay is tried every 100 ms before every 2 s.
+const RECONNECT_EAGER: Duration = Duration::from_secs(5);
+
 /// One run's objects and settings, once its bridge exists.
 struct Run {
     client: Client,
@@ -744,16 +747,22 @@ impl Run {
         &self,
         relay: &Relay,
     ) -> anyhow::Result<(Session, tokio::sync::mpsc::UnboundedReceiver<SessionEvent>)> {
-        let mut pause = Duration::from_millis(200);
-        let deadline = Instant::now() + self.wait;
+        let started = Instant::now();
+        let deadline = started + self.wait;
         loop {
             match self.connect(relay).await {
                 Ok(session) => return Ok(session),
                 Err(err) if Instant::now() > deadline || err.is::<Refusal>() => return Err(err),
                 Err(err) => tracing::debug!(error = %err, "reconnect"),
             }
+            // A relay pod that just started listens within moments: tried
+            // often at first (a developer waits on it), then gently.
+            let pause = if started.elapsed() < RECONNECT_EAGER {
+                Duration::from_millis(100)
+            } else {
+                Duration::from_secs(2)
+            };
             tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_secs(2));
         }
     }
 
