@@ -122,11 +122,14 @@ async fn bench() -> anyhow::Result<()> {
 
     // Start → first request, the mount made by the command.
     let mut made = Vec::new();
+    let mut made_steps = Vec::new();
     for _ in 0..ROUNDS {
         let started = Instant::now();
+        let milestones = Milestones::watch(gefyra.name(), started).await?;
         let mut cli = spawn(&binary, &bridge_args(&[]))?;
-        first_local_answer(&net, &url, started).await?;
+        let slowest = first_local_answer(&net, &url, started).await?;
         made.push(started.elapsed());
+        made_steps.push(milestones.report(slowest));
         stop(&mut cli)?;
     }
     // The same with the mount already ACTIVE: one made beforehand (not by
@@ -157,11 +160,14 @@ async fn bench() -> anyhow::Result<()> {
     )
     .await?;
     let mut active = Vec::new();
+    let mut active_steps = Vec::new();
     for _ in 0..ROUNDS {
         let started = Instant::now();
+        let milestones = Milestones::watch(gefyra.name(), started).await?;
         let mut cli = spawn(&binary, &bridge_args(&[]))?;
-        first_local_answer(&net, &url, started).await?;
+        let slowest = first_local_answer(&net, &url, started).await?;
         active.push(started.elapsed());
+        active_steps.push(milestones.report(slowest));
         stop(&mut cli)?;
     }
     println!(
@@ -183,6 +189,11 @@ async fn bench() -> anyhow::Result<()> {
         rounds(&active),
         rounds(&made)
     );
+    for (case, steps) in [("mount ACTIVE", &active_steps), ("mount made", &made_steps)] {
+        for (round, step) in steps.iter().enumerate() {
+            println!("  {case} round {}: {step}", round + 1);
+        }
+    }
 
     // Latency and throughput, with one bridge live.
     let mut cli = spawn(&binary, &bridge_args(&[]))?;
@@ -426,17 +437,90 @@ fn stop(child: &mut Child) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn first_local_answer(net: &TestbedNet, url: &str, started: Instant) -> anyhow::Result<()> {
+/// Waits for a request with the header to be answered here; the longest a
+/// single try took (a try that hangs shows here, not as a slow tunnel).
+async fn first_local_answer(
+    net: &TestbedNet,
+    url: &str,
+    started: Instant,
+) -> anyhow::Result<Duration> {
     let header = "x-dev: bench";
+    let mut slowest = Duration::ZERO;
     loop {
-        if get(net, url, header).contains("\"laptop\"") {
-            return Ok(());
+        let tried = Instant::now();
+        let answered = get(net, url, header).contains("\"laptop\"");
+        slowest = slowest.max(tried.elapsed());
+        if answered {
+            return Ok(slowest);
         }
         ensure!(
             started.elapsed() < Duration::from_secs(120),
             "no request with `{header}` reached this machine within 120 s"
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// When, within one round, the bench first saw the mount and the bridge
+/// ACTIVE (polled every 20 ms): where a slow round's time went.
+struct Milestones {
+    started: Instant,
+    seen: std::sync::Arc<std::sync::Mutex<[Option<Duration>; 2]>>,
+    poller: tokio::task::JoinHandle<()>,
+}
+
+impl Milestones {
+    async fn watch(namespace: &str, started: Instant) -> anyhow::Result<Self> {
+        use pontoon::bridge_mount::GefyraBridge;
+        let client = pontoon_tests::client().await?;
+        let mounts: kube::Api<GefyraBridgeMount> = kube::Api::namespaced(client.clone(), namespace);
+        let bridges: kube::Api<GefyraBridge> = kube::Api::namespaced(client, namespace);
+        let seen = std::sync::Arc::new(std::sync::Mutex::new([None; 2]));
+        let record = seen.clone();
+        let poller = tokio::spawn(async move {
+            loop {
+                let lp = kube::api::ListParams::default();
+                let mount = mounts.list(&lp).await.is_ok_and(|list| {
+                    list.items
+                        .iter()
+                        .any(|m| m.fields.state.as_deref() == Some("ACTIVE"))
+                });
+                let bridge = bridges.list(&lp).await.is_ok_and(|list| {
+                    list.items
+                        .iter()
+                        .any(|b| b.bridge.state.as_deref() == Some("ACTIVE"))
+                });
+                {
+                    let mut at = record.lock().unwrap_or_else(|e| e.into_inner());
+                    for (slot, now) in at.iter_mut().zip([mount, bridge]) {
+                        if now && slot.is_none() {
+                            *slot = Some(started.elapsed());
+                        }
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        Ok(Self {
+            started,
+            seen,
+            poller,
+        })
+    }
+
+    fn report(self, slowest_try: Duration) -> String {
+        self.poller.abort();
+        let at = *self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let show = |t: Option<Duration>| {
+            t.map_or_else(|| "-".into(), |t| format!("{:.2} s", t.as_secs_f64()))
+        };
+        format!(
+            "mount ACTIVE {}, bridge ACTIVE {}, answered here {:.2} s; slowest single request {:.2} s",
+            show(at[0]),
+            show(at[1]),
+            self.started.elapsed().as_secs_f64(),
+            slowest_try.as_secs_f64()
+        )
     }
 }
 

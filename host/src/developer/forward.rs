@@ -114,7 +114,8 @@ pub async fn open(
             match channel {
                 _ if payload.is_empty() => {}
                 DATA => {
-                    if to_session.write_all(payload).await.is_err() {
+                    let written = to_session.write_all(payload).await;
+                    if written.is_err() {
                         break;
                     }
                 }
