@@ -462,7 +462,9 @@ async fn first_local_answer(
 }
 
 /// When, within one round, the bench first saw the mount and the bridge
-/// ACTIVE (polled every 20 ms): where a slow round's time went.
+/// ACTIVE (polled every 20 ms, so a state reached just before the answer may
+/// not be seen), and the slowest single request: where a slow round's time
+/// went.
 struct Milestones {
     started: Instant,
     seen: std::sync::Arc<std::sync::Mutex<[Option<Duration>; 2]>>,
@@ -512,7 +514,10 @@ impl Milestones {
         self.poller.abort();
         let at = *self.seen.lock().unwrap_or_else(|e| e.into_inner());
         let show = |t: Option<Duration>| {
-            t.map_or_else(|| "-".into(), |t| format!("{:.2} s", t.as_secs_f64()))
+            t.map_or_else(
+                || "not seen before the answer".into(),
+                |t| format!("{:.2} s", t.as_secs_f64()),
+            )
         };
         format!(
             "mount ACTIVE {}, bridge ACTIVE {}, answered here {:.2} s; slowest single request {:.2} s",
