@@ -96,36 +96,103 @@ pub async fn open(
     // From the pod: its bytes to the session; the port number each channel starts with, and
     // anything but data, are not the session's.
     tokio::spawn(async move {
-        let mut started = [false; 2];
+        let mut channels = Channels::default();
         while let Some(message) = messages.next().await {
             let bytes = match message {
                 Ok(Message::Binary(bytes)) if !bytes.is_empty() => bytes,
                 Ok(Message::Close(_)) | Err(_) => break,
                 Ok(_) => continue,
             };
-            let (channel, mut payload) = (bytes[0], &bytes[1..]);
-            let Some(seen) = started.get_mut(usize::from(channel)) else {
-                continue;
-            };
-            if !*seen {
-                *seen = true;
-                payload = payload.get(2..).unwrap_or_default();
-            }
-            match channel {
-                _ if payload.is_empty() => {}
-                DATA => {
+            match channels.read(&bytes) {
+                Incoming::Data(payload) => {
                     let written = to_session.write_all(payload).await;
                     if written.is_err() {
                         break;
                     }
                 }
-                ERROR => {
-                    tracing::warn!(%pod, error = %String::from_utf8_lossy(payload), "port-forward");
+                Incoming::Error(text) => {
+                    tracing::warn!(%pod, error = %String::from_utf8_lossy(text), "port-forward");
                 }
-                _ => {}
+                Incoming::Nothing => {}
             }
         }
         let _ = to_session.shutdown().await;
     });
     Ok(mine)
+}
+
+/// What one message from the API server carries for the session.
+#[derive(Debug, PartialEq, Eq)]
+enum Incoming<'a> {
+    Data(&'a [u8]),
+    Error(&'a [u8]),
+    Nothing,
+}
+
+/// Which of the port's two channels have had their opening port number.
+#[derive(Default)]
+struct Channels {
+    started: [bool; 2],
+}
+
+impl Channels {
+    /// Reads one binary message: its channel byte, and on a channel's first message the port
+    /// number (2 bytes) before any payload; other channels are not this port's.
+    fn read<'a>(&mut self, message: &'a [u8]) -> Incoming<'a> {
+        let Some((&channel, mut payload)) = message.split_first() else {
+            return Incoming::Nothing;
+        };
+        let Some(started) = self.started.get_mut(usize::from(channel)) else {
+            return Incoming::Nothing;
+        };
+        if !*started {
+            *started = true;
+            payload = payload.get(2..).unwrap_or_default();
+        }
+        match channel {
+            _ if payload.is_empty() => Incoming::Nothing,
+            DATA => Incoming::Data(payload),
+            ERROR => Incoming::Error(payload),
+            _ => Incoming::Nothing,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_channel_opens_with_its_port_and_then_carries_its_bytes() {
+        let mut channels = Channels::default();
+        // Port 7000, little-endian, on each channel first.
+        assert_eq!(channels.read(&[DATA, 0x58, 0x1b]), Incoming::Nothing);
+        assert_eq!(channels.read(&[ERROR, 0x58, 0x1b]), Incoming::Nothing);
+        assert_eq!(channels.read(&[DATA, b'h', b'i']), Incoming::Data(b"hi"));
+        // Two bytes of data are data once the port was read: not taken for a port again.
+        assert_eq!(
+            channels.read(&[DATA, 0x58, 0x1b]),
+            Incoming::Data(&[0x58, 0x1b])
+        );
+        assert_eq!(channels.read(&[ERROR, b'n', b'o']), Incoming::Error(b"no"));
+    }
+
+    #[test]
+    fn a_port_and_bytes_in_one_message_keep_the_bytes() {
+        let mut channels = Channels::default();
+        assert_eq!(
+            channels.read(&[DATA, 0x58, 0x1b, b'o', b'k']),
+            Incoming::Data(b"ok")
+        );
+    }
+
+    #[test]
+    fn empty_messages_and_other_channels_carry_nothing() {
+        let mut channels = Channels::default();
+        assert_eq!(channels.read(&[]), Incoming::Nothing);
+        assert_eq!(channels.read(&[2, 0x58, 0x1b, b'x']), Incoming::Nothing);
+        assert_eq!(channels.read(&[255, b'x']), Incoming::Nothing);
+        assert_eq!(channels.read(&[DATA]), Incoming::Nothing);
+        assert_eq!(channels.read(&[DATA, b'x']), Incoming::Data(b"x"));
+    }
 }
