@@ -292,6 +292,12 @@ impl Cli {
                 Ok(line) => {
                     self.seen.push(line.clone());
                     if line.contains(text) {
+                        // Said only when requests would be refused after the ready line.
+                        ensure!(
+                            !self.seen.iter().any(|l| l.contains("could not confirm")),
+                            "`pontoon bridge` said it was ready before the cluster reached its relay:\n{}",
+                            self.seen.join("\n")
+                        );
                         return Ok(line);
                     }
                 }

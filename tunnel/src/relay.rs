@@ -70,6 +70,8 @@ pub struct RelayConfig {
     pub max_streams: usize,
     /// When set, only a `Hello` naming this client is accepted.
     pub client: Option<String>,
+    /// The relay's own Service (`host:port` of its health port), which `/reachable` dials.
+    pub service: Option<String>,
 }
 
 impl Default for RelayConfig {
@@ -82,6 +84,7 @@ impl Default for RelayConfig {
             idle_timeout: Duration::from_secs(5),
             max_streams: 512,
             client: None,
+            service: None,
         }
     }
 }
@@ -165,6 +168,7 @@ impl Relay {
         tasks.spawn(health::serve(
             health_listener,
             shared.live.subscribe(),
+            shared.config.service.clone(),
             stop.clone(),
         ));
         tokio::pin!(shutdown);

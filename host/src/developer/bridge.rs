@@ -36,6 +36,7 @@ use super::{
     forward,
     objects::{self, BridgeRequest},
     progress::Progress,
+    reachable::{self, Reach},
     workload::{self, Workload},
 };
 use crate::{
@@ -493,6 +494,15 @@ impl Interrupts {
 /// How long a lost or not yet listening relay is tried every 100 ms before every 2 s.
 const RECONNECT_EAGER: Duration = Duration::from_secs(5);
 
+/// How long `pontoon bridge` waits for the cluster to reach a ready relay
+/// through its Service (kube-proxy syncs at most once a second).
+const REACHABLE_WAIT: Duration = Duration::from_secs(10);
+
+/// The relay's session port and health port (`/ready`, `/reachable`), as
+/// the tunnel provider makes its pod.
+const RELAY_SESSION_PORT: u16 = 7000;
+const RELAY_HEALTH_PORT: u16 = 7001;
+
 /// One run's objects and settings, once its bridge exists.
 struct Run {
     client: Client,
@@ -561,6 +571,7 @@ impl Run {
                 .step("tunnel connected; waiting for the relay and the bridge to be ready");
             self.wait_relay_ready(&relay).await?;
             self.wait_active().await?;
+            self.wait_reachable(&relay).await;
             anyhow::Ok((relay, connected))
         };
         let (relay, (mut session, mut events)) = tokio::select! {
@@ -723,18 +734,23 @@ impl Run {
         &self,
         relay: &Relay,
     ) -> anyhow::Result<(Session, tokio::sync::mpsc::UnboundedReceiver<SessionEvent>)> {
-        let stream = forward::open(&self.forwarding, &relay.namespace, &relay.pod, 7000)
-            .await
-            .map_err(|err| match &err {
-                kube::Error::Api(status) if status.code == 403 => anyhow!(
-                    "you may not port-forward to your relay {}/{} ({}); only the developer a relay \
+        let stream = forward::open(
+            &self.forwarding,
+            &relay.namespace,
+            &relay.pod,
+            RELAY_SESSION_PORT,
+        )
+        .await
+        .map_err(|err| match &err {
+            kube::Error::Api(status) if status.code == 403 => anyhow!(
+                "you may not port-forward to your relay {}/{} ({}); only the developer a relay \
                  serves may, through the Role the operator made for them",
-                    relay.namespace,
-                    relay.pod,
-                    status.message
-                ),
-                _ => anyhow::Error::new(err).context("cannot port-forward to your relay"),
-            })?;
+                relay.namespace,
+                relay.pod,
+                status.message
+            ),
+            _ => anyhow::Error::new(err).context("cannot port-forward to your relay"),
+        })?;
         Session::open(stream, &self.user, relay.routes.clone())
             .await
             .map_err(|err| match err {
@@ -791,6 +807,33 @@ impl Run {
                 );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Until cluster clients reach the relay through its Service; past
+    /// [`REACHABLE_WAIT`] the developer is told, and the run goes on (a
+    /// cluster whose pods cannot reach their own Service still serves
+    /// everyone else's pods).
+    async fn wait_reachable(&self, relay: &Relay) {
+        self.progress
+            .step("waiting for the cluster to reach your relay through its Service");
+        let deadline = Instant::now() + REACHABLE_WAIT.min(self.wait);
+        let reach = reachable::wait(
+            &self.forwarding,
+            &relay.namespace,
+            &relay.pod,
+            RELAY_HEALTH_PORT,
+            deadline,
+        )
+        .await;
+        if let Reach::NotYet(why) = reach {
+            self.progress.warn(format_args!(
+                "could not confirm within {}s that the cluster reaches your relay {}/{} \
+                 ({why}); requests may be refused until it does",
+                REACHABLE_WAIT.as_secs(),
+                relay.namespace,
+                relay.pod
+            ));
         }
     }
 

@@ -9,5 +9,6 @@ pub mod bridge;
 mod forward;
 mod objects;
 mod progress;
+mod reachable;
 pub mod relay;
 mod workload;

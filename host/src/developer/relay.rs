@@ -19,6 +19,10 @@ pub struct RelayArgs {
     /// `/ready` (a session is live) and `/healthz`.
     #[arg(long, default_value = "0.0.0.0:7001")]
     health_address: SocketAddr,
+    /// The relay's own Service (a DNS name), which `/reachable` dials on the
+    /// health port to tell whether cluster clients reach this relay yet.
+    #[arg(long, value_name = "HOST")]
+    service: Option<String>,
     /// A session not heard from for this long has ended.
     #[arg(long, value_name = "SECONDS", default_value_t = 5)]
     idle_timeout: u64,
@@ -31,6 +35,9 @@ pub async fn run(args: RelayArgs) -> anyhow::Result<()> {
         health_addr: args.health_address,
         idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),
         client: args.client,
+        service: args
+            .service
+            .map(|host| format!("{host}:{}", args.health_address.port())),
         ..RelayConfig::default()
     };
     tracing::info!(session = %config.session_addr, health = %config.health_addr, client = ?config.client, "relay serving");

@@ -64,7 +64,7 @@ pub fn connect(client: &Client, requests: &[PortRequest]) -> Result<Connection, 
     cluster::apply(namespace, &relay.role())?;
     cluster::apply(namespace, &relay.role_binding())?;
 
-    let host = format!("{}.{namespace}.svc.cluster.local", relay.name());
+    let host = relay.service_host(namespace);
     Ok(Connection {
         endpoints: endpoints(requests, &allocation, &host),
         complete: pod_there,
@@ -107,7 +107,7 @@ fn kept_allocation(service: &Service) -> Result<ports::Allocation, serde_json::E
 fn ensure_pod(namespace: &str, relay: &Relay<'_>, pod: Option<Pod>) -> Result<bool, Error> {
     let name = relay.name();
     let Some(pod) = pod else {
-        return match cluster::create(namespace, &relay.pod()) {
+        return match cluster::create(namespace, &relay.pod(namespace)) {
             Ok(_) => {
                 info!(
                     "created relay pod `{name}` for client `{}`",

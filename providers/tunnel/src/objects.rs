@@ -46,11 +46,16 @@ impl Relay<'_> {
         names::relay(self.id)
     }
 
+    /// The relay Service's DNS name: what bridges' endpoints name.
+    pub fn service_host(&self, namespace: &str) -> String {
+        format!("{}.{namespace}.svc.cluster.local", self.name())
+    }
+
     /// The relay pod. A bare pod, not a Deployment: one relay per client,
     /// whose readiness *is* the session (ready while a client is
     /// connected), so a second pod during a rollout would split sessions.
     /// `restartPolicy: Always` restarts a crashed relay in place.
-    pub fn pod(&self) -> Pod {
+    pub fn pod(&self, namespace: &str) -> Pod {
         let http = |path: &str| {
             Some(HTTPGetAction {
                 path: Some(path.to_string()),
@@ -72,6 +77,9 @@ impl Relay<'_> {
                 "relay".into(),
                 "--client".into(),
                 self.client_name.to_string(),
+                // Dialled by `/reachable`: whether cluster clients reach the relay yet.
+                "--service".into(),
+                self.service_host(namespace),
             ]),
             ports: Some(vec![
                 port("session", SESSION_PORT),
@@ -250,7 +258,7 @@ mod tests {
     fn every_object_carries_the_name_labels_and_client_name() {
         let allocation = ports::Allocation::new();
         let metas = [
-            RELAY.pod().metadata().clone(),
+            RELAY.pod("pontoon").metadata().clone(),
             RELAY.service(&allocation).metadata().clone(),
             RELAY.role().metadata().clone(),
             RELAY.role_binding().metadata().clone(),
@@ -271,7 +279,7 @@ mod tests {
 
     #[test]
     fn the_pod_runs_the_relay_for_the_client_restricted() {
-        let pod = value(&RELAY.pod());
+        let pod = value(&RELAY.pod("pontoon"));
         assert_eq!(pod["apiVersion"], "v1");
         assert_eq!(pod["kind"], "Pod");
         let spec = &pod["spec"];
@@ -286,7 +294,16 @@ mod tests {
         let c = &spec["containers"][0];
         assert_eq!(c["name"], "relay");
         assert_eq!(c["image"], "ghcr.io/pontoon-dev/pontoon:1.2.3");
-        assert_eq!(c["args"], json!(["relay", "--client", "alice@example.com"]));
+        assert_eq!(
+            c["args"],
+            json!([
+                "relay",
+                "--client",
+                "alice@example.com",
+                "--service",
+                "pontoon-relay-0123456789abcdef.pontoon.svc.cluster.local"
+            ])
+        );
         assert_eq!(
             c["ports"],
             json!([

@@ -4,6 +4,11 @@
 //! - `GET /ready`: 200 only while a laptop's session is live, else 503 (readiness). So the
 //!   Pod's `Ready` condition, and `kubectl get pods`, say whether the developer is connected,
 //!   and a Service in front of the relay sends traffic only while someone receives it.
+//! - `GET /reachable`: 200 once a connection to the relay's own Service reaches this relay,
+//!   else 503 with why (404 when the relay was not told its Service). A pod turning Ready is
+//!   not yet traffic: the EndpointSlice and then every node's kube-proxy must catch up (up to
+//!   its one-second minimum sync period), and until then cluster clients of the Service are
+//!   refused. `pontoon bridge` asks this before it tells the developer requests reach them.
 //!
 //! Hand-rolled HTTP/1.1: two fixed GETs from the kubelet do not justify an HTTP stack in a pod
 //! that aims at a few MiB. One request per connection, answered with `Connection: close`.
@@ -26,9 +31,16 @@ const MAX_REQUEST_HEAD: usize = 8 * 1024;
 /// timeout defaults to 1 s).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// A probe of the relay's own Service that has not been answered by then has failed.
+const REACH_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The relay's own Service, as `/reachable` dials it: `host:port`.
+pub(super) type OwnService = Option<String>;
+
 pub(super) async fn serve(
     listener: TcpListener,
     live: watch::Receiver<Option<Live>>,
+    service: OwnService,
     stop: CancellationToken,
 ) {
     let tasks = TaskTracker::new();
@@ -40,9 +52,10 @@ pub(super) async fn serve(
         match accepted {
             Ok((tcp, _)) => {
                 let live = live.clone();
+                let service = service.clone();
                 tasks.spawn(async move {
                     if let Ok(Err(error)) =
-                        tokio::time::timeout(REQUEST_TIMEOUT, answer(tcp, &live)).await
+                        tokio::time::timeout(REQUEST_TIMEOUT, answer(tcp, &live, &service)).await
                     {
                         tracing::debug!(%error, "health request");
                     }
@@ -58,7 +71,11 @@ pub(super) async fn serve(
     tasks.wait().await;
 }
 
-async fn answer(mut tcp: TcpStream, live: &watch::Receiver<Option<Live>>) -> std::io::Result<()> {
+async fn answer(
+    mut tcp: TcpStream,
+    live: &watch::Receiver<Option<Live>>,
+    service: &OwnService,
+) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(512);
     let mut chunk = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -102,7 +119,45 @@ async fn answer(mut tcp: TcpStream, live: &watch::Receiver<Option<Live>>) -> std
                 }
             }
         }
+        "/reachable" => match service {
+            None => {
+                let body = "this relay was not told its Service (--service)\n";
+                respond(&mut tcp, "404 Not Found", body, head_only).await
+            }
+            Some(service) => match reach(service).await {
+                Ok(()) => {
+                    let body = format!("reached through {service}\n");
+                    respond(&mut tcp, "200 OK", &body, head_only).await
+                }
+                Err(why) => {
+                    let body = format!("not reached through {service}: {why}\n");
+                    respond(&mut tcp, "503 Service Unavailable", &body, head_only).await
+                }
+            },
+        },
         _ => respond(&mut tcp, "404 Not Found", "", head_only).await,
+    }
+}
+
+/// Whether `/healthz` answers through `service` (the relay's own Service, so only this relay
+/// can answer), within [`REACH_TIMEOUT`].
+async fn reach(service: &str) -> Result<(), String> {
+    let attempt = async {
+        let mut tcp = TcpStream::connect(service).await?;
+        tcp.write_all(b"GET /healthz HTTP/1.1\r\nHost: relay\r\nConnection: close\r\n\r\n")
+            .await?;
+        let mut answer = Vec::with_capacity(256);
+        (&mut tcp).take(4096).read_to_end(&mut answer).await?;
+        std::io::Result::Ok(answer)
+    };
+    match tokio::time::timeout(REACH_TIMEOUT, attempt).await {
+        Err(_) => Err(format!("no answer within {REACH_TIMEOUT:?}")),
+        Ok(Err(error)) => Err(error.to_string()),
+        Ok(Ok(answer)) if answer.starts_with(b"HTTP/1.1 200 ") => Ok(()),
+        Ok(Ok(answer)) => Err(format!(
+            "answered `{}`",
+            String::from_utf8_lossy(answer.split(|&b| b == b'\r').next().unwrap_or_default())
+        )),
     }
 }
 
@@ -141,7 +196,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let (live_tx, live) = watch::channel(None);
         let stop = CancellationToken::new();
-        let server = tokio::spawn(serve(listener, live, stop.clone()));
+        let server = tokio::spawn(serve(listener, live, None, stop.clone()));
 
         let ready = get(addr, "GET /ready HTTP/1.1\r\nHost: x\r\n\r\n").await;
         assert!(ready.starts_with("HTTP/1.1 503 "), "{ready}");
@@ -163,8 +218,52 @@ mod tests {
         assert!(other.starts_with("HTTP/1.1 404 "), "{other}");
         let post = get(addr, "POST /ready HTTP/1.1\r\n\r\n").await;
         assert!(post.starts_with("HTTP/1.1 405 "), "{post}");
+        let untold = get(addr, "GET /reachable HTTP/1.1\r\n\r\n").await;
+        assert!(untold.starts_with("HTTP/1.1 404 "), "{untold}");
+        assert!(untold.ends_with("(--service)\n"), "{untold}");
 
         stop.cancel();
         server.await.unwrap();
+    }
+
+    /// `/reachable` dials the Service it was given: a relay behind it answers, a refused
+    /// address is reported with the reason.
+    #[tokio::test]
+    async fn reachable_says_whether_its_service_answers() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (_live_tx, live) = watch::channel(None);
+        let stop = CancellationToken::new();
+        // The relay reached through "its Service": here, itself.
+        let server = tokio::spawn(serve(listener, live, Some(addr.to_string()), stop.clone()));
+        let reached = get(addr, "GET /reachable HTTP/1.1\r\n\r\n").await;
+        assert!(reached.starts_with("HTTP/1.1 200 "), "{reached}");
+        assert!(
+            reached.ends_with(&format!("reached through {addr}\n")),
+            "{reached}"
+        );
+
+        let gone = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let unreachable = gone.local_addr().unwrap();
+        drop(gone);
+        let other = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let other_addr = other.local_addr().unwrap();
+        let (_tx, live) = watch::channel(None);
+        let refused = tokio::spawn(serve(
+            other,
+            live,
+            Some(unreachable.to_string()),
+            stop.clone(),
+        ));
+        let answer = get(other_addr, "GET /reachable HTTP/1.1\r\n\r\n").await;
+        assert!(answer.starts_with("HTTP/1.1 503 "), "{answer}");
+        assert!(
+            answer.contains(&format!("not reached through {unreachable}: ")),
+            "{answer}"
+        );
+
+        stop.cancel();
+        server.await.unwrap();
+        refused.await.unwrap();
     }
 }
