@@ -2,18 +2,16 @@
 //!
 //! The binary (`src/main.rs`) is a thin command-line edge over this library.
 
-pub mod bridge;
-pub mod bridge_mount;
-pub mod chaos;
-pub mod conditions;
 pub mod conformance;
-pub mod controller_support;
 pub mod crds;
 pub mod developer;
-pub mod gateway;
-pub mod health;
 pub mod leader;
-pub mod metrics;
 pub mod operator;
-pub mod plugins;
 pub mod telemetry;
+
+// The parts, each its own crate, under the names the binary and the
+// integration tests use.
+pub use pontoon_bridge_mounts::{self as bridge_mount, bridges as bridge};
+pub use pontoon_gateway as gateway;
+pub use pontoon_plugins as plugins;
+pub use pontoon_support::{chaos, conditions, controller_support, health, metrics};

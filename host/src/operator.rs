@@ -218,16 +218,43 @@ pub async fn run(config: kube::Config, options: Options) -> anyhow::Result<()> {
         if !wanted(ControllerSet::BridgeMounts) {
             return Ok(());
         }
-        let run = bridge_mount::controller::run(
-            client.clone(),
-            registry.clone(),
-            recorder.clone(),
-            options.settings.clone(),
-            options.scope.clone(),
-            health.clone(),
-            stop.clone(),
+        // Without the mounts' CRD none of the domain's controllers runs.
+        if let Err(err) = bridge_mount::controller::ensure_crds(&client, &options.scope).await {
+            return skippable(all, "bridge-mount", Err(err));
+        }
+        let (shared, rendered) = bridge_mount::Shared::new(&client, &options.settings);
+        let bridges = options.settings.bridges.clone();
+        let (mounts, bridges, connections) = tokio::join!(
+            bridge_mount::controller::run(
+                client.clone(),
+                registry.clone(),
+                recorder.clone(),
+                options.settings.clone(),
+                options.scope.clone(),
+                health.clone(),
+                shared.clone(),
+                stop.clone(),
+            ),
+            bridge_mount::bridges::controller::run(
+                client.clone(),
+                bridges.clone(),
+                registry.clone(),
+                shared,
+                rendered,
+                recorder.clone(),
+                options.scope.clone(),
+                stop.clone(),
+            ),
+            bridge_mount::bridges::connections::run(
+                client.clone(),
+                bridges,
+                options.settings.operator_namespace.clone(),
+                registry.clone(),
+                options.scope.clone(),
+                stop.clone(),
+            ),
         );
-        skippable(all, "bridge-mount", run.await)
+        mounts.and(bridges).and(connections)
     };
     let gateways = async {
         if !wanted(ControllerSet::GatewayApi) {

@@ -254,8 +254,8 @@ fn tls_secret(name: &str, cert: &str, key: &str, type_: &str) -> Secret {
     }
 }
 
-const CERT: &str = include_str!("../src/gateway/resolve/testdata/tls.crt");
-const KEY: &str = include_str!("../src/gateway/resolve/testdata/tls.key");
+const CERT: &str = include_str!("../gateway/src/resolve/testdata/tls.crt");
+const KEY: &str = include_str!("../gateway/src/resolve/testdata/tls.key");
 
 /// A Service with no pods behind it: enough for a backendRef to resolve.
 async fn service(ns: &TestNamespace, name: &str) -> anyhow::Result<()> {

@@ -34,9 +34,9 @@ use kube::{
 pub use self::fence::{Fence, FenceLayer};
 use crate::metrics::METRICS;
 
-/// Time a provider call may take beyond its deadline before it is stopped
-/// regardless (the plugin runtime's hard bound).
-pub use crate::plugins::HARD_DEADLINE_GRACE as PROVIDER_CALL_GRACE;
+// Time a provider call may take beyond its deadline before it is stopped
+// regardless (the plugin runtime's hard bound).
+use pontoon_plugins::HARD_DEADLINE_GRACE as PROVIDER_CALL_GRACE;
 
 #[derive(Clone, Debug)]
 pub struct Settings {

@@ -1,0 +1,182 @@
+//! The map cannot drift: `docs/architecture.md` names every source file of
+//! every crate under `host/` and `providers/`, with a line on what it owns,
+//! and names nothing that is gone.
+//!
+//! The map's file trees are the fenced blocks marked `tree`: the first line
+//! is a crate's source root (`host/gateway/src/`); each later line is
+//! indented two spaces a level and starts with one or more names (`name.rs`
+//! or `folder/`) followed by what they hold. A line that starts with no name
+//! continues the line above it.
+
+use std::{
+    collections::BTreeSet,
+    path::{Path, PathBuf},
+};
+
+use pontoon_tests::repo_root;
+
+const MAP: &str = "docs/architecture.md";
+
+/// A name as the map writes it: a file or a folder.
+fn is_name(word: &str) -> bool {
+    let stem = word
+        .strip_suffix(".rs")
+        .or_else(|| word.strip_suffix('/'))
+        .unwrap_or_default();
+    !stem.is_empty()
+        && stem
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+}
+
+/// What the map names: source roots, and every file with its description.
+#[derive(Debug, Default)]
+struct Map {
+    roots: BTreeSet<PathBuf>,
+    files: BTreeSet<PathBuf>,
+    undescribed: Vec<String>,
+}
+
+fn read_map(text: &str) -> Map {
+    let mut map = Map::default();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() != "```tree" {
+            continue;
+        }
+        let Some(root) = lines.next().map(str::trim) else {
+            break;
+        };
+        let root = PathBuf::from(root);
+        map.roots.insert(root.clone());
+        // The folder at each depth.
+        let mut folders: Vec<PathBuf> = vec![root];
+        for line in lines.by_ref() {
+            if line.trim() == "```" {
+                break;
+            }
+            let indent = line.len() - line.trim_start().len();
+            let depth = indent / 2;
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let names: Vec<&str> = words.iter().copied().take_while(|w| is_name(w)).collect();
+            if names.is_empty() || depth == 0 || depth > folders.len() {
+                continue;
+            }
+            folders.truncate(depth);
+            let parent = folders[depth - 1].clone();
+            if names.len() == words.len() && names.iter().any(|n| n.ends_with(".rs")) {
+                map.undescribed.push(line.trim().to_string());
+            }
+            for name in names {
+                match name.strip_suffix('/') {
+                    Some(folder) => folders.push(parent.join(folder)),
+                    None => {
+                        map.files.insert(parent.join(name));
+                    }
+                }
+            }
+        }
+    }
+    map
+}
+
+/// Every `.rs` file under `dir`, relative to the repository.
+fn sources(repo: &Path, dir: &Path, into: &mut BTreeSet<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(repo.join(dir)) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = dir.join(entry.file_name());
+        if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            sources(repo, &path, into);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            into.insert(path);
+        }
+    }
+}
+
+/// The source roots of every crate under `host/` and `providers/`.
+fn crate_roots(repo: &Path) -> BTreeSet<PathBuf> {
+    let mut roots = BTreeSet::new();
+    let mut pending = vec![PathBuf::from("host"), PathBuf::from("providers")];
+    while let Some(dir) = pending.pop() {
+        if repo.join(&dir).join("Cargo.toml").is_file() {
+            roots.insert(dir.join("src"));
+        }
+        let Ok(entries) = std::fs::read_dir(repo.join(&dir)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let skip = [
+                "src",
+                "tests",
+                "examples",
+                "target",
+                "testdata",
+                "templates",
+            ];
+            if entry.file_type().map(|t| t.is_dir()).unwrap_or(false)
+                && !skip.contains(&name.as_ref())
+                && !name.starts_with('.')
+            {
+                pending.push(dir.join(entry.file_name()));
+            }
+        }
+    }
+    roots
+}
+
+#[test]
+fn the_map_names_every_source_file_and_nothing_else() {
+    let repo = repo_root();
+    let text = std::fs::read_to_string(repo.join(MAP)).expect("docs/architecture.md");
+    let map = read_map(&text);
+
+    let crates = crate_roots(&repo);
+    let unmapped_crates: Vec<_> = crates.difference(&map.roots).collect();
+    assert!(
+        unmapped_crates.is_empty(),
+        "{MAP} has no tree for these crates' sources: {unmapped_crates:?}"
+    );
+
+    let mut files = BTreeSet::new();
+    for root in &map.roots {
+        sources(&repo, root, &mut files);
+    }
+    let missing: Vec<_> = files.difference(&map.files).collect();
+    assert!(
+        missing.is_empty(),
+        "{MAP} does not name these source files (add each with a line on what it owns): {missing:#?}"
+    );
+    let gone: Vec<_> = map.files.difference(&files).collect();
+    assert!(
+        gone.is_empty(),
+        "{MAP} names files that do not exist: {gone:#?}"
+    );
+    assert!(
+        map.undescribed.is_empty(),
+        "{MAP} names files without saying what they own: {:#?}",
+        map.undescribed
+    );
+}
+
+#[test]
+fn the_map_reader_follows_folders_by_indentation() {
+    let map = read_map(
+        "text\n```tree\nhost/x/src/\n  lib.rs   the crate\n  a/       folder a\n    b.rs c.rs   two files\n      continued words\n  d.rs\n```\n",
+    );
+    let files: Vec<_> = map.files.iter().map(|p| p.display().to_string()).collect();
+    assert_eq!(
+        files,
+        [
+            "host/x/src/a/b.rs",
+            "host/x/src/a/c.rs",
+            "host/x/src/d.rs",
+            "host/x/src/lib.rs"
+        ]
+    );
+    assert_eq!(map.undescribed, ["d.rs"]);
+    assert_eq!(map.roots.len(), 1);
+}
