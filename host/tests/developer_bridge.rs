@@ -638,6 +638,27 @@ async fn a_bridge_whose_developer_stays_away_past_the_limit_is_deleted() -> anyh
         "the bridge went after {:?}, before the limit",
         killed.elapsed()
     );
+    // The mount the killed run made is the next run's to delete; no run
+    // comes here, so the test deletes it while its operator still runs
+    // (left behind, it would hold its namespace, and every `helm uninstall`
+    // in the shared test bed would wait for it).
+    end_mounts(&bed).await
+}
+
+/// Deletes the bed's mounts and waits until its operator has uninstalled them.
+async fn end_mounts(bed: &Bed) -> anyhow::Result<()> {
+    let mounts = bed.gefyra.api::<GefyraBridgeMount>();
+    for name in mounts_left(bed).await? {
+        mounts.delete(&name, &Default::default()).await?;
+    }
+    let deadline = Instant::now() + TIMEOUT;
+    while !mounts_left(bed).await?.is_empty() {
+        ensure!(
+            Instant::now() < deadline,
+            "the operator did not uninstall the bed's mounts within {TIMEOUT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     Ok(())
 }
 
