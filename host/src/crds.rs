@@ -5,7 +5,7 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
-use crate::bridge_mount::crd::{bridge_crd, bridge_mount_crd};
+use crate::bridge_mount::definitions::{bridge_crd, bridge_mount_crd};
 
 /// Which CRDs to print.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]

@@ -7,7 +7,7 @@ use std::{
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use pontoon::{
-    bridge_mount::{self, controller::WatchScope},
+    bridge_mount::{self, WatchScope},
     conformance, crds,
     gateway::{config::GenerateOptions, context::GatewaySettings},
     operator,
@@ -245,17 +245,17 @@ struct RunArgs {
     bridge_destinations: Vec<String>,
     /// Pontoon's own image, which the bundled `tunnel` connection provider
     /// runs as each developer's relay (`pontoon relay`).
-    #[arg(long, value_name = "IMAGE", default_value_t = pontoon::bridge::connections::default_relay_image(), env = "PONTOON_RELAY_IMAGE")]
+    #[arg(long, value_name = "IMAGE", default_value_t = pontoon::bridge::sessions::default_relay_image(), env = "PONTOON_RELAY_IMAGE")]
     relay_image: String,
     /// How long a developer's session may be gone (`pontoon bridge` killed,
     /// laptop asleep, network lost) before their bridges leave Carrier2's
     /// config and their requests go to the shadow; they come back when the
     /// developer reconnects.
-    #[arg(long, value_name = "SECONDS", default_value_t = pontoon::bridge::connections::DEFAULT_SESSION_GRACE.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600), env = "PONTOON_SESSION_GRACE")]
+    #[arg(long, value_name = "SECONDS", default_value_t = pontoon::bridge::sessions::DEFAULT_SESSION_GRACE.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600), env = "PONTOON_SESSION_GRACE")]
     session_grace: u64,
     /// How long a developer's session may be gone before their bridges are
     /// deleted.
-    #[arg(long, value_name = "SECONDS", default_value_t = pontoon::bridge::connections::DEFAULT_SESSION_LIMIT.as_secs(), value_parser = clap::value_parser!(u64).range(10..=604800), env = "PONTOON_SESSION_LIMIT")]
+    #[arg(long, value_name = "SECONDS", default_value_t = pontoon::bridge::sessions::DEFAULT_SESSION_LIMIT.as_secs(), value_parser = clap::value_parser!(u64).range(10..=604800), env = "PONTOON_SESSION_LIMIT")]
     session_limit: u64,
     /// The cluster's DNS domain, for Service names as bridge destinations.
     #[arg(long, default_value = "cluster.local", env = "PONTOON_CLUSTER_DOMAIN")]
@@ -421,7 +421,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                             )
                             .map_err(anyhow::Error::msg)?,
                         ),
-                        connections: pontoon::bridge::connections::ConnectionSettings {
+                        connections: pontoon::bridge::sessions::ConnectionSettings {
                             relay_image: args.relay_image,
                             grace: Duration::from_secs(args.session_grace),
                             limit: Duration::from_secs(args.session_limit),

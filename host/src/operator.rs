@@ -12,7 +12,7 @@ use kube::{
 };
 
 use crate::{
-    bridge_mount::{self, controller::WatchScope},
+    bridge_mount::{self, WatchScope},
     controller_support::MissingCrds,
     gateway::{self, context::GatewaySettings},
     health::{self, Health},

@@ -315,6 +315,45 @@ mod tests {
     }
 
     #[test]
+    fn the_provider_sees_the_mount_and_the_settings() {
+        let asked = mount(serde_json::json!({
+            "providerParameter": { "tls": { "certificate": "/c.pem" } },
+        }));
+        let settings = MountSettings {
+            operator_namespace: "pontoon".into(),
+            carrier_image: "carrier2:1".into(),
+            missing_grace_period: std::time::Duration::from_secs(300),
+            reconcile_interval: std::time::Duration::from_secs(60),
+            target_namespaces: Default::default(),
+            guard: Default::default(),
+            bridges: Default::default(),
+        };
+        let request = Admitted::of(&asked).mount(&asked, &settings);
+        assert_eq!(request.name, "web-mount");
+        assert_eq!(request.namespace, "gefyra");
+        assert_eq!(request.uid, "u-1");
+        assert_eq!(request.target, "deploy/web");
+        assert_eq!(request.target_namespace, "gefyra");
+        assert_eq!(request.target_container, "app");
+        let parameters: serde_json::Value =
+            serde_json::from_str(request.parameters.as_deref().unwrap()).unwrap();
+        assert_eq!(parameters["tls"]["certificate"], "/c.pem");
+        assert_eq!(request.settings.operator_namespace, "pontoon");
+        assert_eq!(request.settings.carrier_image, "carrier2:1");
+        assert_eq!(
+            request.settings.restore_config_map, "gefyra-carrier2-restore-u-1",
+            "the mount's own, by its uid"
+        );
+        let bare = mount(serde_json::json!({ "target": null, "targetContainer": null }));
+        let bare = Admitted::of(&bare).mount(&bare, &settings);
+        assert_eq!(
+            (bare.target.as_str(), bare.target_container.as_str()),
+            ("", "")
+        );
+        assert_eq!(bare.parameters, None);
+    }
+
+    #[test]
     fn a_mount_is_admitted_for_its_resolved_request() {
         let admitted = Admitted::of(&mount(serde_json::json!({})));
         assert_eq!(

@@ -3,6 +3,7 @@
 //! as metadata only, mapped back to the mounts of their namespace), with a
 //! finalizer that makes deletion uninstall.
 
+use pontoon_support::controller_support::{key, trace_id};
 use std::{future::Future, sync::Arc, time::Duration};
 
 use futures::StreamExt;
@@ -31,6 +32,7 @@ use super::{
     settings::MountSettings,
     shared::Shared,
     state::State,
+    watch_scope::WatchScope,
 };
 use crate::bridges::{MOUNT_LABEL, changes::rendering_changes};
 use pontoon_plugins::{Discovery, Registry};
@@ -43,13 +45,6 @@ use pontoon_support::metrics::{METRICS, ReconcileResult, StateLabels};
 
 /// Our finalizer on every mount: deletion waits for `uninstall`.
 pub const FINALIZER: &str = "gefyra.dev/bridge-mount-cleanup";
-
-/// Where the controller looks for mounts.
-#[derive(Clone, Debug, Default)]
-pub struct WatchScope {
-    /// Only mounts of this namespace; all namespaces when `None`.
-    pub watch_namespace: Option<String>,
-}
 
 /// Whether the cluster serves GefyraBridgeMounts: without them none of the
 /// domain's controllers runs.
@@ -275,6 +270,7 @@ fn name_stem(name: &str) -> &str {
     &name[..end]
 }
 
+#[tracing::instrument(name = "reconcile", skip_all, fields(mount = %key(&*mount), trace_id = %trace_id()))]
 async fn reconcile(
     mount: Arc<GefyraBridgeMount>,
     ctx: Arc<Context>,

@@ -1,5 +1,5 @@
-//! Every reason Pontoon writes on a mount, in its conditions and its Events,
-//! spelled once. The ERROR step reads the Ready condition's reason back to
+//! Every condition type and reason Pontoon writes on a mount, in its
+//! conditions and its Events, spelled once. The ERROR step reads the Ready condition's reason back to
 //! learn why the mount is there, so the spelling is part of the contract
 //! with mounts written by earlier versions.
 
@@ -7,7 +7,15 @@ use std::{fmt, str::FromStr};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
-use super::status::READY;
+/// The overall condition: True only when the mount is ACTIVE and intact.
+pub const READY: &str = "Ready";
+/// True once the provider's uninstall completed (the target is restored);
+/// False while the provider's work is (being) put in place.
+pub const UNINSTALLED: &str = "Uninstalled";
+/// True once the operator admitted the mount, saying for what; False when
+/// its fields no longer say what was admitted (the operator keeps serving
+/// what it admitted).
+pub const ADMITTED: &str = "Admitted";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Reason {

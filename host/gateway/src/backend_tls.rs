@@ -61,7 +61,7 @@ pub async fn apply(
         let namespace = policy.namespace().unwrap_or_default();
         for r in policy.spec.validation.ca_certificate_refs.iter().flatten() {
             if r.group.is_empty() && r.kind == "ConfigMap" {
-                super::gateway_reconcile::get_into::<ConfigMap>(
+                super::fetch::get_into::<ConfigMap>(
                     ctx,
                     &mut fetched.config_maps,
                     namespace.clone(),

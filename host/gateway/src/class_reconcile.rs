@@ -1,6 +1,7 @@
 //! GatewayClass: `Accepted` for the classes with our `controllerName`, with
 //! the features Pontoon supports; other classes are left alone.
 
+use pontoon_support::controller_support::trace_id;
 use std::sync::Arc;
 
 use gateway_api::gatewayclasses::{GatewayClass, GatewayClassStatusSupportedFeatures};
@@ -52,6 +53,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "TLSRoute",
 ];
 
+#[tracing::instrument(name = "reconcile", skip_all, fields(class = %class.metadata.name.as_deref().unwrap_or_default(), trace_id = %trace_id()))]
 pub async fn reconcile(
     class: Arc<GatewayClass>,
     ctx: Arc<GatewayContext>,

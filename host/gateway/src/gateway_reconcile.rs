@@ -8,6 +8,7 @@
 //! live beside it: the Gateway judged and its model built in `judgement`,
 //! which children to write in `apply_plan`, the status in `status`.
 
+use pontoon_support::controller_support::{key, trace_id};
 use std::{
     collections::BTreeMap,
     sync::Arc,
@@ -45,12 +46,14 @@ use super::{
     backend_tls, children,
     config::{self, ConfigError},
     context::{Fetched, GatewayContext, StoreView},
+    fetch::get_into,
     judgement,
     model::GatewayModel,
     resolve::{
         self, attach, ca_bundles,
+        issue::Issue,
         listener_sets::{self, Candidate},
-        listeners::{self, Issue, ListenerState},
+        listeners::{self, ListenerState},
     },
     route_reconcile, routes,
     status::{self, DataPlane, GatewayStatusUpdate, SetVerdict},
@@ -68,6 +71,7 @@ const RESYNC: Duration = Duration::from_secs(300);
 /// children's events usually come first).
 const PENDING: Duration = Duration::from_secs(10);
 
+#[tracing::instrument(name = "reconcile", skip_all, fields(gateway = %key(&*gateway), trace_id = %trace_id()))]
 pub async fn reconcile(
     gateway: Arc<Gateway>,
     ctx: Arc<GatewayContext>,
@@ -238,38 +242,6 @@ async fn fetch(gateway: &Gateway, ctx: &GatewayContext) -> Result<Fetched, Error
     Ok(fetched)
 }
 
-/// Reads `namespace/name` into `into`, once; a missing one, or one the
-/// operator may not read, stays out (the listener says what is wrong).
-pub(super) async fn get_into<K>(
-    ctx: &GatewayContext,
-    into: &mut BTreeMap<(String, String), Arc<K>>,
-    namespace: String,
-    name: &str,
-) -> Result<(), Error>
-where
-    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
-    let key = (namespace, name.to_string());
-    if into.contains_key(&key) {
-        return Ok(());
-    }
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), &key.0);
-    match api.get_opt(name).await {
-        Ok(Some(object)) => {
-            into.insert(key, Arc::new(object));
-        }
-        Ok(None) => {}
-        Err(kube::Error::Api(status)) if status.code == 403 => {
-            tracing::warn!(object = %format!("{}/{name}", key.0), kind = %K::kind(&()), "not allowed to read an object a listener names");
-        }
-        Err(err) => return Err(err.into()),
-    }
-    Ok(())
-}
-
 /// Judges the Gateway, applies its data plane and writes its status; a
 /// `claim` under way is waited for before the status is written (the claim
 /// is bound to the version it read, which a status write would change).
@@ -367,7 +339,7 @@ async fn apply(
     };
     write_status(gateway, ctx, update).await?;
     backend_tls::write_status(gateway, ctx, &judged_policies).await?;
-    tracing::debug!(gateway = %ObjectRef::from_obj(gateway), ?data_plane, "reconciled");
+    tracing::debug!(?data_plane, "reconciled");
     let next = match data_plane {
         DataPlane::Pending(_) | DataPlane::AddressNotUsable(_) => PENDING,
         _ => RESYNC,
@@ -667,7 +639,6 @@ async fn apply_children(
         return Ok(Served::pending(blocked));
     }
     tracing::debug!(
-        gateway = %key,
         config_stale = plan.config,
         deployment_stale = plan.deployment,
         service_stale = plan.service,
@@ -950,7 +921,7 @@ async fn write_status(
     let Some(body) = update.patch(gateway.status.as_ref()) else {
         return Ok(());
     };
-    tracing::debug!(gateway = %ObjectRef::from_obj(gateway), "writing status");
+    tracing::debug!("writing status");
     let api: Api<Gateway> =
         Api::namespaced(ctx.client.clone(), &gateway.namespace().unwrap_or_default());
     api.patch_status(

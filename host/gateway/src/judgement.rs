@@ -245,11 +245,7 @@ mod tests {
     use super::*;
     use crate::{
         model::Rule,
-        resolve::{
-            attach::Attachment,
-            listeners::{self, Issue},
-            view::ListView,
-        },
+        resolve::{attach::Attachment, issue::Issue, listeners, view::ListView},
         route_kinds::RouteKind,
         routes::ParentVerdict,
     };

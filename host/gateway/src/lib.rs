@@ -9,6 +9,7 @@ pub mod class_reconcile;
 pub mod config;
 pub mod context;
 pub mod controller;
+pub mod fetch;
 pub mod gateway_reconcile;
 pub mod judgement;
 pub mod model;

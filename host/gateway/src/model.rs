@@ -29,6 +29,18 @@ pub enum Protocol {
     TlsPassthrough,
 }
 
+impl Protocol {
+    /// The scheme a listener of this protocol serves, as Praxis's listener
+    /// names and the filters' `${pontoon_listener_scheme}` spell it.
+    pub fn scheme(self) -> &'static str {
+        match self {
+            Protocol::Http => "http",
+            Protocol::Https => "https",
+            Protocol::TlsPassthrough => "tls",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Listener {
     /// The listener's `name` (a route's `sectionName`).

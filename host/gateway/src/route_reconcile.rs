@@ -4,6 +4,7 @@
 //! Gateways that are gone (or no longer ours, or no longer referenced) are
 //! removed.
 
+use pontoon_support::controller_support::{key, trace_id};
 use std::sync::Arc;
 
 use gateway_api::{gateways::Gateway, httproutes::HttpRouteStatusParents};
@@ -24,6 +25,7 @@ use super::{
     status::{route_parent, same_parent},
 };
 
+#[tracing::instrument(name = "reconcile", skip_all, fields(route = %format!("{}/{}", K::kind(&()), key(&*resource)), trace_id = %trace_id()))]
 pub async fn reconcile<K: RouteResource>(
     resource: Arc<K>,
     ctx: Arc<GatewayContext>,
@@ -44,7 +46,12 @@ pub async fn reconcile<K: RouteResource>(
     // their ListenerSets, each once.
     let mut gateways: Vec<Arc<Gateway>> = Vec::new();
     for parent in route.spec.parent_refs.iter().flatten() {
-        if parent.group.as_deref().unwrap_or(listeners::GATEWAY_GROUP) != listeners::GATEWAY_GROUP {
+        if parent
+            .group
+            .as_deref()
+            .unwrap_or(crate::route_kinds::GATEWAY_GROUP)
+            != crate::route_kinds::GATEWAY_GROUP
+        {
             continue;
         }
         let reference = match parent.kind.as_deref().unwrap_or("Gateway") {

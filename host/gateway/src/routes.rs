@@ -16,7 +16,8 @@ use super::{
     resolve::{
         attach::{self, Attachment},
         backends, durations,
-        listeners::{Issue, ListenerState},
+        issue::Issue,
+        listeners::ListenerState,
         matches,
         view::ClusterView,
     },

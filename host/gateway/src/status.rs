@@ -18,7 +18,8 @@ use k8s_openapi::{
 use serde_json::json;
 
 use super::{
-    resolve::listeners::{GATEWAY_GROUP, Issue, ListenerState},
+    resolve::{issue::Issue, listeners::ListenerState},
+    route_kinds::GATEWAY_GROUP,
     routes::ParentVerdict,
 };
 use pontoon_support::conditions::{Observed, merged};
@@ -229,8 +230,8 @@ pub fn route_parent(
     verdict: &ParentVerdict,
     controller_name: &str,
     programmed_rules: usize,
-    refused_rules: &[super::resolve::listeners::Issue],
-    unresolved: &[super::resolve::listeners::Issue],
+    refused_rules: &[super::resolve::issue::Issue],
+    unresolved: &[super::resolve::issue::Issue],
     generation: Option<i64>,
     now: Timestamp,
 ) -> HttpRouteStatusParents {
@@ -275,7 +276,7 @@ pub fn route_parent(
     }
 }
 
-fn join(issues: &[super::resolve::listeners::Issue]) -> String {
+fn join(issues: &[super::resolve::issue::Issue]) -> String {
     issues
         .iter()
         .map(|i| i.message.as_str())
@@ -475,10 +476,7 @@ pub fn gateway_conditions(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resolve::{
-        listeners::{self, Issue},
-        view::ListView,
-    };
+    use crate::resolve::{issue::Issue, listeners, view::ListView};
 
     fn at(text: &str) -> Timestamp {
         text.parse().unwrap()

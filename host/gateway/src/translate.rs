@@ -14,7 +14,7 @@ use std::{
 use gateway_api::httproutes::{HttpRouteRulesFilters, HttpRouteRulesFiltersType as FilterType};
 use serde_json::Value;
 
-use super::{model::TranslatedFilter, resolve::listeners::Issue};
+use super::{model::TranslatedFilter, resolve::issue::Issue};
 use pontoon_plugins::{CallError, FilterModule, Registry, bindings::RouteContext};
 
 /// Reason on a route whose filter cannot be used.

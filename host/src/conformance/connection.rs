@@ -28,7 +28,10 @@ use super::{
     writes::put_back_problem,
 };
 use crate::{
-    bridge::connections::{CLIENT_LABEL, client_id, default_relay_image},
+    bridge::{
+        connections::{CLIENT_LABEL, client_id},
+        sessions::default_relay_image,
+    },
     plugins::{
         CallError, ClusterAccess, ConnectionModule, Discovery, Freshness, Journal, WriteTurns,
         Written,

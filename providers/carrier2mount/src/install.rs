@@ -22,11 +22,12 @@ use serde_json::json;
 
 use crate::{
     api::{self, Ctx},
-    carrier_config::{self, CarrierConfig},
+    carrier_config::CarrierConfig,
     configured, names, original, pods,
     prepare::{check_container, tls_parameters},
-    put_back,
+    probes, put_back,
     restore::{self, Entry, OriginalConfig, Store},
+    scripts,
     tls::{SecretRef, TlsParameters},
     workload::Workload,
 };
@@ -435,20 +436,20 @@ impl Plan<'_> {
     fn commit(&self, pod: &Pod, container: &Container, index: usize) -> Result<Commit, Error> {
         let ctx = self.ctx;
         let (ns, name) = (ctx.target_namespace(), pods::name(pod));
-        let ports = carrier_config::container_ports(container);
+        let ports = probes::container_ports(container);
         let (tls, tls_files) = self.tls.resolve(&ports, |secret| read_secret(ns, secret))?;
         let config =
             CarrierConfig::for_container(container, &tls, &self.service, ns, &self.bridges)
                 .map_err(|why| {
                     Error::invalid_input(format!("{why} (pod `{name}` in namespace `{ns}`)"))
                 })?;
-        let files = carrier_config::desired_files(&config, &tls_files);
+        let files = scripts::desired_files(&config, &tls_files);
         Ok(Commit {
             pod: name.to_string(),
             index,
             container: container.name.clone(),
             ports,
-            script: carrier_config::configure_script(&files),
+            script: scripts::configure_script(&files),
         })
     }
 
@@ -466,17 +467,17 @@ impl Plan<'_> {
             Err(err) => return Err(err.into()),
         };
         if output.exit_code == 0
-            && String::from_utf8_lossy(&output.stdout).trim_end() == carrier_config::UNCHANGED_MARK
+            && String::from_utf8_lossy(&output.stdout).trim_end() == scripts::UNCHANGED_MARK
         {
             return Ok(PodState::Configured);
         }
         let stdout = String::from_utf8_lossy(&output.stdout);
-        if carrier_config::reload_succeeded(output.exit_code, &stdout) {
+        if scripts::reload_succeeded(output.exit_code, &stdout) {
             return Ok(PodState::Reconfigured);
         }
         let all = format!("{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
-        let tail = carrier_config::tail(&all, 4);
-        if all.contains(carrier_config::PANIC_MARK) {
+        let tail = scripts::tail(&all, 4);
+        if all.contains(scripts::PANIC_MARK) {
             return Err(Error::failed(format!(
                 "Carrier2 in pod `{name}` (namespace `{ns}`, container `{}`) refused its config: {tail}",
                 commit.container

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::{
     api::{self, Ctx, invalid},
-    carrier_config, mark, names, original, pods,
+    mark, names, original, pods, probes,
     restore::{self, OriginalConfig, Store},
     shadow, tls,
     workload::Workload,
@@ -30,7 +30,7 @@ pub fn check_container(ctx: &Ctx, workload: &Workload) -> Result<Container, Erro
             workload.describe()
         )));
     }
-    carrier_config::check_probes(&container)
+    probes::check_probes(&container)
         .map_err(|why| Error::invalid_input(format!("{why} ({})", workload.describe())))?;
     Ok(container)
 }

@@ -6,7 +6,7 @@ use pontoon_provider_sdk::{
     k8s_openapi::api::core::v1::Pod,
 };
 
-use crate::{api::Ctx, carrier_config, configured, mark, names, pods, shadow};
+use crate::{api::Ctx, carrier_config, configured, mark, names, pods, scripts, shadow};
 
 pub const SHADOW_PODS_READY: &str = "ShadowPodsReady";
 pub const CARRIER_INSTALLED: &str = "CarrierInstalled";
@@ -140,7 +140,7 @@ fn upstream_condition(ctx: &Ctx, originals: &[Pod]) -> Condition {
     };
     let read_back = |pod: &Pod| runs_carrier(pod) && !seen_configured(pod);
     // Read back from every other pod that runs Carrier2 at once.
-    let script = carrier_config::cat_config_script();
+    let script = scripts::cat_config_script();
     let reading: Vec<(&str, &str)> = originals
         .iter()
         .filter(|pod| read_back(pod))
@@ -171,7 +171,7 @@ fn upstream_condition(ctx: &Ctx, originals: &[Pod]) -> Condition {
             Some(Ok(output)) => missing.push(format!(
                 "{name}: cannot read {} ({})",
                 carrier_config::CONFIG_PATH,
-                carrier_config::tail(&String::from_utf8_lossy(&output.stderr), 1)
+                scripts::tail(&String::from_utf8_lossy(&output.stderr), 1)
             )),
             Some(Err(err)) => missing.push(format!("{name}: exec failed: {err:?}")),
             None => missing.push(format!("{name}: the host answered no read-back")),

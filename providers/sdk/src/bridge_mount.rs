@@ -7,17 +7,7 @@ use crate::target::{Target, TargetError};
 
 /// Bindings generated from `wit/` by wit-bindgen. Exposed for the export
 /// macro and for anything the typed helpers do not cover.
-pub mod bindings {
-    wit_bindgen::generate!({
-        path: "../../wit",
-        world: "bridge-mount-provider",
-        // `bindings::export!` is expanded in provider crates, through the
-        // crate-level `export_bridge_mount!` wrapper.
-        pub_export_macro: true,
-        // Providers compare what they render with what a pod holds.
-        additional_derives: [PartialEq, Eq, Hash],
-    });
-}
+pub mod bindings;
 
 pub use bindings::exports::pontoon::provider::bridge_mount::{
     Condition, Guest, Mount, Progress, Settings,

@@ -13,15 +13,7 @@
 //! [`CLIENT_LABEL`].
 
 /// Bindings generated from `wit/` by wit-bindgen.
-pub mod bindings {
-    wit_bindgen::generate!({
-        path: "../../wit",
-        world: "connection-provider",
-        // `bindings::export!` is expanded in provider crates, through the
-        // crate-level `export_connection!` wrapper.
-        pub_export_macro: true,
-    });
-}
+pub mod bindings;
 
 pub use bindings::exports::pontoon::provider::connection::{
     Client, Connection, Endpoint, Guest, PortRequest, SessionState, Settings,

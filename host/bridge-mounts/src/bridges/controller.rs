@@ -5,6 +5,7 @@
 //! is not ACTIVE waits in REQUESTED and comes back with it. It is the only
 //! writer of a bridge's `state`; rendering is the mount controller's.
 
+use pontoon_support::controller_support::{key, trace_id};
 use std::{sync::Arc, time::Duration};
 
 use futures::StreamExt;
@@ -26,15 +27,16 @@ use super::{
     book::{Book, fingerprint},
     connections,
     lookup::{self, MOUNT_LABEL},
+    sessions,
 };
 use crate::{
     admitted::{Admissions, Admitted},
-    controller::WatchScope,
     crd::{GefyraBridge, GefyraBridgeMount},
     guard::{Guard, Guarded},
     shared::{Rendered, Shared},
     state::State as MountState,
-    status::gefyra_timestamp,
+    timestamps::gefyra_timestamp,
+    watch_scope::WatchScope,
 };
 use pontoon_plugins::Registry;
 use pontoon_support::controller_support::{
@@ -180,6 +182,7 @@ enum Error {
     Kube(#[from] kube::Error),
 }
 
+#[tracing::instrument(name = "reconcile", skip_all, fields(bridge = %key(&*bridge), trace_id = %trace_id()))]
 async fn reconcile(bridge: Arc<GefyraBridge>, ctx: Arc<Context>) -> Result<Action, Error> {
     if bridge.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
@@ -336,7 +339,7 @@ fn connection_verdict(bridge: &GefyraBridge, ctx: &Context) -> Option<Verdict> {
         return None;
     }
     let message = match ctx.settings.sessions.standing(provider, client) {
-        Some(connections::Standing::Away { since, deleted_at }) => format!(
+        Some(sessions::Standing::Away { since, deleted_at }) => format!(
             "client `{client}` has been gone since {since}: requests go to the shadow until it \
              reconnects (`pontoon bridge`); the bridge is deleted at {deleted_at}"
         ),
@@ -379,7 +382,7 @@ async fn write(bridge: &GefyraBridge, verdict: &Verdict, ctx: &Context) -> Resul
         &Patch::Merge(&patch),
     )
     .await?;
-    tracing::info!(bridge = %format!("{}/{}", bridge.namespace().unwrap_or_default(), bridge.name_any()),
+    tracing::info!(
         state, message = %verdict.message, "bridge state");
     if entered {
         let (type_, reason) = match verdict.state {

@@ -20,7 +20,8 @@ use kube::{ResourceExt, runtime::controller::Action};
 
 use super::{
     Error, Reconcile,
-    outcome::{ERROR_RETRY, Next, Report, Step, failure, target_present},
+    outcome::{ERROR_RETRY, Next, failure, target_present},
+    report::{Report, Step},
     transition::Transition,
 };
 use crate::{
@@ -165,7 +166,7 @@ impl Reconcile<'_> {
             };
             return self.execute(from, next).await.map(Some);
         }
-        tracing::info!(mount = %self.cr.qualified_name(), state = %from,
+        tracing::info!(state = %from,
             "adopting a mount in {from} with no record of its admission: it passes admission now");
         self.record_admission().await?;
         Ok(None)

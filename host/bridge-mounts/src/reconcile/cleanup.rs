@@ -13,7 +13,8 @@ use kube::{
 use super::{
     Error, Reconcile,
     admission::Checks,
-    outcome::{ERROR_RETRY, Notice, Report, Step, retry_after},
+    outcome::{ERROR_RETRY, retry_after},
+    report::{Notice, Report, Step},
 };
 use crate::{crd::GefyraBridge, reason::Reason};
 use pontoon_plugins::{

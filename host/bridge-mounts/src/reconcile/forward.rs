@@ -8,7 +8,8 @@ use kube::runtime::controller::Action;
 
 use super::{
     Error, Reconcile,
-    outcome::{Next, Report, Step, failure, progress, target_present},
+    outcome::{Next, failure, progress, target_present},
+    report::{Report, Step},
     transition::Transition,
 };
 use crate::{
@@ -95,7 +96,7 @@ impl Reconcile<'_> {
             }
             Err(retry) => {
                 if let Err(err) = &installed {
-                    tracing::warn!(mount = %self.cr.qualified_name(), error = %err,
+                    tracing::warn!(error = %err,
                         "cannot render the mount's bridges; trying again in {} s", retry.as_secs());
                 }
                 Rendered::Again(Action::requeue(retry))

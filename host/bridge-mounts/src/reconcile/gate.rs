@@ -6,14 +6,11 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
-use super::{
-    outcome::{Next, Report},
-    transition::Transition,
-};
+use super::{outcome::Next, report::Report, transition::Transition};
 use crate::{
     reason::{ReadyReason, Reason},
     state::{State, UnknownState},
-    status::parse_timestamp,
+    timestamps::parse_timestamp,
 };
 
 /// How long a mount may go unlooked-at: the reconcile interval, or less

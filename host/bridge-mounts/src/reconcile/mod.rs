@@ -13,12 +13,14 @@
 
 mod admission;
 mod cleanup;
+mod error;
 #[cfg(test)]
 mod fixtures;
 mod forward;
 mod gate;
 mod outcome;
 mod recovery;
+mod report;
 mod transition;
 mod writer;
 
@@ -26,6 +28,7 @@ use std::{sync::Arc, time::Duration};
 
 use kube::runtime::controller::Action;
 
+pub use self::error::Error;
 use self::{outcome::Next, transition::Transition, writer::Writer};
 use super::{
     admitted::Admitted,
@@ -41,17 +44,6 @@ use pontoon_plugins::{
     ClusterAccess, EventSubject, MountNotes, ProviderModule,
     bindings::{Mount, provider_bridges::Bridge},
 };
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("Kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("cannot encode a patch: {0}")]
-    Encode(#[from] serde_json::Error),
-    /// Deletion waits for the provider's uninstall; the finalizer stays.
-    #[error("uninstall not finished: {message}")]
-    CleanupPending { message: String, retry: Duration },
-}
 
 pub(super) struct Reconcile<'a> {
     ctx: &'a Context,
@@ -104,8 +96,8 @@ impl<'a> Reconcile<'a> {
             );
             let observed = Observed::new(ADMITTED, false, Reason::Drifted.as_str(), message);
             self.writer
-                .report(outcome::Report {
-                    notice: Some(outcome::Notice {
+                .report(report::Report {
+                    notice: Some(report::Notice {
                         type_: kube::runtime::events::EventType::Warning,
                         reason: Reason::Drifted,
                         action: "Admit",

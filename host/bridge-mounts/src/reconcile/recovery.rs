@@ -8,7 +8,8 @@ use kube::runtime::controller::Action;
 
 use super::{
     Error, Reconcile,
-    outcome::{Next, Report, Step, failure, progress},
+    outcome::{Next, failure, progress},
+    report::{Report, Step},
     transition::Transition,
 };
 use crate::state::State;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use kube::runtime::events::EventType;
 
-use super::outcome::{Notice, Report};
+use super::report::{Notice, Report};
 use crate::{
     reason::Reason,
     state::{Event, State, TransitionNotAllowed, fire},

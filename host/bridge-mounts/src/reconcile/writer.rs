@@ -15,8 +15,8 @@ use kube::{
 };
 
 use super::{
-    Error,
-    outcome::{Notice, Report},
+    error::Error,
+    report::{Notice, Report},
     transition::{Plan, Transition, plan},
 };
 use crate::{
@@ -112,7 +112,7 @@ impl Writer {
                 retry,
             } => {
                 tracing::warn!(
-                    mount = %self.cr.qualified_name(), state = %from, event = %transition.event,
+                    state = %from, event = %transition.event,
                     "{refused}; retrying in {} s ({})", retry.as_secs(), transition.message
                 );
                 self.report(report).await?;
@@ -129,7 +129,7 @@ impl Writer {
                     pontoon_support::chaos::point(format_args!("write state {to}"));
                     self.patch(body).await?;
                     pontoon_support::chaos::point(format_args!("wrote state {to}"));
-                    tracing::info!(mount = %self.cr.qualified_name(), from = %from, to = %to, "{}", transition.message);
+                    tracing::info!(from = %from, to = %to, "{}", transition.message);
                 }
                 self.publish(transition.notice()).await;
                 // The write wakes the controller up again; this is the safety net.
@@ -148,7 +148,7 @@ impl Writer {
             secondary: None,
         };
         if let Err(err) = self.recorder.publish(&event, &self.reference).await {
-            tracing::warn!(mount = %self.cr.qualified_name(), error = %err, "cannot post event {}", notice.reason);
+            tracing::warn!(error = %err, "cannot post event {}", notice.reason);
         }
     }
 

@@ -8,7 +8,7 @@
 use std::net::{IpAddr, SocketAddr};
 
 use super::{
-    ConfigError,
+    error::ConfigError,
     praxis::{CaFile, Certificate, Tls},
 };
 use crate::model::{GatewayModel, Listener, Protocol};
@@ -23,7 +23,7 @@ pub struct PortGroup<'m> {
 impl PortGroup<'_> {
     /// The Praxis listener's (and its filter chain's) name.
     pub fn name(&self) -> String {
-        format!("{}-{}", scheme(self.protocol), self.port)
+        format!("{}-{}", self.protocol.scheme(), self.port)
     }
 
     pub fn address(&self, ip: IpAddr) -> String {
@@ -88,14 +88,6 @@ fn host_of(listener: &Listener) -> Option<String> {
         .as_deref()
         .filter(|h| !h.is_empty())
         .map(str::to_ascii_lowercase)
-}
-
-pub fn scheme(protocol: Protocol) -> &'static str {
-    match protocol {
-        Protocol::Http => "http",
-        Protocol::Https => "https",
-        Protocol::TlsPassthrough => "tls",
-    }
 }
 
 /// Groups the model's listeners by port, ports in order of first appearance.

@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use super::conditions::Condition;
+
 use serde::Serialize;
 
 #[derive(Debug, Serialize)]
@@ -113,7 +115,7 @@ pub enum Filter<'a> {
     StaticResponse(StaticResponse),
     Timeout(Timeout),
     SniRouter(SniRouter),
-    Module(super::filters::ModuleEntry<'a>),
+    Module(super::module_entry::ModuleEntry<'a>),
 }
 
 #[derive(Debug, Serialize)]
@@ -152,28 +154,6 @@ impl Headers {
 pub struct HeaderPair {
     pub name: String,
     pub value: String,
-}
-
-/// A request condition: `when` only (Pontoon never writes `unless`).
-#[derive(Clone, Debug, Serialize)]
-pub struct Condition {
-    pub when: ConditionMatch,
-}
-
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct ConditionMatch {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub methods: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub selected_upstream: Option<SelectedUpstream>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct SelectedUpstream {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub application_protocol: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub application_provider: Option<String>,
 }
 
 /// `guardrails` in `flag` mode: a classifier, never a gate. It records

@@ -28,10 +28,11 @@ use std::{
 };
 
 use super::{
+    conditions::{Condition, ConditionMatch},
     hostnames::HostPattern,
     praxis::{
-        Branch, Condition, ConditionMatch, Guardrails, GuardrailsRule, HeaderPair, Headers,
-        InlineChain, OnResult, ResultMatch, Route as RouterRoute,
+        Branch, Guardrails, GuardrailsRule, HeaderPair, Headers, InlineChain, OnResult,
+        ResultMatch, Route as RouterRoute,
     },
 };
 use crate::model::{Match, MatchKind, PathMatch, Rule};

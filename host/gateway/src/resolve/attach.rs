@@ -2,20 +2,17 @@
 //! listeners, with the hostnames it serves there: section name and port,
 //! the listener's allowed namespaces and kinds, and hostname intersection.
 
-use std::collections::BTreeMap;
-
-use gateway_api::{
-    gateways::{Gateway, GatewayListenersAllowedRoutesNamespacesSelector},
-    httproutes::HttpRouteParentRefs,
-};
+use gateway_api::{gateways::Gateway, httproutes::HttpRouteParentRefs};
 
 use super::{
     hostnames,
+    issue::Issue,
+    label_selector::selects,
     listener_sets::{self, SetRef},
-    listeners::{AllowedNamespaces, GATEWAY_GROUP, Issue, ListenerState},
+    listeners::{AllowedNamespaces, ListenerState},
     view::ClusterView,
 };
-use crate::route_kinds::{NamesParent, RouteKind};
+use crate::route_kinds::{GATEWAY_GROUP, NamesParent, RouteKind};
 
 /// The route on one listener.
 #[derive(Clone, Debug, PartialEq)]
@@ -143,32 +140,10 @@ fn namespace_allowed(
     }
 }
 
-/// A Kubernetes label selector (matchLabels and matchExpressions, ANDed).
-pub fn selects(
-    selector: &GatewayListenersAllowedRoutesNamespacesSelector,
-    labels: &BTreeMap<String, String>,
-) -> bool {
-    let by_labels = selector
-        .match_labels
-        .iter()
-        .flatten()
-        .all(|(k, v)| labels.get(k) == Some(v));
-    let by_expressions = selector.match_expressions.iter().flatten().all(|e| {
-        let values = e.values.clone().unwrap_or_default();
-        let value = labels.get(&e.key);
-        match e.operator.as_str() {
-            "In" => value.is_some_and(|v| values.contains(v)),
-            "NotIn" => value.is_none_or(|v| !values.contains(v)),
-            "Exists" => value.is_some(),
-            "DoesNotExist" => value.is_none(),
-            _ => false,
-        }
-    });
-    by_labels && by_expressions
-}
-
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use crate::resolve::{listeners, view::ListView};
 
@@ -358,30 +333,6 @@ mod tests {
             &parent(serde_json::json!({ "name": "gw", "kind": "Service", "group": "" })),
             "infra",
             &gw
-        ));
-    }
-
-    #[test]
-    fn selector_expressions() {
-        let labels: BTreeMap<String, String> = [("a".to_string(), "1".to_string())].into();
-        let sel = |e: serde_json::Value| -> GatewayListenersAllowedRoutesNamespacesSelector {
-            serde_json::from_value(serde_json::json!({ "matchExpressions": [e] })).unwrap()
-        };
-        assert!(selects(
-            &sel(serde_json::json!({"key":"a","operator":"In","values":["1","2"]})),
-            &labels
-        ));
-        assert!(!selects(
-            &sel(serde_json::json!({"key":"a","operator":"NotIn","values":["1"]})),
-            &labels
-        ));
-        assert!(selects(
-            &sel(serde_json::json!({"key":"a","operator":"Exists"})),
-            &labels
-        ));
-        assert!(selects(
-            &sel(serde_json::json!({"key":"b","operator":"DoesNotExist"})),
-            &labels
         ));
     }
 }

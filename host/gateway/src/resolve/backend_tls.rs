@@ -23,7 +23,8 @@ use kube::ResourceExt;
 use super::{
     ca_bundles::{self, CaRef},
     grants::GroupKind,
-    listeners::{self, CertificateSecret, Issue},
+    issue::Issue,
+    listeners::{self, CertificateSecret},
     view::ClusterView,
 };
 use crate::model::{BackendTls, CertificateFiles, GatewayModel, RouteKind};
@@ -436,8 +437,8 @@ pub fn ancestors(
             && a.ancestor_ref
                 .group
                 .as_deref()
-                .unwrap_or(listeners::GATEWAY_GROUP)
-                == listeners::GATEWAY_GROUP
+                .unwrap_or(crate::route_kinds::GATEWAY_GROUP)
+                == crate::route_kinds::GATEWAY_GROUP
             && a.ancestor_ref.kind.as_deref().unwrap_or("Gateway") == "Gateway"
             && a.ancestor_ref.name == gateway_name
             && a.ancestor_ref.namespace.as_deref() == Some(gateway_namespace.as_str())
@@ -493,7 +494,7 @@ pub fn ancestors(
     );
     let entry = BackendTlsPolicyStatusAncestors {
         ancestor_ref: BackendTlsPolicyStatusAncestorsAncestorRef {
-            group: Some(listeners::GATEWAY_GROUP.into()),
+            group: Some(crate::route_kinds::GATEWAY_GROUP.into()),
             kind: Some("Gateway".into()),
             name: gateway_name,
             namespace: Some(gateway_namespace),

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Service, ServicePort};
 
 use super::{
     grants::{self, SERVICE},
-    listeners::Issue,
+    issue::Issue,
     view::ClusterView,
 };
 use crate::{

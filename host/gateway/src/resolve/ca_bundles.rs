@@ -9,7 +9,7 @@ use rustls_pki_types::{CertificateDer, pem::PemObject};
 
 use super::{
     grants::{self, GroupKind},
-    listeners::Issue,
+    issue::Issue,
     view::ClusterView,
 };
 

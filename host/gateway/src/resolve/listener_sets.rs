@@ -11,12 +11,8 @@ use gateway_api::{
 };
 use kube::runtime::reflector::ObjectRef;
 
-use super::{
-    attach::selects,
-    listeners::{GATEWAY_GROUP, Issue},
-    view::ClusterView,
-};
-use crate::route_kinds::NamesParent;
+use super::{issue::Issue, label_selector::selects, view::ClusterView};
+use crate::route_kinds::{GATEWAY_GROUP, NamesParent};
 
 pub const KIND: &str = "ListenerSet";
 

@@ -13,6 +13,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 use super::{
     ca_bundles,
     grants::{self, GATEWAY, GroupKind, LISTENER_SET, SECRET},
+    issue::Issue,
     listener_sets::{self, SetRef},
     view::ClusterView,
 };
@@ -21,7 +22,7 @@ use crate::{
     route_kinds::RouteKind,
 };
 
-pub use crate::route_kinds::GATEWAY_GROUP;
+use crate::route_kinds::GATEWAY_GROUP;
 /// Where the Praxis Deployment mounts the listeners' certificates: beside the
 /// read-only config volume, not inside it (a container runtime cannot make a
 /// mount point inside a read-only volume).
@@ -31,22 +32,6 @@ pub const TLS_MOUNT_ROOT: &str = "/etc/praxis-tls";
 /// [`TLS_MOUNT_ROOT`]) holding the client CA certificates of `port`.
 pub fn client_ca_file(port: u16) -> String {
     format!("client-ca-{port}.pem")
-}
-
-/// Why a condition is not what a user hopes: its reason and a message.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Issue {
-    pub reason: &'static str,
-    pub message: String,
-}
-
-impl Issue {
-    pub fn new(reason: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            reason,
-            message: message.into(),
-        }
-    }
 }
 
 /// Which namespaces may attach routes.

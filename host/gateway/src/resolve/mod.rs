@@ -9,6 +9,8 @@ pub mod ca_bundles;
 pub mod durations;
 pub mod grants;
 pub mod hostnames;
+pub mod issue;
+pub mod label_selector;
 pub mod listener_sets;
 pub mod listeners;
 pub mod matches;

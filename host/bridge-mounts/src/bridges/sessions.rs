@@ -1,0 +1,177 @@
+//! Where each client of a connection provider stands (live, in its grace,
+//! away, expired), against the administrator's grace and limit: written by
+//! the connection controller, read by the bridge controller.
+
+use std::{collections::HashMap, sync::Mutex, time::Duration};
+
+use k8s_openapi::jiff::Timestamp;
+use pontoon_plugins::bindings::connection_world::SessionState;
+
+use crate::timestamps::parse_timestamp;
+
+/// The default of `--session-grace`: how long a client may be gone before
+/// its bridges leave Carrier2's config (a laptop's network hiccup, a
+/// port-forward being re-established, must not send its requests away).
+pub const DEFAULT_SESSION_GRACE: Duration = Duration::from_secs(10);
+/// The default of `--session-limit`: how long a client may be gone before
+/// its bridges are deleted.
+pub const DEFAULT_SESSION_LIMIT: Duration = Duration::from_secs(3600);
+
+/// The administrator's settings of connections.
+#[derive(Clone, Debug)]
+pub struct ConnectionSettings {
+    /// Pontoon's own image, whose `pontoon relay` the `tunnel` provider runs.
+    pub relay_image: String,
+    pub grace: Duration,
+    pub limit: Duration,
+}
+
+impl Default for ConnectionSettings {
+    fn default() -> Self {
+        Self {
+            relay_image: default_relay_image(),
+            grace: DEFAULT_SESSION_GRACE,
+            limit: DEFAULT_SESSION_LIMIT,
+        }
+    }
+}
+
+/// The image this build of Pontoon is published as.
+pub fn default_relay_image() -> String {
+    format!(
+        "ghcr.io/pontoon-operator/pontoon:{}",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// Where a client's session stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Standing {
+    /// Requests sent to the endpoints reach the client.
+    Live,
+    /// Gone since `since`, for less than the grace: its bridges stay.
+    Grace { since: Timestamp },
+    /// Gone for longer than the grace: its bridges are out of Carrier2's
+    /// config; deleted at `deleted_at`.
+    Away {
+        since: Timestamp,
+        deleted_at: Timestamp,
+    },
+    /// Gone for longer than the limit.
+    Expired,
+    /// Nothing of the client exists yet.
+    Starting,
+}
+
+impl Standing {
+    /// What the provider said, against the administrator's grace and limit.
+    pub fn of(session: &SessionState, now: Timestamp, settings: &ConnectionSettings) -> Self {
+        let since = match session {
+            SessionState::Live => return Standing::Live,
+            SessionState::Gone(None) => return Standing::Starting,
+            SessionState::Gone(Some(since)) => match parse_timestamp(since) {
+                Some(since) => since,
+                None => return Standing::Starting,
+            },
+        };
+        let gone = now.duration_since(since).unsigned_abs();
+        if gone < settings.grace {
+            Standing::Grace { since }
+        } else if gone < settings.limit {
+            Standing::Away {
+                since,
+                deleted_at: since + settings.limit,
+            }
+        } else {
+            Standing::Expired
+        }
+    }
+
+    /// Whether the bridges keep their endpoints.
+    pub(super) fn serves(&self) -> bool {
+        matches!(self, Standing::Live | Standing::Grace { .. })
+    }
+
+    /// When the standing changes by itself (the grace or the limit ends).
+    pub(super) fn next_change(
+        &self,
+        settings: &ConnectionSettings,
+        now: Timestamp,
+    ) -> Option<Duration> {
+        let at = match self {
+            Standing::Grace { since } => *since + settings.grace,
+            Standing::Away { deleted_at, .. } => *deleted_at,
+            _ => return None,
+        };
+        Some(at.duration_since(now).unsigned_abs() + Duration::from_millis(100))
+    }
+}
+
+/// The standing of each client, by `(provider, client)`: written by this
+/// controller before it changes a bridge, read by the bridge controller.
+#[derive(Debug, Default)]
+pub struct Sessions(Mutex<HashMap<(String, String), Standing>>);
+
+impl Sessions {
+    pub fn standing(&self, provider: &str, client: &str) -> Option<Standing> {
+        self.lock()
+            .get(&(provider.to_string(), client.to_string()))
+            .cloned()
+    }
+
+    pub(super) fn set(&self, provider: &str, client: &str, standing: Standing) {
+        self.lock()
+            .insert((provider.to_string(), client.to_string()), standing);
+    }
+
+    pub(super) fn forget(&self, provider: &str, client: &str) {
+        self.lock()
+            .remove(&(provider.to_string(), client.to_string()));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Standing>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> ConnectionSettings {
+        ConnectionSettings {
+            relay_image: "relay".into(),
+            grace: Duration::from_secs(10),
+            limit: Duration::from_secs(3600),
+        }
+    }
+
+    #[test]
+    fn a_client_gone_for_less_than_the_grace_keeps_its_bridges() {
+        let now: Timestamp = "2026-12-06T10:00:00Z".parse().unwrap();
+        let gone = |at: &str| SessionState::Gone(Some(at.to_string()));
+        let s = settings();
+        assert_eq!(Standing::of(&SessionState::Live, now, &s), Standing::Live);
+        let grace = Standing::of(&gone("2026-12-06T09:59:55Z"), now, &s);
+        assert!(grace.serves(), "{grace:?}");
+        assert_eq!(
+            grace.next_change(&s, now),
+            Some(Duration::from_millis(5100))
+        );
+        let away = Standing::of(&gone("2026-12-06T09:59:49Z"), now, &s);
+        assert!(!away.serves());
+        assert!(
+            matches!(away, Standing::Away { deleted_at, .. } if deleted_at == "2026-12-06T10:59:49Z".parse::<Timestamp>().unwrap())
+        );
+        assert_eq!(
+            Standing::of(&gone("2026-12-06T08:59:59Z"), now, &s),
+            Standing::Expired
+        );
+        assert_eq!(
+            Standing::of(&SessionState::Gone(None), now, &s),
+            Standing::Starting
+        );
+    }
+}
