@@ -35,7 +35,7 @@ enum Command {
     /// Bring your requests to a workload to this machine: `pontoon bridge -n
     /// shop deploy/api --port 8080:80 --header x-dev=alice` (through the
     /// Kubernetes API server only; Ctrl-C puts everything back).
-    Bridge(Box<pontoon::developer::bridge::BridgeArgs>),
+    Bridge(Box<pontoon::developer::args::BridgeArgs>),
     /// Serve one developer's bridges in the cluster (the `tunnel`
     /// connection provider's relay pod runs this).
     Relay(pontoon::developer::relay::RelayArgs),

@@ -2,6 +2,7 @@
 //! target back, whether a step changed anything, and how to say what
 //! differs. No I/O, so every verdict the suite prints is unit-tested here.
 
+use pontoon_provider_sdk::image::same_image;
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::{
@@ -10,8 +11,6 @@ use k8s_openapi::api::{
 };
 use kube::{Resource, ResourceExt};
 use serde_json::json;
-
-use crate::plugins::CallError;
 
 /// The one change to a pod template a restore may make: `kubectl rollout
 /// restart`'s annotation, which rolls the pods back to the template.
@@ -102,22 +101,6 @@ pub(super) fn container_json(container: &Container) -> serde_json::Value {
         }
     }
     value
-}
-
-/// Whether two image references name the same image, as runtimes report
-/// them (`nginx:1.27` is `docker.io/library/nginx:1.27`).
-fn same_image(a: &str, b: &str) -> bool {
-    fn normal(image: &str) -> String {
-        let image = image.strip_prefix("docker.io/").unwrap_or(image);
-        let image = image.strip_prefix("library/").unwrap_or(image);
-        let last = image.rsplit('/').next().unwrap_or(image);
-        if last.contains(':') || last.contains('@') {
-            image.to_string()
-        } else {
-            format!("{image}:latest")
-        }
-    }
-    normal(a) == normal(b)
 }
 
 /// JSON pointers where `a` and `b` differ (at most `limit`), for messages.
@@ -259,61 +242,6 @@ pub(super) fn shape_problem(
     })
 }
 
-/// What is in the scratch namespaces, by `Kind namespace/name`, with the
-/// content a provider could change (spec, data, labels).
-pub(super) type Snapshot = BTreeMap<String, serde_json::Value>;
-
-pub(super) fn expect_bool(outcome: Result<bool, CallError>, expected: bool) -> Result<(), String> {
-    match outcome {
-        Ok(value) if value == expected => Ok(()),
-        Ok(value) => Err(format!("returned {value}")),
-        Err(err) => Err(err.to_string()),
-    }
-}
-
-pub(super) fn same(first: &Snapshot, second: &Snapshot) -> Result<(), String> {
-    let mut differences = Vec::new();
-    for (key, value) in second {
-        match first.get(key) {
-            None => differences.push(format!("{key} appeared")),
-            Some(old) if old != value => differences.push(format!("{key} changed")),
-            Some(_) => {}
-        }
-    }
-    differences.extend(
-        first
-            .keys()
-            .filter(|k| !second.contains_key(*k))
-            .map(|k| format!("{k} disappeared")),
-    );
-    if differences.is_empty() {
-        Ok(())
-    } else {
-        Err(differences.join("; "))
-    }
-}
-
-pub(super) fn leftovers(before: &Snapshot, after: &Snapshot) -> Result<(), String> {
-    let left: Vec<&str> = after
-        .keys()
-        .filter(|k| !before.contains_key(*k))
-        .map(String::as_str)
-        .collect();
-    let lost: Vec<&str> = before
-        .keys()
-        .filter(|k| !after.contains_key(*k))
-        .map(String::as_str)
-        .collect();
-    match (left.is_empty(), lost.is_empty()) {
-        (true, true) => Ok(()),
-        (false, _) => Err(format!("left behind: {}", left.join(", "))),
-        (true, false) => Err(format!(
-            "deleted what it did not create: {}",
-            lost.join(", ")
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -353,49 +281,6 @@ mod tests {
 
     fn template(image: &str) -> serde_json::Value {
         json!({ "spec": { "containers": [{ "name": "app", "image": image }] } })
-    }
-
-    fn snapshot(entries: &[(&str, serde_json::Value)]) -> Snapshot {
-        entries
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect()
-    }
-
-    #[test]
-    fn same_image_treats_docker_hub_short_names_as_the_full_reference() {
-        assert!(same_image("nginx:1.27", "docker.io/library/nginx:1.27"));
-        assert!(same_image("docker.io/library/nginx:1.27", "nginx:1.27"));
-        assert!(same_image("library/nginx:1.27", "nginx:1.27"));
-        assert!(same_image(
-            "docker.io/bitnami/nginx:1.27",
-            "bitnami/nginx:1.27"
-        ));
-    }
-
-    #[test]
-    fn same_image_reads_a_missing_tag_as_latest() {
-        assert!(same_image("nginx", "nginx:latest"));
-        assert!(same_image("nginx", "docker.io/library/nginx:latest"));
-        assert!(!same_image("nginx", "nginx:1.27"));
-        // A registry's port is not a tag.
-        assert!(same_image("registry:5000/app", "registry:5000/app:latest"));
-    }
-
-    #[test]
-    fn same_image_tells_other_tags_digests_and_registries_apart() {
-        assert!(!same_image("nginx:1.27", "nginx:1.26"));
-        assert!(!same_image("nginx:1.27", "ghcr.io/carrier2/carrier2:1.27"));
-        assert!(!same_image("nginx:1.27", "quay.io/library/nginx:1.27"));
-        assert!(same_image(
-            "nginx@sha256:0123abcd",
-            "docker.io/library/nginx@sha256:0123abcd"
-        ));
-        assert!(!same_image(
-            "nginx@sha256:0123abcd",
-            "nginx@sha256:4567ef01"
-        ));
-        assert!(!same_image("nginx@sha256:0123abcd", "nginx:1.27"));
     }
 
     #[test]
@@ -669,86 +554,5 @@ mod tests {
                 r#"pod sample-1: container app runs "carrier2:0.1" (running: true), its spec asks for Some("nginx:1.27")"#
             )
         );
-    }
-
-    #[test]
-    fn expect_bool_passes_only_the_expected_answer() {
-        assert_eq!(expect_bool(Ok(true), true), Ok(()));
-        assert_eq!(expect_bool(Ok(false), false), Ok(()));
-        assert_eq!(expect_bool(Ok(false), true), Err("returned false".into()));
-        let trap = CallError::Trap {
-            module: "sample".into(),
-            step: "target-exists",
-            message: "unreachable".into(),
-        };
-        assert_eq!(
-            expect_bool(Err(trap), true),
-            Err("module `sample` trapped in `target-exists`: unreachable".into())
-        );
-    }
-
-    #[test]
-    fn same_accepts_an_unchanged_snapshot() {
-        let first = snapshot(&[("ConfigMap conformance-x/restore", json!({ "a": 1 }))]);
-        assert_eq!(same(&first, &first.clone()), Ok(()));
-        assert_eq!(same(&Snapshot::new(), &Snapshot::new()), Ok(()));
-    }
-
-    #[test]
-    fn same_names_what_appeared_changed_and_disappeared() {
-        let first = snapshot(&[
-            ("ConfigMap ns/kept", json!(1)),
-            ("Deployment ns/sample", json!({ "replicas": 2 })),
-            ("Service ns/old", json!(1)),
-        ]);
-        let second = snapshot(&[
-            ("ConfigMap ns/kept", json!(1)),
-            ("Deployment ns/sample", json!({ "replicas": 3 })),
-            ("Deployment ns/sample-shadow", json!(1)),
-        ]);
-        assert_eq!(
-            same(&first, &second),
-            Err("Deployment ns/sample changed; Deployment ns/sample-shadow appeared; Service ns/old disappeared".into())
-        );
-    }
-
-    #[test]
-    fn leftovers_names_the_objects_left_behind() {
-        let before = snapshot(&[("Deployment ns/sample", json!(1))]);
-        let after = snapshot(&[
-            ("ConfigMap ops/restore", json!(1)),
-            ("Deployment ns/sample", json!(1)),
-            ("Deployment ns/sample-shadow", json!(1)),
-        ]);
-        assert_eq!(
-            leftovers(&before, &after),
-            Err("left behind: ConfigMap ops/restore, Deployment ns/sample-shadow".into())
-        );
-    }
-
-    #[test]
-    fn leftovers_names_what_was_deleted_that_the_provider_did_not_create() {
-        let before = snapshot(&[
-            ("Deployment ns/sample", json!(1)),
-            ("Service ns/sample", json!(1)),
-        ]);
-        let after = snapshot(&[("Deployment ns/sample", json!(1))]);
-        assert_eq!(
-            leftovers(&before, &after),
-            Err("deleted what it did not create: Service ns/sample".into())
-        );
-        // What is left behind is named first, when both happened.
-        let after = snapshot(&[("ConfigMap ops/restore", json!(1))]);
-        assert_eq!(
-            leftovers(&before, &after),
-            Err("left behind: ConfigMap ops/restore".into())
-        );
-    }
-
-    #[test]
-    fn leftovers_looks_only_at_which_objects_exist() {
-        let before = snapshot(&[("Deployment ns/sample", json!({ "image": "nginx" }))]);
-        let after = snapshot(&[("Deployment ns/sample", json!({ "image": "carrier2" }))]);
-        assert_eq!(leftovers(&before, &after), Ok(()));
     }
 }

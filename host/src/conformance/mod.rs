@@ -26,6 +26,7 @@ mod compare;
 mod connection;
 mod fixtures;
 mod report;
+mod snapshot;
 mod suite;
 mod writes;
 

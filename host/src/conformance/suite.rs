@@ -20,11 +20,10 @@ use kube::{Api, Client, Resource, ResourceExt, api::ListParams};
 use serde_json::json;
 
 use super::{
-    compare::{
-        Snapshot, TargetShape, expect_bool, leftovers, restore_problem, same, shape_problem,
-    },
+    compare::{TargetShape, restore_problem, shape_problem},
     fixtures::{SAMPLE_IMAGE, TargetKind},
     report::Check,
+    snapshot::{Snapshot, expect_bool, leftovers, same},
     writes::put_back_problem,
 };
 use crate::plugins::{

@@ -18,23 +18,22 @@
 
 use std::{
     collections::BTreeMap,
-    path::PathBuf,
     process::ExitCode,
     time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, anyhow, bail};
-use clap::Args;
 use k8s_openapi::api::{authentication::v1::SelfSubjectReview, core::v1::Pod};
 use kube::{Api, Client, ResourceExt, api::PostParams};
-use pontoon_provider_sdk::target::Target;
 use pontoon_tunnel::{Session, SessionError, SessionEvent};
 use serde_json::{Value, json};
-use tokio::signal::unix::{SignalKind, signal};
 
 use super::{
+    args::BridgeArgs,
     forward,
+    interrupts::Interrupts,
     objects::{self, BridgeRequest},
+    plan::Plan,
     progress::Progress,
     reachable::{self, Reach},
     workload::{self, Workload},
@@ -43,70 +42,6 @@ use crate::{
     bridge::connections::ENDPOINTS_ANNOTATION,
     bridge_mount::crd::{GefyraBridge, GefyraBridgeMount},
 };
-
-#[derive(Args, Debug)]
-pub struct BridgeArgs {
-    /// The workload whose requests to take: deploy/NAME, sts/NAME or pod/NAME.
-    #[arg(value_name = "WORKLOAD")]
-    workload: String,
-    /// The workload's namespace (default: the kubeconfig context's).
-    #[arg(short = 'n', long)]
-    namespace: Option<String>,
-    /// The container whose port to take (default: the only one).
-    #[arg(short = 'c', long)]
-    container: Option<String>,
-    /// LOCAL:REMOTE: requests to the container's port REMOTE that match go
-    /// to port LOCAL of this machine. Repeatable.
-    #[arg(
-        short = 'p',
-        long = "port",
-        value_name = "LOCAL:REMOTE",
-        required = true
-    )]
-    ports: Vec<String>,
-    /// Take requests with this header value (exact). Repeatable; every
-    /// match given must hold.
-    #[arg(long = "header", value_name = "NAME=VALUE")]
-    headers: Vec<String>,
-    /// Take requests whose header starts with VALUE.
-    #[arg(long = "header-prefix", value_name = "NAME=VALUE")]
-    header_prefixes: Vec<String>,
-    /// Take requests whose header matches the regular expression.
-    #[arg(long = "header-regex", value_name = "NAME=REGEX")]
-    header_regexes: Vec<String>,
-    /// Take requests for exactly this path.
-    #[arg(long = "path", value_name = "PATH")]
-    paths: Vec<String>,
-    /// Take requests whose path starts with PATH.
-    #[arg(long = "path-prefix", value_name = "PATH")]
-    path_prefixes: Vec<String>,
-    /// Where on this side requests go: HOST (with each LOCAL port) or, with
-    /// one --port, HOST:PORT.
-    #[arg(long, value_name = "HOST[:PORT]", default_value = "127.0.0.1")]
-    to: String,
-    /// The kubeconfig (default: KUBECONFIG, else ~/.kube/config).
-    #[arg(long, value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context (default: its current one).
-    #[arg(long, value_name = "NAME")]
-    context: Option<String>,
-    /// Where mounts and bridges live (Gefyra's namespace).
-    #[arg(long, default_value = "gefyra", env = "PONTOON_MOUNT_NAMESPACE")]
-    mount_namespace: String,
-    /// The connection provider that reaches this machine.
-    #[arg(long, default_value = "tunnel")]
-    connection_provider: String,
-    /// How long each wait (mount, bridge, relay) may take.
-    #[arg(long, value_name = "SECONDS", default_value_t = 120)]
-    timeout: u64,
-    /// Print only the result line and errors, even on a terminal.
-    #[arg(short, long)]
-    quiet: bool,
-    /// A command to run with the container's environment; the bridge ends
-    /// when it exits, with its exit code.
-    #[arg(last = true, value_name = "COMMAND")]
-    command: Vec<String>,
-}
 
 /// Runs the command; the exit code is the run's (the command's, with one).
 pub async fn run(args: BridgeArgs) -> anyhow::Result<ExitCode> {
@@ -332,108 +267,6 @@ async fn cleanup(
     left
 }
 
-/// What the developer asked for, parsed before anything is touched.
-struct Plan {
-    target: Target,
-    /// (local, remote)
-    ports: Vec<(u16, u16)>,
-    matches: Vec<Value>,
-    /// Where each local port's requests go on this side.
-    to: BTreeMap<u16, String>,
-    /// For the result line.
-    described: String,
-}
-
-impl Plan {
-    fn of(args: &BridgeArgs) -> anyhow::Result<Self> {
-        let target = Target::parse(&args.workload).map_err(|e| anyhow!("{e}"))?;
-        let mut ports = Vec::new();
-        for mapping in &args.ports {
-            let parsed = mapping.split_once(':').and_then(|(l, r)| {
-                Some((
-                    l.trim().parse::<u16>().ok().filter(|p| *p > 0)?,
-                    r.trim().parse::<u16>().ok().filter(|p| *p > 0)?,
-                ))
-            });
-            match parsed {
-                Some(pair) if ports.iter().any(|(_, r)| *r == pair.1) => {
-                    bail!("--port {mapping}: remote port {} is given twice", pair.1)
-                }
-                Some(pair) => ports.push(pair),
-                None => bail!("--port {mapping}: expected LOCAL:REMOTE, e.g. 8080:80"),
-            }
-        }
-        let mut matches = Vec::new();
-        let mut described = Vec::new();
-        for (given, kind, flag) in [
-            (&args.headers, "exact", "--header"),
-            (&args.header_prefixes, "prefix", "--header-prefix"),
-            (&args.header_regexes, "regex", "--header-regex"),
-        ] {
-            for pair in given {
-                let Some((name, value)) = pair.split_once('=').filter(|(n, _)| !n.is_empty())
-                else {
-                    bail!("{flag} {pair}: expected NAME=VALUE, e.g. x-dev=alice");
-                };
-                matches.push(json!({"matchHeader": {"name": name, "value": value, "type": kind}}));
-                described.push(match kind {
-                    "exact" => format!("{name}: {value}"),
-                    "prefix" => format!("{name}: {value}…"),
-                    _ => format!("{name} ~ /{value}/"),
-                });
-            }
-        }
-        for (given, kind) in [(&args.paths, "exact"), (&args.path_prefixes, "prefix")] {
-            for path in given {
-                if !path.starts_with('/') {
-                    bail!("path `{path}` must start with /");
-                }
-                matches.push(json!({"matchPath": {"path": path, "type": kind}}));
-                described.push(match kind {
-                    "exact" => format!("path {path}"),
-                    _ => format!("path {path}…"),
-                });
-            }
-        }
-        if matches.is_empty() {
-            bail!(
-                "say which requests are yours: --header x-dev=alice (or --header-prefix, \
-                 --header-regex, --path, --path-prefix); everyone else's keep going to the shadow"
-            );
-        }
-        let to = destinations(&args.to, &ports)?;
-        Ok(Self {
-            target,
-            ports,
-            matches,
-            to,
-            described: described.join(" and "),
-        })
-    }
-}
-
-/// Local port → `host:port` on this side.
-fn destinations(to: &str, ports: &[(u16, u16)]) -> anyhow::Result<BTreeMap<u16, String>> {
-    let (host, port) = match to.rsplit_once(':') {
-        Some((host, port)) if !host.contains(':') || host.starts_with('[') => {
-            let port = port
-                .parse::<u16>()
-                .ok()
-                .filter(|p| *p > 0)
-                .with_context(|| format!("--to {to}: `{port}` is not a port"))?;
-            (host.to_string(), Some(port))
-        }
-        _ => (to.to_string(), None),
-    };
-    if port.is_some() && ports.len() != 1 {
-        bail!("--to {to} names a port: give exactly one --port with it");
-    }
-    Ok(ports
-        .iter()
-        .map(|(local, _)| (*local, format!("{host}:{}", port.unwrap_or(*local))))
-        .collect())
-}
-
 async fn kube_config(args: &BridgeArgs) -> anyhow::Result<kube::Config> {
     use kube::config::{KubeConfigOptions, Kubeconfig};
     let options = KubeConfigOptions {
@@ -467,28 +300,6 @@ async fn whoami(client: &Client) -> anyhow::Result<String> {
         .and_then(|u| u.username)
         .filter(|u| !u.is_empty())
         .context("the API server did not say who you are (SelfSubjectReview without a user name)")
-}
-
-/// The first and every later Ctrl-C or SIGTERM.
-struct Interrupts {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-}
-
-impl Interrupts {
-    fn new() -> anyhow::Result<Self> {
-        Ok(Self {
-            term: signal(SignalKind::terminate())?,
-            int: signal(SignalKind::interrupt())?,
-        })
-    }
-
-    async fn next(&mut self) {
-        tokio::select! {
-            _ = self.term.recv() => {}
-            _ = self.int.recv() => {}
-        }
-    }
 }
 
 /// How long a lost or not yet listening relay is tried every 100 ms before every 2 s.
@@ -873,85 +684,4 @@ fn message(bridge: &GefyraBridge) -> String {
         .and_then(Value::as_str)
         .unwrap_or("(no message yet)")
         .to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: BridgeArgs,
-    }
-
-    fn plan(line: &[&str]) -> anyhow::Result<Plan> {
-        let cli = Cli::try_parse_from(std::iter::once("bridge").chain(line.iter().copied()))?;
-        Plan::of(&cli.args)
-    }
-
-    #[test]
-    fn a_developers_flags_become_rules_and_routes() {
-        let given = plan(&[
-            "deploy/api",
-            "-p",
-            "8080:80",
-            "--header",
-            "x-dev=alice",
-            "--path-prefix",
-            "/v2",
-        ])
-        .unwrap();
-        assert_eq!(given.ports, [(8080, 80)]);
-        assert_eq!(given.to[&8080], "127.0.0.1:8080");
-        assert_eq!(
-            given.matches,
-            [
-                json!({"matchHeader": {"name": "x-dev", "value": "alice", "type": "exact"}}),
-                json!({"matchPath": {"path": "/v2", "type": "prefix"}}),
-            ]
-        );
-        assert_eq!(given.described, "x-dev: alice and path /v2…");
-        let to = plan(&[
-            "deploy/api",
-            "-p",
-            "8080:80",
-            "--header",
-            "a=b",
-            "--to",
-            "10.0.0.5:9000",
-        ])
-        .unwrap();
-        assert_eq!(to.to[&8080], "10.0.0.5:9000");
-    }
-
-    #[test]
-    fn what_cannot_work_is_refused_before_anything_is_touched() {
-        let err = |line: &[&str]| plan(line).err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(err(&["deploy/api", "-p", "8080:80"]).contains("say which requests are yours"));
-        assert!(
-            err(&["deploy/api", "-p", "80", "--header", "a=b"]).contains("expected LOCAL:REMOTE")
-        );
-        assert!(
-            err(&["deploy/api", "-p", "1:80", "-p", "2:80", "--header", "a=b"])
-                .contains("given twice")
-        );
-        assert!(err(&["deploy/api", "-p", "1:80", "--header", "novalue"]).contains("NAME=VALUE"));
-        assert!(err(&["job/x", "-p", "1:80", "--header", "a=b"]).contains("job"));
-        assert!(
-            err(&[
-                "deploy/api",
-                "-p",
-                "1:80",
-                "-p",
-                "2:81",
-                "--header",
-                "a=b",
-                "--to",
-                "h:9"
-            ])
-            .contains("exactly one --port")
-        );
-    }
 }

@@ -5,9 +5,12 @@
 //! rights; `pontoon relay` is the cluster end, run by the `tunnel`
 //! connection provider's pod.
 
+pub mod args;
 pub mod bridge;
 mod forward;
+mod interrupts;
 mod objects;
+mod plan;
 mod progress;
 mod reachable;
 pub mod relay;

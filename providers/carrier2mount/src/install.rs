@@ -252,7 +252,7 @@ impl Plan<'_> {
         let spec_runs_carrier = container
             .image
             .as_deref()
-            .is_some_and(|image| pods::same_image(image, carrier));
+            .is_some_and(|image| pontoon_provider_sdk::image::same_image(image, carrier));
         if !spec_runs_carrier {
             // The pod's own copy of its original comes with the image swap,
             // in one patch: it carries it exactly as long as it runs Carrier2.
@@ -280,7 +280,7 @@ impl Plan<'_> {
             return Ok(PodState::Patched);
         }
         match pods::running_image(pod, &container.name) {
-            Some(running) if pods::same_image(running, carrier) => {}
+            Some(running) if pontoon_provider_sdk::image::same_image(running, carrier) => {}
             _ => return Ok(PodState::Waiting),
         }
         self.commit(pod, container, index).map(PodState::Commit)
@@ -305,7 +305,7 @@ impl Plan<'_> {
         let runs_carrier = container
             .image
             .as_deref()
-            .is_some_and(|image| pods::same_image(image, carrier));
+            .is_some_and(|image| pontoon_provider_sdk::image::same_image(image, carrier));
         if !runs_carrier {
             let entry = self.entry(pod, &container.name, current_config(container));
             return match found {

@@ -12,10 +12,7 @@
 use pontoon_provider_sdk::k8s_openapi::api::core::v1::Pod;
 use serde::{Deserialize, Serialize};
 
-use crate::{
-    pods,
-    restore::{Entry, OriginalConfig},
-};
+use crate::restore::{Entry, OriginalConfig};
 
 /// The annotation on a patched pod holding its container's original.
 pub const ANNOTATION: &str = "pontoon.dev/original-container";
@@ -112,9 +109,9 @@ fn checked(original: OriginalConfig, carrier_image: &str) -> Result<OriginalConf
         Some(image) if image.trim().is_empty() || image.chars().any(char::is_whitespace) => {
             Err(format!("names `{image}`, which is not an image reference"))
         }
-        Some(image) if pods::same_image(image, carrier_image) => Err(format!(
-            "names the Carrier2 image `{image}` as the original"
-        )),
+        Some(image) if pontoon_provider_sdk::image::same_image(image, carrier_image) => Err(
+            format!("names the Carrier2 image `{image}` as the original"),
+        ),
         Some(_) => Ok(original),
     }
 }

@@ -30,25 +30,7 @@ pub fn container_status<'a>(pod: &'a Pod, name: &str) -> Option<&'a ContainerSta
         .find(|s| s.name == name)
 }
 
-/// An image reference as a container runtime reports it: registry
-/// `docker.io` and namespace `library` spelled out or not, tag `latest`
-/// implied. `nginx`, `nginx:latest` and `docker.io/library/nginx:latest` are
-/// the same image.
-fn normalized(image: &str) -> String {
-    let image = image.trim();
-    let image = image.strip_prefix("docker.io/").unwrap_or(image);
-    let image = image.strip_prefix("library/").unwrap_or(image);
-    let last = image.rsplit('/').next().unwrap_or(image);
-    if last.contains(':') || last.contains('@') {
-        image.to_string()
-    } else {
-        format!("{image}:latest")
-    }
-}
-
-pub fn same_image(a: &str, b: &str) -> bool {
-    normalized(a) == normalized(b)
-}
+use pontoon_provider_sdk::image::same_image;
 
 /// The image a container's spec asks for.
 pub fn spec_image<'a>(pod: &'a Pod, container: &str) -> Option<&'a str> {
@@ -212,22 +194,6 @@ pub(crate) mod tests {
                 ..Default::default()
             }),
         }
-    }
-
-    #[test]
-    fn images_compare_as_runtimes_report_them() {
-        assert!(same_image("nginx", "docker.io/library/nginx:latest"));
-        assert!(same_image("nginx:1.27", "docker.io/library/nginx:1.27"));
-        assert!(same_image(
-            "quay.io/gefyra/carrier2:latest",
-            "quay.io/gefyra/carrier2:latest"
-        ));
-        assert!(same_image(
-            "localhost:5000/app",
-            "localhost:5000/app:latest"
-        ));
-        assert!(!same_image("nginx:1.27", "nginx:1.28"));
-        assert!(!same_image("quay.io/gefyra/carrier2", "nginx"));
     }
 
     #[test]

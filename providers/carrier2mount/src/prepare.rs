@@ -255,7 +255,7 @@ fn original_of_patched_pod(
     let runs_carrier = container
         .image
         .as_deref()
-        .is_some_and(|image| pods::same_image(image, ctx.carrier_image()));
+        .is_some_and(|image| pontoon_provider_sdk::image::same_image(image, ctx.carrier_image()));
     if workload.kind != TargetKind::Pod || !runs_carrier {
         return Ok(None);
     }

@@ -130,8 +130,9 @@ fn upstream_condition(ctx: &Ctx, originals: &[Pod]) -> Condition {
         return Condition::new(UPSTREAM_SET, false, "no original pods found");
     }
     let runs_carrier = |pod: &Pod| {
-        pods::running_image(pod, ctx.container())
-            .is_some_and(|image| pods::same_image(image, ctx.carrier_image()))
+        pods::running_image(pod, ctx.container()).is_some_and(|image| {
+            pontoon_provider_sdk::image::same_image(image, ctx.carrier_image())
+        })
     };
     let seen = configured::recent();
     let seen_configured = |pod: &Pod| {

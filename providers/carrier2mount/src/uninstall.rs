@@ -538,12 +538,12 @@ fn lagging_pods(ctx: &Ctx, original_pods: &[Pod]) -> Vec<String> {
         let Some(spec) = pods::spec_image(pod, ctx.container()) else {
             continue;
         };
-        if pods::same_image(spec, carrier) {
+        if pontoon_provider_sdk::image::same_image(spec, carrier) {
             lagging.push(format!("{name} still asks for {carrier}"));
             continue;
         }
         match pods::running_image(pod, ctx.container()) {
-            Some(running) if pods::same_image(running, spec) => {}
+            Some(running) if pontoon_provider_sdk::image::same_image(running, spec) => {}
             Some(running) => lagging.push(format!("{name} runs {running}, not {spec} yet")),
             None => lagging.push(format!("{name} has not started {spec} yet")),
         }

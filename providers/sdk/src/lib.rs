@@ -106,6 +106,7 @@ pub mod config_filter;
 pub mod connection;
 #[cfg(any(feature = "bridge-mount", feature = "connection", test))]
 mod contract;
+pub mod image;
 #[cfg(any(
     feature = "bridge-mount",
     feature = "config-filter",

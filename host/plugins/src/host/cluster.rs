@@ -5,13 +5,11 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api,
-    api::{
-        AttachParams, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
-    },
+    api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions},
     runtime::events::{Event, EventType as KubeEventType},
 };
-use tokio::io::AsyncWriteExt;
 
+use super::exec::exec;
 use crate::{
     Journal,
     access::{ClusterAccess, api_error},
@@ -268,25 +266,12 @@ impl crate::bindings::provider::pontoon::provider::cluster::Host for CallState {
         let s = parse_object(&namespace, &object)?;
         let _timed = self.timed(|| format!("create {} {namespace}/{}", s.kind, s.name));
         let (access, api) = self.submitted_api(&s, &namespace, Verb::Create).await?;
-        let journal = access.journal.clone();
-        let freshness = access.freshness.clone();
-        let _turn = access
-            .writes
-            .turn(&s.api_version, &s.kind, &namespace, &s.name)
-            .await;
-        let created = api
-            .create(&PostParams::default(), &s.object)
-            .await
-            .map_err(api_error)?;
-        freshness.wrote(
-            &s.api_version,
-            &s.kind,
-            created.metadata.resource_version.as_deref(),
-        );
-        if let Some(journal) = journal {
-            journal.wrote(&s.reference(&namespace), "create");
-        }
-        to_json(&created)
+        let reference = s.reference(&namespace);
+        // A created object had no earlier state for the journal to keep.
+        write(access, &api, &reference, Write::Create, async {
+            api.create(&PostParams::default(), &s.object).await
+        })
+        .await
     }
 
     async fn apply(&mut self, namespace: String, object: String) -> Result<String, ClusterError> {
@@ -294,29 +279,11 @@ impl crate::bindings::provider::pontoon::provider::cluster::Host for CallState {
         let _timed = self.timed(|| format!("apply {} {namespace}/{}", s.kind, s.name));
         let (access, api) = self.submitted_api(&s, &namespace, Verb::Apply).await?;
         let params = PatchParams::apply(&access.field_manager).force();
-        let journal = access.journal.clone();
-        let freshness = access.freshness.clone();
-        let _turn = access
-            .writes
-            .turn(&s.api_version, &s.kind, &namespace, &s.name)
-            .await;
         let reference = s.reference(&namespace);
-        if let Some(journal) = &journal {
-            journal.before_write(&api, &reference).await?;
-        }
-        let applied = api
-            .patch(&s.name, &params, &Patch::Apply(&s.object))
-            .await
-            .map_err(api_error)?;
-        freshness.wrote(
-            &s.api_version,
-            &s.kind,
-            applied.metadata.resource_version.as_deref(),
-        );
-        if let Some(journal) = journal {
-            journal.wrote(&reference, "apply");
-        }
-        to_json(&applied)
+        write(access, &api, &reference, Write::Apply, async {
+            api.patch(&s.name, &params, &Patch::Apply(&s.object)).await
+        })
+        .await
     }
 
     async fn patch(
@@ -340,28 +307,10 @@ impl crate::bindings::provider::pontoon::provider::cluster::Host for CallState {
             field_manager: Some(access.field_manager.clone()),
             ..Default::default()
         };
-        let journal = access.journal.clone();
-        let freshness = access.freshness.clone();
-        let _turn = access
-            .writes
-            .turn(&r.api_version, &r.kind, &r.namespace, &r.name)
-            .await;
-        if let Some(journal) = &journal {
-            journal.before_write(&api, &r).await?;
-        }
-        let patched = api
-            .patch(&r.name, &params, &patch)
-            .await
-            .map_err(api_error)?;
-        freshness.wrote(
-            &r.api_version,
-            &r.kind,
-            patched.metadata.resource_version.as_deref(),
-        );
-        if let Some(journal) = journal {
-            journal.wrote(&r, "patch");
-        }
-        to_json(&patched)
+        write(access, &api, &r, Write::Patch, async {
+            api.patch(&r.name, &params, &patch).await
+        })
+        .await
     }
 
     async fn delete(&mut self, r: ObjectRef) -> Result<bool, ClusterError> {
@@ -512,6 +461,61 @@ impl crate::bindings::provider::pontoon::provider::cluster::Host for CallState {
 static EVENTS_IN_FLIGHT: std::sync::LazyLock<std::sync::Arc<tokio::sync::Semaphore>> =
     std::sync::LazyLock::new(|| std::sync::Arc::new(tokio::sync::Semaphore::new(64)));
 
+/// A write of the `cluster` interface that leaves the object in place.
+#[derive(Clone, Copy)]
+enum Write {
+    Create,
+    Apply,
+    Patch,
+}
+
+impl Write {
+    fn verb(self) -> &'static str {
+        match self {
+            Write::Create => "create",
+            Write::Apply => "apply",
+            Write::Patch => "patch",
+        }
+    }
+}
+
+/// Every create, apply and patch goes the same way: it waits for the
+/// object's turn (one write at a time to each object); the journal, when
+/// there is one, keeps the object as it was before its first write (a
+/// created object had none); the call; the list cache is told how fresh it
+/// must be to show the write; the journal records it.
+async fn write(
+    access: &ClusterAccess,
+    api: &Api<DynamicObject>,
+    reference: &ObjectRef,
+    kind: Write,
+    call: impl Future<Output = Result<DynamicObject, kube::Error>>,
+) -> Result<String, ClusterError> {
+    let _turn = access
+        .writes
+        .turn(
+            &reference.api_version,
+            &reference.kind,
+            &reference.namespace,
+            &reference.name,
+        )
+        .await;
+    let journal = access.journal.as_deref();
+    if let (Some(journal), Write::Apply | Write::Patch) = (journal, kind) {
+        journal.before_write(api, reference).await?;
+    }
+    let written = call.await.map_err(api_error)?;
+    access.freshness.wrote(
+        &reference.api_version,
+        &reference.kind,
+        written.metadata.resource_version.as_deref(),
+    );
+    if let Some(journal) = journal {
+        journal.wrote(reference, kind.verb());
+    }
+    to_json(&written)
+}
+
 /// Deletes `r`; `false` when it was gone already. Recorded in `journal`.
 async fn delete(
     api: &Api<DynamicObject>,
@@ -531,99 +535,6 @@ async fn delete(
         journal.wrote(r, "delete");
     }
     Ok(deleted)
-}
-
-async fn exec(
-    pods: &Api<Pod>,
-    pod: &str,
-    container: &str,
-    command: Vec<String>,
-    stdin: Option<Vec<u8>>,
-) -> Result<ExecOutput, ClusterError> {
-    let params = AttachParams::default()
-        .container(container)
-        .stdin(stdin.is_some())
-        .stdout(true)
-        .stderr(true);
-    let mut process = pods
-        .exec(pod, command, &params)
-        .await
-        .map_err(|err| match err {
-            kube::Error::Api(status) if status.is_not_found() => {
-                ClusterError::NotFound(status.message)
-            }
-            other => ClusterError::Api(format!("exec in {pod}/{container}: {other}")),
-        })?;
-    if let (Some(input), Some(mut writer)) = (stdin, process.stdin()) {
-        writer.write_all(&input).await.map_err(|e| {
-            ClusterError::Api(format!("writing stdin of exec in {pod}/{container}: {e}"))
-        })?;
-        // Dropping the writer closes stdin, so the command sees end of input.
-    }
-    let status = process.take_status();
-    // Refused by the host, as a call outside the scope is: `denied`.
-    let capped = |stream: &str| {
-        ClusterError::Denied(format!(
-            "exec in pod `{pod}` (container `{container}`): its {stream} passed {} MiB, the most \
-             an exec may return; the command was stopped (a file read back that never ends, a \
-             link to a device, say)",
-            MAX_EXEC_OUTPUT / (1024 * 1024)
-        ))
-    };
-    let (stdout, stderr) = tokio::try_join!(
-        read_bounded(process.stdout(), || capped("stdout")),
-        read_bounded(process.stderr(), || capped("stderr"))
-    )
-    .map_err(|e| match e {
-        Bounded::Capped(err) => err,
-        Bounded::Io(e) => {
-            ClusterError::Api(format!("reading output of exec in {pod}/{container}: {e}"))
-        }
-    })?;
-    let status = match status {
-        Some(status) => status.await,
-        None => None,
-    };
-    process
-        .join()
-        .await
-        .map_err(|e| ClusterError::Api(format!("exec in {pod}/{container}: {e}")))?;
-    Ok(ExecOutput {
-        stdout,
-        stderr,
-        exit_code: exit_code(status.as_ref()),
-    })
-}
-
-/// The most one exec stream (stdout or stderr) may return: a pod decides
-/// what its commands print, and the operator holds every tenant's calls.
-pub const MAX_EXEC_OUTPUT: usize = 1024 * 1024;
-
-enum Bounded {
-    Capped(ClusterError),
-    Io(std::io::Error),
-}
-
-/// Reads `reader` to its end, at most [`MAX_EXEC_OUTPUT`] bytes: one more
-/// is `capped()` (and the stream is dropped, which ends the exec).
-async fn read_bounded(
-    reader: Option<impl tokio::io::AsyncRead + Unpin>,
-    capped: impl Fn() -> ClusterError,
-) -> Result<Vec<u8>, Bounded> {
-    use tokio::io::AsyncReadExt;
-    let mut buffer = Vec::new();
-    if let Some(reader) = reader {
-        let limit = u64::try_from(MAX_EXEC_OUTPUT + 1).unwrap_or(u64::MAX);
-        reader
-            .take(limit)
-            .read_to_end(&mut buffer)
-            .await
-            .map_err(Bounded::Io)?;
-    }
-    if buffer.len() > MAX_EXEC_OUTPUT {
-        return Err(Bounded::Capped(capped()));
-    }
-    Ok(buffer)
 }
 
 /// Objects a list asks the API server for at a time.
@@ -691,84 +602,10 @@ async fn list_bounded(
     }
 }
 
-/// The exit code from the API server's exec status: `Success`, or a
-/// `NonZeroExitCode` failure whose `ExitCode` cause carries the number (a
-/// kubelet), or a failure whose message ends in `exit status N` (kwok, which
-/// passes on its process error as text). -1 when none of these says.
-fn exit_code(status: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>) -> i32 {
-    let Some(status) = status else { return -1 };
-    if status.status.as_deref() == Some("Success") {
-        return 0;
-    }
-    let from_cause = status
-        .details
-        .as_ref()
-        .and_then(|d| d.causes.as_ref())
-        .and_then(|causes| {
-            causes
-                .iter()
-                .find(|c| c.reason.as_deref() == Some("ExitCode"))
-        })
-        .and_then(|c| c.message.as_deref())
-        .and_then(|m| m.trim().parse().ok());
-    let from_message = || {
-        status
-            .message
-            .as_deref()
-            .and_then(|m| m.trim_end().rsplit_once("exit status "))
-            .and_then(|(_, code)| code.parse().ok())
-    };
-    from_cause.or_else(from_message).unwrap_or(-1)
-}
-
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, StatusDetails};
-
-    use super::{exit_code, first_page, parse_object};
+    use super::{first_page, parse_object};
     use crate::bindings::ClusterError;
-
-    #[test]
-    fn exit_codes_from_a_kubelet_from_kwok_and_from_nowhere() {
-        let success = Status {
-            status: Some("Success".into()),
-            ..Default::default()
-        };
-        assert_eq!(exit_code(Some(&success)), 0);
-
-        let kubelet = Status {
-            status: Some("Failure".into()),
-            reason: Some("NonZeroExitCode".into()),
-            details: Some(StatusDetails {
-                causes: Some(vec![StatusCause {
-                    reason: Some("ExitCode".into()),
-                    message: Some("3".into()),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        assert_eq!(exit_code(Some(&kubelet)), 3);
-
-        let kwok = Status {
-            status: Some("Failure".into()),
-            message: Some(
-                "error executing command in container: cmd wait: sh -c exit 7: exit status 7"
-                    .into(),
-            ),
-            ..Default::default()
-        };
-        assert_eq!(exit_code(Some(&kwok)), 7);
-
-        let unknown = Status {
-            status: Some("Failure".into()),
-            message: Some("boom".into()),
-            ..Default::default()
-        };
-        assert_eq!(exit_code(Some(&unknown)), -1);
-        assert_eq!(exit_code(None), -1);
-    }
 
     #[test]
     fn a_list_asks_for_pages_even_where_any_version_does() {

@@ -3,6 +3,7 @@
 
 mod bridges;
 mod cluster;
+mod exec;
 mod log;
 mod notes;
 
