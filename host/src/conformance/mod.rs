@@ -24,6 +24,7 @@
 
 mod compare;
 mod connection;
+mod connection_answers;
 mod fixtures;
 mod report;
 mod snapshot;
