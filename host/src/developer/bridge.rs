@@ -35,7 +35,6 @@ use super::{
     objects::{self, BridgeRequest},
     plan::Plan,
     progress::Progress,
-    reachable::{self, Reach},
     workload::{self, Workload},
 };
 use crate::{
@@ -307,27 +306,31 @@ const RECONNECT_EAGER: Duration = Duration::from_secs(5);
 
 /// How long `pontoon bridge` waits for the cluster to reach a ready relay
 /// through its Service (kube-proxy syncs at most once a second).
-const REACHABLE_WAIT: Duration = Duration::from_secs(10);
+pub(super) const REACHABLE_WAIT: Duration = Duration::from_secs(10);
 
 /// The relay's session port and health port (`/ready`, `/reachable`), as
 /// the tunnel provider makes its pod.
 const RELAY_SESSION_PORT: u16 = 7000;
-const RELAY_HEALTH_PORT: u16 = 7001;
+pub(super) const RELAY_HEALTH_PORT: u16 = 7001;
+
+/// The label carrier2mount puts on what a mount made (its shadow Service
+/// among them), valued with the mount's uid.
+pub(super) const SHADOW_MARK: &str = "pontoon.dev/mount-uid";
 
 /// One run's objects and settings, once its bridge exists.
-struct Run {
-    client: Client,
+pub(super) struct Run {
+    pub(super) client: Client,
     /// Port-forwards to the relay (see `forward`).
-    forwarding: Client,
-    bridges: Api<GefyraBridge>,
-    bridge: String,
-    mount: String,
-    user: String,
-    plan: Plan,
-    progress: Progress,
-    wait: Duration,
-    namespace: String,
-    mount_namespace: String,
+    pub(super) forwarding: Client,
+    pub(super) bridges: Api<GefyraBridge>,
+    pub(super) bridge: String,
+    pub(super) mount: String,
+    pub(super) user: String,
+    pub(super) plan: Plan,
+    pub(super) progress: Progress,
+    pub(super) wait: Duration,
+    pub(super) namespace: String,
+    pub(super) mount_namespace: String,
 }
 
 /// The relay serves another session of this developer.
@@ -348,11 +351,11 @@ impl std::fmt::Display for Refusal {
 impl std::error::Error for Refusal {}
 
 /// Where the relay is and which of its ports serve which local port.
-struct Relay {
-    pod: String,
-    namespace: String,
+pub(super) struct Relay {
+    pub(super) pod: String,
+    pub(super) namespace: String,
     /// relay port → `host:port` on this side
-    routes: BTreeMap<u16, String>,
+    pub(super) routes: BTreeMap<u16, String>,
 }
 
 impl Run {
@@ -526,7 +529,7 @@ impl Run {
     }
 
     /// An ERROR bridge as what to change; a clash names the other client.
-    async fn refused(&self, bridge: &GefyraBridge) -> anyhow::Result<()> {
+    pub(super) async fn refused(&self, bridge: &GefyraBridge) -> anyhow::Result<()> {
         if bridge.bridge.state.as_deref() != Some("ERROR") {
             return Ok(());
         }
@@ -592,90 +595,9 @@ impl Run {
             tokio::time::sleep(pause).await;
         }
     }
-
-    /// The relay pod is Ready once it serves the session: the operator then
-    /// knows the developer is connected.
-    async fn wait_relay_ready(&self, relay: &Relay) -> anyhow::Result<()> {
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &relay.namespace);
-        let deadline = Instant::now() + self.wait;
-        loop {
-            let pod = pods.get(&relay.pod).await?;
-            let ready = pod
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True");
-            if ready {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "your relay {}/{} did not become ready within {}s",
-                    relay.namespace,
-                    relay.pod,
-                    self.wait.as_secs()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// Until cluster clients reach the relay through its Service; past
-    /// [`REACHABLE_WAIT`] the developer is told, and the run goes on (a
-    /// cluster whose pods cannot reach their own Service still serves
-    /// everyone else's pods).
-    async fn wait_reachable(&self, relay: &Relay) {
-        self.progress
-            .step("waiting for the cluster to reach your relay through its Service");
-        let deadline = Instant::now() + REACHABLE_WAIT.min(self.wait);
-        let reach = reachable::wait(
-            &self.forwarding,
-            &relay.namespace,
-            &relay.pod,
-            RELAY_HEALTH_PORT,
-            deadline,
-        )
-        .await;
-        if let Reach::NotYet(why) = reach {
-            self.progress.warn(format_args!(
-                "could not confirm within {}s that the cluster reaches your relay {}/{} \
-                 ({why}); requests may be refused until it does",
-                REACHABLE_WAIT.as_secs(),
-                relay.namespace,
-                relay.pod
-            ));
-        }
-    }
-
-    async fn wait_active(&self) -> anyhow::Result<()> {
-        let deadline = Instant::now() + self.wait;
-        let mut shown = String::new();
-        loop {
-            let bridge = self.bridges.get(&self.bridge).await?;
-            self.refused(&bridge).await?;
-            let state = bridge.bridge.state.clone().unwrap_or_default();
-            if state == "ACTIVE" {
-                return Ok(());
-            }
-            let now = format!("{state}: {}", message(&bridge));
-            if now != shown {
-                self.progress.step(format_args!("bridge {now}"));
-                shown = now;
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "GefyraBridge `{}` was not ACTIVE within {}s; it is {shown}",
-                    self.bridge,
-                    self.wait.as_secs()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
 }
 
-fn message(bridge: &GefyraBridge) -> String {
+pub(super) fn message(bridge: &GefyraBridge) -> String {
     bridge
         .bridge
         .status

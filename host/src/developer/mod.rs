@@ -14,4 +14,5 @@ mod plan;
 mod progress;
 mod reachable;
 pub mod relay;
+mod waits;
 mod workload;

@@ -1,6 +1,7 @@
-//! Whether cluster clients reach a developer's relay yet: asked of the relay
-//! itself (`GET /reachable` on its health port, through a port-forward), which
-//! dials its own Service.
+//! Whether cluster clients reach a developer's relay yet, and the shadow
+//! that takes everyone else's requests: asked of the relay itself (`GET
+//! /reachable` on its health port, through a port-forward), which dials its
+//! own Service, or the address it is given.
 //!
 //! The relay pod turning Ready is not yet traffic: the EndpointSlice, then
 //! every node's kube-proxy (at most one sync a second) must catch up, and in
@@ -33,15 +34,18 @@ const AGAIN: Duration = Duration::from_millis(100);
 
 /// Asks until the relay is reached through its Service, it cannot tell, or
 /// `deadline` passes.
+/// `to`: another address the relay dials (`host:port`) instead of its own
+/// Service.
 pub async fn wait(
     client: &Client,
     namespace: &str,
     pod: &str,
     health_port: u16,
+    to: Option<&str>,
     deadline: Instant,
 ) -> Reach {
     loop {
-        let why = match ask(client, namespace, pod, health_port).await {
+        let why = match ask(client, namespace, pod, health_port, to).await {
             Ok((200, _)) => return Reach::Reached,
             Ok((404, _)) => return Reach::CannotTell,
             Ok((_, body)) => body.trim().to_string(),
@@ -61,11 +65,15 @@ async fn ask(
     namespace: &str,
     pod: &str,
     health_port: u16,
+    to: Option<&str>,
 ) -> anyhow::Result<(u16, String)> {
     let mut stream = forward::open(client, namespace, pod, health_port).await?;
-    stream
-        .write_all(b"GET /reachable HTTP/1.1\r\nHost: relay\r\nConnection: close\r\n\r\n")
-        .await?;
+    let target = match to {
+        Some(to) => format!("/reachable?to={to}"),
+        None => "/reachable".to_string(),
+    };
+    let request = format!("GET {target} HTTP/1.1\r\nHost: relay\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
     // Read up to the body's length: a port-forward does not end when the pod's side closes.
     let mut answer = Vec::with_capacity(512);
     let read = async {

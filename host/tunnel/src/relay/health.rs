@@ -4,6 +4,9 @@
 //! - `GET /ready`: 200 only while a laptop's session is live, else 503 (readiness). So the
 //!   Pod's `Ready` condition, and `kubectl get pods`, say whether the developer is connected,
 //!   and a Service in front of the relay sends traffic only while someone receives it.
+//! - `GET /reachable?to=HOST:PORT`, over the port-forward only: 200 once a TCP connection
+//!   to that address is accepted (the shadow Service a bridge's mount sends everyone else's
+//!   requests to, which kube-proxy may not route yet either).
 //! - `GET /reachable`: 200 once a connection to the relay's own Service reaches this relay,
 //!   else 503 with why (404 when the relay was not told its Service). A pod turning Ready is
 //!   not yet traffic: the EndpointSlice and then every node's kube-proxy must catch up (up to
@@ -50,13 +53,15 @@ pub(super) async fn serve(
             accepted = listener.accept() => accepted,
         };
         match accepted {
-            Ok((tcp, _)) => {
+            Ok((tcp, peer)) => {
                 let live = live.clone();
                 let service = service.clone();
+                // The port-forward arrives on loopback; anyone else in the
+                // cluster through the pod's address.
+                let forwarded = peer.ip().is_loopback();
                 tasks.spawn(async move {
-                    if let Ok(Err(error)) =
-                        tokio::time::timeout(REQUEST_TIMEOUT, answer(tcp, &live, &service)).await
-                    {
+                    let answered = answer(tcp, &live, &service, forwarded);
+                    if let Ok(Err(error)) = tokio::time::timeout(REQUEST_TIMEOUT, answered).await {
                         tracing::debug!(%error, "health request");
                     }
                 });
@@ -75,6 +80,7 @@ async fn answer(
     mut tcp: TcpStream,
     live: &watch::Receiver<Option<Live>>,
     service: &OwnService,
+    forwarded: bool,
 ) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(512);
     let mut chunk = [0u8; 1024];
@@ -97,7 +103,8 @@ async fn answer(
     if method != "GET" && !head_only {
         return respond(&mut tcp, "405 Method Not Allowed", "", head_only).await;
     }
-    let path = target.split('?').next().unwrap_or("");
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let to = query.split('&').find_map(|pair| pair.strip_prefix("to="));
     match path {
         "/healthz" => respond(&mut tcp, "200 OK", "ok\n", head_only).await,
         "/ready" => {
@@ -119,12 +126,26 @@ async fn answer(
                 }
             }
         }
-        "/reachable" => match service {
-            None => {
+        "/reachable" => match (to, service) {
+            // Another Service (the shadow a bridge's mount sends everyone
+            // else's requests to): asked by the developer's own session
+            // only, so the relay dials nothing for anyone else.
+            (Some(_), _) if !forwarded => {
+                let body = "only through a port-forward\n";
+                respond(&mut tcp, "403 Forbidden", body, head_only).await
+            }
+            (Some(to), _) => match connect(to).await {
+                Ok(()) => respond(&mut tcp, "200 OK", &format!("reached {to}\n"), head_only).await,
+                Err(why) => {
+                    let body = format!("not reached {to}: {why}\n");
+                    respond(&mut tcp, "503 Service Unavailable", &body, head_only).await
+                }
+            },
+            (None, None) => {
                 let body = "this relay was not told its Service (--service)\n";
                 respond(&mut tcp, "404 Not Found", body, head_only).await
             }
-            Some(service) => match reach(service).await {
+            (None, Some(service)) => match reach(service).await {
                 Ok(()) => {
                     let body = format!("reached through {service}\n");
                     respond(&mut tcp, "200 OK", &body, head_only).await
@@ -136,6 +157,15 @@ async fn answer(
             },
         },
         _ => respond(&mut tcp, "404 Not Found", "", head_only).await,
+    }
+}
+
+/// Whether a TCP connection to `to` (`host:port`) is accepted within [`REACH_TIMEOUT`].
+async fn connect(to: &str) -> Result<(), String> {
+    match tokio::time::timeout(REACH_TIMEOUT, TcpStream::connect(to)).await {
+        Err(_) => Err(format!("no answer within {REACH_TIMEOUT:?}")),
+        Ok(Err(error)) => Err(error.to_string()),
+        Ok(Ok(_)) => Ok(()),
     }
 }
 
@@ -261,6 +291,20 @@ mod tests {
             answer.contains(&format!("not reached through {unreachable}: ")),
             "{answer}"
         );
+
+        // Another address, asked over loopback (as the port-forward asks).
+        let reached = get(
+            other_addr,
+            &format!("GET /reachable?to={addr} HTTP/1.1\r\n\r\n"),
+        )
+        .await;
+        assert!(reached.starts_with("HTTP/1.1 200 "), "{reached}");
+        let gone = get(
+            other_addr,
+            &format!("GET /reachable?to={unreachable} HTTP/1.1\r\n\r\n"),
+        )
+        .await;
+        assert!(gone.starts_with("HTTP/1.1 503 "), "{gone}");
 
         stop.cancel();
         server.await.unwrap();
