@@ -25,7 +25,7 @@ use std::{
 use anyhow::{Context as _, anyhow, bail};
 use k8s_openapi::api::{authentication::v1::SelfSubjectReview, core::v1::Pod};
 use kube::{Api, Client, ResourceExt, api::PostParams};
-use pontoon_tunnel::{Session, SessionError, SessionEvent};
+use pontoon_tunnel::{RelayConfig, Session, SessionError, SessionEvent};
 use serde_json::{Value, json};
 
 use super::{
@@ -308,10 +308,14 @@ const RECONNECT_EAGER: Duration = Duration::from_secs(5);
 /// through its Service (kube-proxy syncs at most once a second).
 pub(super) const REACHABLE_WAIT: Duration = Duration::from_secs(10);
 
-/// The relay's session port and health port (`/ready`, `/reachable`), as
-/// the tunnel provider makes its pod.
-const RELAY_SESSION_PORT: u16 = 7000;
-pub(super) const RELAY_HEALTH_PORT: u16 = 7001;
+/// The relay's session port and health port (`/ready`, `/reachable`):
+/// `pontoon relay`'s defaults, which the tunnel provider's pod keeps.
+fn relay_session_port() -> u16 {
+    RelayConfig::default().session_addr.port()
+}
+pub(super) fn relay_health_port() -> u16 {
+    RelayConfig::default().health_addr.port()
+}
 
 /// The label carrier2mount puts on what a mount made (its shadow Service
 /// among them), valued with the mount's uid.
@@ -552,7 +556,7 @@ impl Run {
             &self.forwarding,
             &relay.namespace,
             &relay.pod,
-            RELAY_SESSION_PORT,
+            relay_session_port(),
         )
         .await
         .map_err(|err| match &err {

@@ -14,10 +14,10 @@ pub struct RelayArgs {
     client: Option<String>,
     /// Where `pontoon bridge` connects, through a port-forward (loopback:
     /// nothing else in the cluster reaches it).
-    #[arg(long, default_value = "127.0.0.1:7000")]
+    #[arg(long, default_value_t = RelayConfig::default().session_addr)]
     session_address: SocketAddr,
     /// `/ready` (a session is live) and `/healthz`.
-    #[arg(long, default_value = "0.0.0.0:7001")]
+    #[arg(long, default_value_t = RelayConfig::default().health_addr)]
     health_address: SocketAddr,
     /// The relay's own Service (a DNS name), which `/reachable` dials on the
     /// health port to tell whether cluster clients reach this relay yet.

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::{Api, ResourceExt, api::ListParams};
 
 use super::{
-    bridge::{REACHABLE_WAIT, RELAY_HEALTH_PORT, Relay, Run, SHADOW_MARK, message},
+    bridge::{REACHABLE_WAIT, Relay, Run, SHADOW_MARK, message, relay_health_port},
     reachable::{self, Reach},
 };
 use crate::bridge_mount::crd::GefyraBridgeMount;
@@ -61,7 +61,7 @@ impl Run {
                 &self.forwarding,
                 &relay.namespace,
                 &relay.pod,
-                RELAY_HEALTH_PORT,
+                relay_health_port(),
                 to.as_deref(),
                 deadline,
             )

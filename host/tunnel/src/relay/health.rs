@@ -162,10 +162,17 @@ async fn answer(
 
 /// Whether a TCP connection to `to` (`host:port`) is accepted within [`REACH_TIMEOUT`].
 async fn connect(to: &str) -> Result<(), String> {
-    match tokio::time::timeout(REACH_TIMEOUT, TcpStream::connect(to)).await {
+    within_reach_timeout(TcpStream::connect(to)).await.map(drop)
+}
+
+/// `attempt`'s outcome, or that it gave none within [`REACH_TIMEOUT`].
+async fn within_reach_timeout<T>(
+    attempt: impl Future<Output = std::io::Result<T>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(REACH_TIMEOUT, attempt).await {
         Err(_) => Err(format!("no answer within {REACH_TIMEOUT:?}")),
         Ok(Err(error)) => Err(error.to_string()),
-        Ok(Ok(_)) => Ok(()),
+        Ok(Ok(value)) => Ok(value),
     }
 }
 
@@ -180,15 +187,14 @@ async fn reach(service: &str) -> Result<(), String> {
         (&mut tcp).take(4096).read_to_end(&mut answer).await?;
         std::io::Result::Ok(answer)
     };
-    match tokio::time::timeout(REACH_TIMEOUT, attempt).await {
-        Err(_) => Err(format!("no answer within {REACH_TIMEOUT:?}")),
-        Ok(Err(error)) => Err(error.to_string()),
-        Ok(Ok(answer)) if answer.starts_with(b"HTTP/1.1 200 ") => Ok(()),
-        Ok(Ok(answer)) => Err(format!(
-            "answered `{}`",
-            String::from_utf8_lossy(answer.split(|&b| b == b'\r').next().unwrap_or_default())
-        )),
+    let answer = within_reach_timeout(attempt).await?;
+    if answer.starts_with(b"HTTP/1.1 200 ") {
+        return Ok(());
     }
+    Err(format!(
+        "answered `{}`",
+        String::from_utf8_lossy(answer.split(|&b| b == b'\r').next().unwrap_or_default())
+    ))
 }
 
 async fn respond(
