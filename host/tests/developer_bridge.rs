@@ -295,8 +295,9 @@ impl Cli {
                         // Said only when requests would be refused after the ready line.
                         ensure!(
                             !self.seen.iter().any(|l| l.contains("could not confirm")),
-                            "`pontoon bridge` said it was ready before the cluster reached its relay:\n{}",
-                            self.seen.join("\n")
+                            "`pontoon bridge` said it was ready before the cluster reached its relay:\n{}\n{}",
+                            self.seen.join("\n"),
+                            relay_view(&self.seen)
                         );
                         return Ok(line);
                     }
@@ -885,4 +886,84 @@ async fn a_developer_without_rights_is_refused_and_nothing_changes() -> anyhow::
         "no relay was made for a refused run"
     );
     Ok(())
+}
+
+/// What the cluster shows of the relay a warning names (`your relay NS/NAME`), for a failure's
+/// message: its pod, Service and EndpointSlices, and whether the test bed's network reaches its
+/// health port through the Service and straight at the pod.
+fn relay_view(seen: &[String]) -> String {
+    let Some((ns, name)) = seen.iter().find_map(|line| {
+        let rest = line.split("your relay ").nth(1)?;
+        let relay = rest.split_whitespace().next()?;
+        relay
+            .split_once('/')
+            .map(|(n, p)| (n.to_string(), p.to_string()))
+    }) else {
+        return String::new();
+    };
+    let kubectl = |args: &[&str]| -> String {
+        let Ok(bin) = pontoon_tests::testbed_bin("kubectl") else {
+            return "no kubectl".into();
+        };
+        match std::process::Command::new(bin)
+            .arg("--kubeconfig")
+            .arg(pontoon_tests::kubeconfig_path())
+            .args(args)
+            .output()
+        {
+            Ok(out) => format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(err) => err.to_string(),
+        }
+    };
+    let objects = kubectl(&["-n", &ns, "get", "pod,svc,endpointslices", "-o", "wide"]);
+    let cluster_ip = kubectl(&[
+        "-n",
+        &ns,
+        "get",
+        "svc",
+        &name,
+        "-o",
+        "jsonpath={.spec.clusterIP}",
+    ]);
+    let pod_ip = kubectl(&[
+        "-n",
+        &ns,
+        "get",
+        "pod",
+        &name,
+        "-o",
+        "jsonpath={.status.podIP}",
+    ]);
+    let netns =
+        std::fs::read_to_string(pontoon_tests::testbed_dir().join("run/netns")).unwrap_or_default();
+    let reach = |ip: &str| -> String {
+        let out = std::process::Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{}", netns.trim()))
+            .args([
+                "curl",
+                "-sS",
+                "-m",
+                "1",
+                &format!("http://{}:7001/healthz", ip.trim()),
+            ])
+            .output();
+        match out {
+            Ok(out) => format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout).trim(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+            Err(err) => err.to_string(),
+        }
+    };
+    format!(
+        "--- the relay now ---\n{objects}\nService {cluster_ip}:7001 from the test bed: {}\n\
+         pod {pod_ip}:7001 from the test bed: {}",
+        reach(&cluster_ip),
+        reach(&pod_ip)
+    )
 }

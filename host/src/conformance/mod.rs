@@ -18,37 +18,37 @@
 //! Rooms: `report` (what a check prints), `fixtures` (the scratch
 //! namespaces and sample targets on the cluster), `compare` (pure verdicts
 //! on what the cluster shows), `writes` (pure verdicts on what the provider
-//! wrote) and `suite` (the ordered checks); `connection` holds the checks
+//! wrote), `suite` (the ordered checks), `waits` (its polling and the
+//! cluster state it compares) and `bridge_steps` (GefyraBridges, judged by
+//! what install does, and by a provider's own read-back of its pods when
+//! its tests hand one in: the suite knows no provider's format); `connection` holds the checks
 //! of a connection provider (`wit/connection.wit`), which share the report,
 //! the scratch namespaces and the verdicts on what was written.
 
+mod bridge_steps;
 mod compare;
 mod connection;
 mod connection_answers;
 mod fixtures;
+mod options;
+mod read_back;
 mod report;
 mod snapshot;
 mod suite;
+mod waits;
 mod writes;
 
-use std::{path::Path, sync::Arc, time::Duration};
+use std::{path::Path, sync::Arc};
 
 use anyhow::bail;
 use kube::Client;
 
 pub use fixtures::TargetKind;
+pub use options::Options;
+pub use read_back::{BridgeReadBack, HeldBridge, SAMPLE_BRIDGE, SAMPLE_ENDPOINT, SAMPLE_PORT};
 pub use report::Check;
 
 use crate::plugins::{LoadedModule, PluginRuntime};
-
-pub struct Options {
-    pub timeout: Duration,
-    pub keep_namespaces: bool,
-    pub carrier_image: String,
-    /// The kinds of target to check (`--kinds`); `None`: each kind the
-    /// provider does not decline in `validate`.
-    pub kinds: Option<Vec<TargetKind>>,
-}
 
 /// Runs every check; returns them all (the caller decides the exit status).
 pub async fn run(
@@ -81,8 +81,7 @@ pub async fn run(
         provider,
         mount,
         operator_ns.clone(),
-        options.kinds,
-        options.timeout,
+        &options,
         Box::new(report),
     );
     let outcome = run.all().await;

@@ -4,24 +4,16 @@
 //! change; a check that needs an earlier one which failed is reported as
 //! skipped, so that the total never shrinks.
 
-use std::{
-    fmt,
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::{sync::Arc, time::Duration};
 
-use anyhow::bail;
-use k8s_openapi::api::{
-    apps::v1::{Deployment, StatefulSet},
-    autoscaling::v2::HorizontalPodAutoscaler,
-    core::v1::{ConfigMap, Pod, Secret, Service},
-};
-use kube::{Api, Client, Resource, ResourceExt, api::ListParams};
-use serde_json::json;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::{Api, Client};
 
 use super::{
-    compare::{TargetShape, restore_problem, shape_problem},
-    fixtures::{SAMPLE_IMAGE, TargetKind},
+    compare::TargetShape,
+    fixtures::TargetKind,
+    options::Options,
+    read_back::BridgeReadBack,
     report::Check,
     snapshot::{Snapshot, expect_bool, leftovers, same},
     writes::put_back_problem,
@@ -29,10 +21,7 @@ use super::{
 use crate::plugins::{
     CallError, ClusterAccess, Discovery, EventSubject, Freshness, Journal, MountNotes, Notes,
     ProviderModule, WriteTurns,
-    bindings::{
-        BRIDGES_IMPORT, Condition as ProviderCondition, Mount, Progress, ProviderError,
-        provider_bridges::{Bridge, HeaderMatch, MatchType, PortRoute, RequestMatch, Rule},
-    },
+    bindings::{Condition as ProviderCondition, Mount, ProviderError, provider_bridges::Bridge},
 };
 
 const VALIDATE_ACCEPTS: &str = "validate accepts a well-formed mount";
@@ -46,11 +35,13 @@ const INSTALL_COMPLETES: &str = "install completes";
 const INSTALL_TWICE: &str = "install twice is harmless";
 const READY_AFTER_INSTALL: &str = "ready reports every condition true after install";
 const READY_EARNED: &str = "ready is true because install did something (a write or an exec)";
-const BRIDGE_RENDERED: &str =
-    "install with a bridge puts it into every pod's Carrier2 config (its endpoint on its port)";
-const BRIDGE_AFTER_RESTART: &str =
-    "install puts the bridge into the pod that replaced a deleted one";
-const BRIDGE_REMOVED: &str = "install without the bridge takes it out of every pod's config";
+pub(super) const BRIDGE_TAKEN_UP: &str =
+    "install with a bridge does work for it (a write or an exec)";
+pub(super) const BRIDGE_AFTER_RESTART: &str =
+    "install after a pod was replaced completes and ready reports every condition true";
+pub(super) const BRIDGE_LET_GO: &str =
+    "install without the bridge does work to take it out (a write or an exec)";
+
 const UNINSTALL_COMPLETES: &str = "uninstall completes";
 const LEFTOVERS: &str = "uninstall leaves nothing the provider created";
 const TARGET_AS_IT_WAS: &str =
@@ -77,9 +68,9 @@ const ROUND: [(&str, bool); 23] = [
     (INSTALL_TWICE, false),
     (READY_AFTER_INSTALL, true),
     (READY_EARNED, true),
-    (BRIDGE_RENDERED, false),
+    (BRIDGE_TAKEN_UP, false),
     (BRIDGE_AFTER_RESTART, false),
-    (BRIDGE_REMOVED, false),
+    (BRIDGE_LET_GO, false),
     (UNINSTALL_COMPLETES, true),
     (LEFTOVERS, true),
     (TARGET_AS_IT_WAS, false),
@@ -112,38 +103,40 @@ enum Served {
 
 /// Everything the checks share.
 pub(super) struct Run {
-    client: Client,
-    provider: Arc<ProviderModule>,
-    discovery: Arc<Discovery>,
-    freshness: Arc<Freshness>,
-    writes: Arc<WriteTurns>,
+    pub(super) client: Client,
+    pub(super) provider: Arc<ProviderModule>,
+    pub(super) discovery: Arc<Discovery>,
+    pub(super) freshness: Arc<Freshness>,
+    pub(super) writes: Arc<WriteTurns>,
     /// What the provider wrote in the round that runs.
-    journal: Arc<Journal>,
-    mount: Mount,
-    operator_ns: String,
+    pub(super) journal: Arc<Journal>,
+    pub(super) mount: Mount,
+    pub(super) operator_ns: String,
     /// The workload of the round that runs.
-    kind: TargetKind,
+    pub(super) kind: TargetKind,
     /// The kinds asked for with `--kinds`; `None`: every kind the provider serves.
-    kinds: Option<Vec<TargetKind>>,
-    timeout: Duration,
+    pub(super) kinds: Option<Vec<TargetKind>>,
+    pub(super) timeout: Duration,
     /// The bridges the `bridges` import lists to the provider now.
-    bridges: Arc<[Bridge]>,
+    pub(super) bridges: Arc<[Bridge]>,
     /// The provider's notes, kept as the operator keeps them.
-    notes: Arc<Notes>,
-    checks: Vec<Check>,
+    pub(super) notes: Arc<Notes>,
+    pub(super) checks: Vec<Check>,
     /// Called with each check as it completes, so progress is visible.
-    report: Box<dyn FnMut(&Check) + Send>,
+    pub(super) report: Box<dyn FnMut(&Check) + Send>,
+    /// A provider's own reading of its pods, for the bridge checks.
+    pub(super) read_back: Option<Arc<dyn BridgeReadBack>>,
 }
 
 impl Run {
-    /// A run of the first round's `mount`, reporting each check to `report`.
+    /// A run of the first round's `mount` as `options` ask, reporting each
+    /// check to `report`.
     pub(super) fn new(
         client: Client,
         provider: Arc<ProviderModule>,
         mount: Mount,
         operator_ns: String,
-        kinds: Option<Vec<TargetKind>>,
-        timeout: Duration,
+        options: &Options,
         report: Box<dyn FnMut(&Check) + Send>,
     ) -> Self {
         Self {
@@ -156,12 +149,13 @@ impl Run {
             mount,
             operator_ns,
             kind: TargetKind::Deployment,
-            kinds,
-            timeout,
+            kinds: options.kinds.clone(),
+            timeout: options.timeout,
             bridges: Arc::from([]),
             notes: Arc::default(),
             checks: Vec::new(),
             report,
+            read_back: options.bridge_read_back.clone(),
         }
     }
 
@@ -170,7 +164,7 @@ impl Run {
         self.checks
     }
 
-    fn access(&self) -> ClusterAccess {
+    pub(super) fn access(&self) -> ClusterAccess {
         let subject = self.kind.reference(&self.mount.target_namespace);
         ClusterAccess {
             client: self.client.clone(),
@@ -193,7 +187,7 @@ impl Run {
         }
     }
 
-    fn record(&mut self, name: impl Into<String>, result: Result<(), String>) -> bool {
+    pub(super) fn record(&mut self, name: impl Into<String>, result: Result<(), String>) -> bool {
         let check = Check {
             name: format!("{}{}", self.kind.label(), name.into()),
             result,
@@ -206,13 +200,13 @@ impl Run {
     }
 
     /// Records `names` as not run, because `because` failed.
-    fn skip(&mut self, names: &[&str], because: &str) {
+    pub(super) fn skip(&mut self, names: &[&str], because: &str) {
         let why = format!("`{}{because}` failed", self.kind.label());
         self.skip_for(names, &why);
     }
 
     /// Records `names` as not run, for the reason `why`.
-    fn skip_for(&mut self, names: &[&str], why: &str) {
+    pub(super) fn skip_for(&mut self, names: &[&str], why: &str) {
         for name in names {
             let check = Check {
                 name: format!("{}{name}", self.kind.label()),
@@ -362,101 +356,10 @@ impl Run {
             self.skip(&[READY_EARNED], READY_AFTER_INSTALL);
         }
         if kind == TargetKind::Deployment {
-            self.bridge_steps().await;
+            let read_back = self.read_back.clone();
+            self.bridge_steps(read_back.as_ref()).await;
         }
         Ok(())
-    }
-
-    /// What a provider keeps for GefyraBridges: every pod's Carrier2
-    /// config holds each bridge the host lists (also a pod that replaced a
-    /// deleted one), and none it no longer lists.
-    async fn bridge_steps(&mut self) {
-        if !self.provider.renders_bridges() {
-            self.skip_for(
-                &[BRIDGE_RENDERED, BRIDGE_AFTER_RESTART, BRIDGE_REMOVED],
-                &format!(
-                    "the module does not import {BRIDGES_IMPORT}: it renders no GefyraBridges"
-                ),
-            );
-            return;
-        }
-        self.bridges = Arc::from([sample_bridge()]);
-        let rendered = match self.drive("install").await {
-            Ok(()) => self.wait_bridge_in_pods(true).await,
-            Err(err) => Err(err),
-        };
-        if !self.record(BRIDGE_RENDERED, rendered) {
-            self.skip(&[BRIDGE_AFTER_RESTART, BRIDGE_REMOVED], BRIDGE_RENDERED);
-            self.bridges = Arc::from([]);
-            return;
-        }
-        let restarted = self.replace_a_pod().await;
-        let restarted = match restarted {
-            Ok(()) => match self.drive("install").await {
-                Ok(()) => self.wait_bridge_in_pods(true).await,
-                Err(err) => Err(err),
-            },
-            Err(err) => Err(err),
-        };
-        self.record(BRIDGE_AFTER_RESTART, restarted);
-        self.bridges = Arc::from([]);
-        let removed = match self.drive("install").await {
-            Ok(()) => self.wait_bridge_in_pods(false).await,
-            Err(err) => Err(err),
-        };
-        self.record(BRIDGE_REMOVED, removed);
-    }
-
-    /// Deletes one pod of the target and waits for all its replicas to be
-    /// back and ready.
-    async fn replace_a_pod(&self) -> Result<(), String> {
-        let ns = self.mount.target_namespace.clone();
-        let pods = self.kind.pods(&self.client, &ns).await?;
-        let victim = pods.first().ok_or("the target has no pods")?.name_any();
-        Api::<Pod>::namespaced(self.client.clone(), &ns)
-            .delete(&victim, &Default::default())
-            .await
-            .map_err(|e| e.to_string())?;
-        let victim = &victim;
-        self.until(|run| async move {
-            let ns = run.mount.target_namespace.clone();
-            let pods = run.kind.pods(&run.client, &ns).await?;
-            let live: Vec<&Pod> = pods
-                .iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .collect();
-            Ok(
-                (live.iter().any(|p| p.name_any() == *victim) || live.len() < 2)
-                    .then(|| format!("pod {victim} was not replaced")),
-            )
-        })
-        .await
-    }
-
-    /// Polls every live pod's `/tmp/config.yaml` until the sample bridge is
-    /// (`present`) or is not in each.
-    async fn wait_bridge_in_pods(&self, present: bool) -> Result<(), String> {
-        self.until(|run| async move {
-            let ns = run.mount.target_namespace.clone();
-            let pods = run.kind.pods(&run.client, &ns).await?;
-            for pod in pods
-                .iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-            {
-                let config = carrier_config(
-                    &run.client,
-                    &ns,
-                    &pod.name_any(),
-                    &run.mount.target_container,
-                )
-                .await;
-                if let Some(problem) = bridge_problem(&pod.name_any(), config, present) {
-                    return Ok(Some(problem));
-                }
-            }
-            Ok(None)
-        })
-        .await
     }
 
     /// Uninstall and what it must leave, then (for a Deployment) uninstall
@@ -718,266 +621,6 @@ impl Run {
             self.record(name, result);
         }
     }
-
-    /// Calls a step until it reports done, following its retry hints.
-    async fn drive(&self, step: &'static str) -> Result<(), String> {
-        let started = Instant::now();
-        loop {
-            let outcome = match step {
-                "prepare" => self.provider.prepare(self.access(), &self.mount).await,
-                "install" => self.provider.install(self.access(), &self.mount).await,
-                _ => self.provider.uninstall(self.access(), &self.mount).await,
-            };
-            let wait = match outcome {
-                Ok(Progress::Done) => return Ok(()),
-                Ok(Progress::RetryAfter(seconds)) => Duration::from_secs(seconds.into()),
-                Ok(Progress::WhenPodsChange) => Duration::from_secs(1),
-                Err(CallError::Provider {
-                    error: ProviderError::Temporary(t),
-                    ..
-                }) => Duration::from_secs(t.retry_after_seconds.into()),
-                Err(err) => return Err(err.to_string()),
-            };
-            if started.elapsed() + wait > self.timeout {
-                return Err(format!("{step} did not complete within {:?}", self.timeout));
-            }
-            tokio::time::sleep(wait.clamp(Duration::from_millis(200), Duration::from_secs(5)))
-                .await;
-        }
-    }
-
-    /// Polls `ready` until every condition is true; on timeout, names the ones that are not.
-    async fn wait_all_ready(&self) -> Result<(), String> {
-        let timeout = self.timeout;
-        self.until(|run| async move {
-            let conditions = run
-                .provider
-                .ready(run.access(), &run.mount)
-                .await
-                .map_err(|e| e.to_string())?;
-            if conditions.is_empty() {
-                return Err("ready reported no conditions".into());
-            }
-            let missing: Vec<String> = conditions
-                .iter()
-                .filter(|c| !c.ready)
-                .map(|c| format!("{} ({})", c.name, c.reason))
-                .collect();
-            Ok((!missing.is_empty())
-                .then(|| format!("after {timeout:?} still not ready: {}", missing.join(", "))))
-        })
-        .await
-    }
-
-    /// Polls `probe` until it returns true or the timeout passes.
-    async fn poll<'a, F, Fut>(&'a self, what: &str, mut probe: F) -> Result<(), String>
-    where
-        F: FnMut(&'a Self) -> Fut,
-        Fut: Future<Output = Result<bool, String>>,
-    {
-        let timeout = self.timeout;
-        self.until(move |run| {
-            let done = probe(run);
-            async move {
-                Ok((!done.await?).then(|| format!("{what} was still false after {timeout:?}")))
-            }
-        })
-        .await
-    }
-
-    /// Polls `probe` every half second until it finds nothing wrong
-    /// (`None`); once the timeout has passed, fails with the last problem it
-    /// found. An error of the probe ends the wait at once.
-    async fn until<'a, F, Fut>(&'a self, mut probe: F) -> Result<(), String>
-    where
-        F: FnMut(&'a Self) -> Fut,
-        Fut: Future<Output = Result<Option<String>, String>>,
-    {
-        let started = Instant::now();
-        loop {
-            let Some(problem) = probe(self).await? else {
-                return Ok(());
-            };
-            if started.elapsed() > self.timeout {
-                return Err(problem);
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    }
-
-    async fn wait_target_ready(&self) -> anyhow::Result<()> {
-        let started = Instant::now();
-        loop {
-            if self
-                .kind
-                .ready(&self.client, &self.mount.target_namespace)
-                .await?
-            {
-                return Ok(());
-            }
-            if started.elapsed() > self.timeout {
-                bail!(
-                    "the sample target `{}` never became ready; is the cluster scheduling pods?",
-                    self.kind.target()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-    }
-
-    /// The target's spec is back and its pods run the original image again.
-    async fn wait_target_restored(&self, original: &TargetShape) -> Result<(), String> {
-        let ns = &self.mount.target_namespace;
-        let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), ns);
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
-        self.until(|_| async {
-            let now = deployments.get("sample").await.map_err(|e| e.to_string())?;
-            let live = pods
-                .list(&ListParams::default().labels("app=sample"))
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok(shape_problem(
-                original,
-                &TargetShape::of(&now),
-                &live.items,
-                "app",
-                SAMPLE_IMAGE,
-            ))
-        })
-        .await
-    }
-
-    /// The target's pod template equals `template` (but for the restart
-    /// annotation) and every live pod has the template's containers, running
-    /// the images they ask for.
-    async fn wait_restored_exactly(&self, template: &serde_json::Value) -> Result<(), String> {
-        let (ns, timeout) = (&self.mount.target_namespace, self.timeout);
-        self.until(|run| async move {
-            let now = run.kind.template(&run.client, ns).await?;
-            let live = run.kind.pods(&run.client, ns).await?;
-            Ok(restore_problem(template, &now, &live).map(|p| format!("after {timeout:?}: {p}")))
-        })
-        .await
-    }
-
-    async fn snapshot(&self) -> anyhow::Result<Snapshot> {
-        let mut snapshot = Snapshot::new();
-        for ns in [
-            self.mount.target_namespace.clone(),
-            self.operator_ns.clone(),
-        ] {
-            collect::<Deployment>(&self.client, &ns, &mut snapshot, |o| json!(o.spec)).await?;
-            collect::<StatefulSet>(&self.client, &ns, &mut snapshot, |o| json!(o.spec)).await?;
-            collect::<Service>(&self.client, &ns, &mut snapshot, |o| {
-                // The cluster assigns these; they are not the provider's doing.
-                let mut spec = json!(o.spec);
-                if let Some(spec) = spec.as_object_mut() {
-                    spec.remove("clusterIP");
-                    spec.remove("clusterIPs");
-                }
-                spec
-            })
-            .await?;
-            collect::<ConfigMap>(&self.client, &ns, &mut snapshot, |o| {
-                json!([o.data, o.binary_data])
-            })
-            .await?;
-            collect::<Secret>(&self.client, &ns, &mut snapshot, |o| json!(o.data)).await?;
-            collect::<HorizontalPodAutoscaler>(&self.client, &ns, &mut snapshot, |o| json!(o.spec))
-                .await?;
-        }
-        // Made by the cluster in every namespace.
-        snapshot.retain(|key, _| !key.ends_with("/kube-root-ca.crt"));
-        Ok(snapshot)
-    }
-}
-
-/// Whether `ready`'s answer says ready: conditions, every one true.
-/// The bridge the bridge checks list: a header rule, on the sample's port.
-fn sample_bridge() -> Bridge {
-    Bridge {
-        name: SAMPLE_BRIDGE.into(),
-        rules: vec![Rule {
-            matches: vec![RequestMatch::Header(HeaderMatch {
-                name: "x-gefyra".into(),
-                value: "conformance".into(),
-                match_type: MatchType::Exact,
-            })],
-        }],
-        ports: vec![PortRoute {
-            port: SAMPLE_PORT,
-            endpoint: SAMPLE_ENDPOINT.into(),
-        }],
-    }
-}
-
-const SAMPLE_BRIDGE: &str = "conformance-bridge";
-/// The sample target's container port.
-const SAMPLE_PORT: u16 = 80;
-/// A documentation address (RFC 5737): nothing is ever sent there.
-const SAMPLE_ENDPOINT: &str = "192.0.2.10:8080";
-
-/// A pod's Carrier2 config as YAML read back over exec, or why not.
-async fn carrier_config(
-    client: &Client,
-    ns: &str,
-    pod: &str,
-    container: &str,
-) -> Result<serde_json::Value, String> {
-    use tokio::io::AsyncReadExt;
-    let params = kube::api::AttachParams::default()
-        .container(container)
-        .stderr(false);
-    let mut attached = Api::<Pod>::namespaced(client.clone(), ns)
-        .exec(pod, ["cat", "/tmp/config.yaml"], &params)
-        .await
-        .map_err(|e| format!("exec into pod {pod}: {e}"))?;
-    let mut text = String::new();
-    if let Some(mut stdout) = attached.stdout() {
-        stdout
-            .read_to_string(&mut text)
-            .await
-            .map_err(|e| e.to_string())?;
-    }
-    let _ = attached.join().await;
-    yaml_serde::from_str(&text).map_err(|e| format!("pod {pod}: /tmp/config.yaml is not YAML: {e}"))
-}
-
-/// What is wrong with a pod's config for the sample bridge, if anything.
-fn bridge_problem(
-    pod: &str,
-    config: Result<serde_json::Value, String>,
-    present: bool,
-) -> Option<String> {
-    let config = match config {
-        Ok(config) => config,
-        Err(why) => return Some(why),
-    };
-    let proxy = config["proxy"]
-        .as_array()
-        .and_then(|list| list.iter().find(|p| p["port"] == json!(SAMPLE_PORT)));
-    let Some(proxy) = proxy else {
-        return Some(format!(
-            "pod {pod}: its config has no proxy for port {SAMPLE_PORT}"
-        ));
-    };
-    let entry = &proxy["bridges"][SAMPLE_BRIDGE];
-    match (present, entry.is_null()) {
-        (true, true) => Some(format!(
-            "pod {pod}: bridge `{SAMPLE_BRIDGE}` is not in bridges of port {SAMPLE_PORT}"
-        )),
-        (true, false) if entry["endpoint"] != json!(SAMPLE_ENDPOINT) => Some(format!(
-            "pod {pod}: bridge `{SAMPLE_BRIDGE}` goes to {}, not {SAMPLE_ENDPOINT}",
-            entry["endpoint"]
-        )),
-        (true, false) if entry["rules"].as_array().is_none_or(Vec::is_empty) => {
-            Some(format!("pod {pod}: bridge `{SAMPLE_BRIDGE}` has no rules"))
-        }
-        (false, false) => Some(format!(
-            "pod {pod}: bridge `{SAMPLE_BRIDGE}` is still in its config"
-        )),
-        _ => None,
-    }
 }
 
 fn every_condition_true(conditions: &[ProviderCondition]) -> bool {
@@ -987,30 +630,4 @@ fn every_condition_true(conditions: &[ProviderCondition]) -> bool {
 fn condition_names(conditions: &[ProviderCondition]) -> String {
     let names: Vec<&str> = conditions.iter().map(|c| c.name.as_str()).collect();
     names.join(", ")
-}
-
-async fn collect<K>(
-    client: &Client,
-    ns: &str,
-    snapshot: &mut Snapshot,
-    content: impl Fn(&K) -> serde_json::Value,
-) -> anyhow::Result<()>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + fmt::Debug,
-{
-    let api: Api<K> = Api::namespaced(client.clone(), ns);
-    for object in api.list(&ListParams::default()).await? {
-        if object.meta().deletion_timestamp.is_some() {
-            continue;
-        }
-        let key = format!("{} {ns}/{}", K::kind(&()), object.name_any());
-        snapshot.insert(
-            key,
-            json!({ "labels": object.labels(), "content": content(&object) }),
-        );
-    }
-    Ok(())
 }

@@ -179,15 +179,29 @@ async fn within_reach_timeout<T>(
 /// Whether `/healthz` answers through `service` (the relay's own Service, so only this relay
 /// can answer), within [`REACH_TIMEOUT`].
 async fn reach(service: &str) -> Result<(), String> {
+    // Resolved apart from the connection, so that a failure says which of
+    // the two (cluster DNS, or kube-proxy's routing) is not there yet.
+    let addresses: Vec<std::net::SocketAddr> =
+        match within_reach_timeout(tokio::net::lookup_host(service)).await {
+            Ok(found) => found.collect(),
+            Err(why) => return Err(format!("resolving it: {why}")),
+        };
+    let shown = addresses
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
     let attempt = async {
-        let mut tcp = TcpStream::connect(service).await?;
+        let mut tcp = TcpStream::connect(addresses.as_slice()).await?;
         tcp.write_all(b"GET /healthz HTTP/1.1\r\nHost: relay\r\nConnection: close\r\n\r\n")
             .await?;
         let mut answer = Vec::with_capacity(256);
         (&mut tcp).take(4096).read_to_end(&mut answer).await?;
         std::io::Result::Ok(answer)
     };
-    let answer = within_reach_timeout(attempt).await?;
+    let answer = within_reach_timeout(attempt)
+        .await
+        .map_err(|why| format!("{why} (at {shown})"))?;
     if answer.starts_with(b"HTTP/1.1 200 ") {
         return Ok(());
     }
