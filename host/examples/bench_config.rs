@@ -8,7 +8,7 @@
 //!   host (the baseline);
 //! - wasm, instance per call: `FilterModule::translate`, a fresh instance
 //!   for each of the 2000 filters;
-//! - wasm, batch: `gateway::translate::Translator` on a cold cache, as a
+//! - wasm, batch: `gateway::judgement::translate::Translator` on a cold cache, as a
 //!   Gateway's first reconcile calls it: all routes' filters in one batch,
 //!   split in one part per core (one instance per module and part); the
 //!   native baseline runs on one core, so the same batch is also timed on
@@ -27,12 +27,12 @@ use std::{
 
 use pontoon::{
     gateway::{
-        config::{GenerateOptions, generate},
-        model::{
+        data_plane::config::{GenerateOptions, generate},
+        data_plane::model::{
             Backend, BackendProtocol, GatewayModel, Listener, Match, PathMatch, Protocol, Route,
             RouteKind, Rule, Timeouts, TranslatedFilter,
         },
-        translate::{FilterRequest, Translator},
+        judgement::translate::{FilterRequest, Translator},
     },
     plugins::{Limits, LoadedModule, PluginRuntime, Registry, bindings::RouteContext},
 };

@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use pontoon::{
     bridge_mount::{self, WatchScope},
     conformance, crds,
-    gateway::{config::GenerateOptions, context::GatewaySettings},
+    gateway::{data_plane::config::GenerateOptions, edge::context::GatewaySettings},
     operator,
     plugins::Limits,
     telemetry::{self, LogFormat},
@@ -449,7 +449,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     config: GenerateOptions {
                         health_address: Some(std::net::SocketAddr::from((
                             [0, 0, 0, 0],
-                            u16::try_from(pontoon::gateway::children::ADMIN_PORT)?,
+                            u16::try_from(pontoon::gateway::data_plane::children::ADMIN_PORT)?,
                         ))),
                         allow_root: args.praxis_allow_root,
                         ..GenerateOptions::default()

@@ -14,7 +14,7 @@ use kube::{
 use crate::{
     bridge_mount::{self, WatchScope},
     controller_support::MissingCrds,
-    gateway::{self, context::GatewaySettings},
+    gateway::{self, edge::context::GatewaySettings},
     health::{self, Health},
     leader::{self, Fence, FenceLayer, LeaderElector, keep_leading, lead},
     metrics::METRICS,
@@ -260,7 +260,7 @@ pub async fn run(config: kube::Config, options: Options) -> anyhow::Result<()> {
         if !wanted(ControllerSet::GatewayApi) {
             return Ok(());
         }
-        let run = gateway::controller::run(
+        let run = gateway::edge::controller::run(
             client.clone(),
             registry.clone(),
             recorder.clone(),

@@ -254,8 +254,8 @@ fn tls_secret(name: &str, cert: &str, key: &str, type_: &str) -> Secret {
     }
 }
 
-const CERT: &str = include_str!("../gateway/src/resolve/testdata/tls.crt");
-const KEY: &str = include_str!("../gateway/src/resolve/testdata/tls.key");
+const CERT: &str = include_str!("../gateway/src/judgement/resolve/testdata/tls.crt");
+const KEY: &str = include_str!("../gateway/src/judgement/resolve/testdata/tls.key");
 
 /// A Service with no pods behind it: enough for a backendRef to resolve.
 async fn service(ns: &TestNamespace, name: &str) -> anyhow::Result<()> {
@@ -879,7 +879,7 @@ async fn a_route_change_changes_the_config_and_rolls_the_pods() -> anyhow::Resul
         c.data
             .as_ref()
             .and_then(|d| d.get("config.yaml"))
-            .map(|y| pontoon::gateway::children::data_plane_hash(y, None))
+            .map(|y| pontoon::gateway::data_plane::children::data_plane_hash(y, None))
     };
     let watches = {
         let record_rollout = record.clone();

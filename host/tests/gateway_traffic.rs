@@ -234,13 +234,13 @@ fn parent(gateway: &str) -> serde_json::Value {
 
 /// praxis-proxy-core parses a config but leaves each filter's own keys to
 /// the filter, which only the `praxis` binary builds: every golden config
-/// (one per feature, `host/gateway/src/config/testdata`) must pass `praxis -t`.
+/// (one per feature, `host/gateway/src/data_plane/config/testdata`) must pass `praxis -t`.
 /// `praxis -t` reads a cluster's TLS files (CA, client certificate), which a
 /// Gateway's pod mounts at `/etc/praxis-tls`: the check gets a directory of
 /// real PEM files of those names instead.
 #[test]
 fn every_golden_config_loads_in_praxis() -> anyhow::Result<()> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("gateway/src/config/testdata");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("gateway/src/data_plane/config/testdata");
     let tls = tempfile::tempdir()?;
     let (cert, key) = (tls.path().join("cert.pem"), tls.path().join("key.pem"));
     let made = std::process::Command::new("openssl")
@@ -290,7 +290,7 @@ fn every_golden_config_loads_in_praxis() -> anyhow::Result<()> {
 
 /// Where a Gateway's pod mounts its certificates, as the golden configs name it.
 fn listeners_tls_root() -> &'static str {
-    pontoon::gateway::resolve::listeners::TLS_MOUNT_ROOT
+    pontoon::gateway::data_plane::certificates::TLS_MOUNT_ROOT
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@ use std::{sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use pontoon::gateway::translate::{FilterRequest, Translator};
+use pontoon::gateway::judgement::translate::{FilterRequest, Translator};
 use pontoon::plugins::{
     CallError, ClusterAccess, FilterModule, Freshness, Limits, LoadError, LoadedModule,
     PluginRuntime, ProviderModule, Registry, Worlds,

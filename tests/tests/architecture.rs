@@ -269,3 +269,39 @@ fn no_source_file_is_longer_than_the_limit() {
          NOT_YET_SPLIT allows: {long:#?}"
     );
 }
+
+/// The Gateway crate's layers, each with the layers it must not import:
+/// the edge (watches, reconcilers, API I/O) over judgement (pure, over the
+/// cluster view) over the data plane (pure output). A file of a lower layer
+/// naming a higher one, tests included, is a layer turned upside down.
+const GATEWAY_LAYERS: [(&str, &[&str]); 2] = [
+    ("judgement", &["crate::edge"]),
+    ("data_plane", &["crate::edge", "crate::judgement"]),
+];
+
+#[test]
+fn the_gateway_layers_import_only_downwards() {
+    let root = repo_root().join("host/gateway/src");
+    let mut upside_down = Vec::new();
+    for (layer, above) in GATEWAY_LAYERS {
+        let mut files = BTreeSet::new();
+        sources(&root, &root.join(layer), &mut files);
+        files.insert(root.join(format!("{layer}.rs")));
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            // `crate::{edge::…}` names the layer too.
+            let flat = text.replace(char::is_whitespace, "");
+            for higher in above {
+                let grouped = format!("crate::{{{}", higher.trim_start_matches("crate::"));
+                let listed = format!(",{}::", higher.trim_start_matches("crate::"));
+                if text.contains(&format!("{higher}::"))
+                    || flat.contains(&grouped)
+                    || (flat.contains("crate::{") && flat.contains(&listed))
+                {
+                    upside_down.push(format!("{} imports {higher}", file.display()));
+                }
+            }
+        }
+    }
+    assert!(upside_down.is_empty(), "{upside_down:#?}");
+}

@@ -749,8 +749,8 @@ proxy:
 
 /// A real certificate and key for the config's TLS port: the pod's Carrier2
 /// serves, so it loads them when the configuration is handed over.
-const TLS_CERT: &str = include_str!("../../host/gateway/src/resolve/testdata/tls.crt");
-const TLS_KEY: &str = include_str!("../../host/gateway/src/resolve/testdata/tls.key");
+const TLS_CERT: &str = include_str!("../../host/gateway/src/judgement/resolve/testdata/tls.crt");
+const TLS_KEY: &str = include_str!("../../host/gateway/src/judgement/resolve/testdata/tls.key");
 
 /// The script the bridge-mount operator feeds `busybox sh`: write the
 /// configuration, (re)start carrier2 on it, show its log.

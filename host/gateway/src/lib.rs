@@ -1,27 +1,13 @@
 //! Gateway API for Praxis: GatewayClass, Gateway, HTTPRoute, GRPCRoute and
 //! TLSRoute controllers, and the Praxis configuration generated from them.
+//!
+//! One folder per layer, each importing only the ones below it: `edge` (watches,
+//! reconcilers, API reads and writes), `judgement` (pure, over the cluster
+//! view) and `data_plane` (pure output: model, config, children, apply plan).
 
-pub mod addresses;
-pub mod apply_plan;
-pub mod backend_tls;
-pub mod children;
-pub mod class_reconcile;
-pub mod config;
-pub mod context;
-pub mod controller;
-mod data_plane;
-pub mod fetch;
-pub mod gateway_reconcile;
+pub mod data_plane;
+pub mod edge;
 pub mod judgement;
-pub mod model;
-pub mod ownership;
-pub mod resolve;
-pub mod route_kinds;
-pub mod route_reconcile;
-pub mod routes;
-mod shared_watch;
-pub mod status;
-pub mod translate;
 
 /// Why a Gateway API reconcile did not complete (it is retried).
 #[derive(Debug, thiserror::Error)]

@@ -200,6 +200,30 @@ pub(super) trait World {
     fn name(metadata: &Self::Metadata) -> &str;
 }
 
+/// [`World`] for a generated `*Pre` of a world whose interface (reached
+/// through `$export`) has a `metadata` function returning `$metadata`, a
+/// record with a `name`: the same for every world but for those names.
+macro_rules! world {
+    ($pre:ty, $metadata:ty, $export:ident) => {
+        impl $crate::call::World for $pre {
+            type Metadata = $metadata;
+
+            async fn metadata(
+                &self,
+                store: &mut ::wasmtime::Store<$crate::state::CallState>,
+            ) -> ::wasmtime::Result<$metadata> {
+                let bindings = self.instantiate_async(&mut *store).await?;
+                bindings.$export().call_metadata(store).await
+            }
+
+            fn name(metadata: &$metadata) -> &str {
+                &metadata.name
+            }
+        }
+    };
+}
+pub(super) use world;
+
 /// What stopped a call, as the call's limiter saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stop {

@@ -3,8 +3,6 @@
 
 use std::{path::PathBuf, sync::Arc};
 
-use wasmtime::Store;
-
 use super::{
     access::ClusterAccess,
     bindings::{
@@ -12,7 +10,7 @@ use super::{
         connection::ConnectionProviderPre,
         connection_world::{Client, Connection, PortRequest, SessionState, Settings},
     },
-    call::{Sandbox, World},
+    call::Sandbox,
     error::{CallError, LoadError},
     scope::{CLIENT_PLACEHOLDER, MOUNT_PLACEHOLDER, Namespaces, Placeholders, Scope},
     state::CallState,
@@ -58,21 +56,11 @@ macro_rules! call {
     }};
 }
 
-impl World for ConnectionProviderPre<CallState> {
-    type Metadata = Metadata;
-
-    async fn metadata(&self, store: &mut Store<CallState>) -> wasmtime::Result<Metadata> {
-        let bindings = self.instantiate_async(&mut *store).await?;
-        bindings
-            .pontoon_provider_connection()
-            .call_metadata(store)
-            .await
-    }
-
-    fn name(metadata: &Metadata) -> &str {
-        &metadata.name
-    }
-}
+super::call::world!(
+    ConnectionProviderPre<CallState>,
+    Metadata,
+    pontoon_provider_connection
+);
 
 impl ConnectionModule {
     pub(super) async fn load(

@@ -2,11 +2,9 @@
 
 use std::{path::PathBuf, sync::Arc, time::Instant};
 
-use wasmtime::Store;
-
 use super::{
     bindings::{FilterMetadata, RouteContext, filter::ConfigFilterProviderPre},
-    call::{Sandbox, World},
+    call::Sandbox,
     error::{CallError, LoadError},
     state::CallState,
 };
@@ -20,21 +18,11 @@ pub struct FilterModule {
     pub path: PathBuf,
 }
 
-impl World for ConfigFilterProviderPre<CallState> {
-    type Metadata = FilterMetadata;
-
-    async fn metadata(&self, store: &mut Store<CallState>) -> wasmtime::Result<FilterMetadata> {
-        let bindings = self.instantiate_async(&mut *store).await?;
-        bindings
-            .pontoon_provider_config_filter()
-            .call_metadata(store)
-            .await
-    }
-
-    fn name(metadata: &FilterMetadata) -> &str {
-        &metadata.name
-    }
-}
+super::call::world!(
+    ConfigFilterProviderPre<CallState>,
+    FilterMetadata,
+    pontoon_provider_config_filter
+);
 
 impl FilterModule {
     pub(super) async fn load(

@@ -6,12 +6,10 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use wasmtime::Store;
-
 use super::{
     access::ClusterAccess,
     bindings::{Condition, Metadata, Mount, Progress, provider::BridgeMountProviderPre},
-    call::{Sandbox, World},
+    call::Sandbox,
     error::{CallError, LoadError},
     scope::{Namespaces, Scope},
     state::CallState,
@@ -78,21 +76,11 @@ macro_rules! step {
     }};
 }
 
-impl World for BridgeMountProviderPre<CallState> {
-    type Metadata = Metadata;
-
-    async fn metadata(&self, store: &mut Store<CallState>) -> wasmtime::Result<Metadata> {
-        let bindings = self.instantiate_async(&mut *store).await?;
-        bindings
-            .pontoon_provider_bridge_mount()
-            .call_metadata(store)
-            .await
-    }
-
-    fn name(metadata: &Metadata) -> &str {
-        &metadata.name
-    }
-}
+super::call::world!(
+    BridgeMountProviderPre<CallState>,
+    Metadata,
+    pontoon_provider_bridge_mount
+);
 
 impl ProviderModule {
     pub(super) async fn load(

@@ -39,7 +39,7 @@ pub const HANDLES: [&str; 5] = [
 ];
 
 /// What config generation substitutes in the entries (the contract with
-/// `host/gateway/src/config/filters.rs`; a host test checks they agree).
+/// `host/gateway/src/data_plane/config/filters.rs`; a host test checks they agree).
 pub mod placeholders {
     /// `http` or `https`: the listener's protocol.
     pub const LISTENER_SCHEME: &str = "${pontoon_listener_scheme}";

@@ -1,0 +1,116 @@
+//! TLS listeners in Passthrough mode: one Praxis TCP listener per port,
+//! whose `sni_router` sends each TLS stream, unopened, to the backend of the
+//! TLSRoute whose hostname the ClientHello names. The backend presents its
+//! own certificate; Praxis never holds a key.
+//!
+//! Praxis's `sni_router` sends a server name to one address, not to a
+//! cluster: the address is the backend Service's cluster IP and port, and
+//! kube-proxy spreads the connections over its pods. A name no route claims,
+//! a ClientHello without one, and a route whose backend did not resolve get
+//! their connection closed (the spec: rejected), never another route's
+//! backend.
+
+use super::{
+    clusters::PLACEHOLDER_ENDPOINT,
+    host_precedence::HostPattern,
+    praxis::{FilterChain, SniRoute, SniRouter},
+    praxis_listeners::PortGroup,
+};
+use crate::data_plane::model::{Backend, Route, Rule};
+
+/// The idle timeout of the `n`-th TCP listener: Praxis's default (5 min),
+/// a millisecond more for each further one. Praxis serves TCP listeners of
+/// the same (upstream, cluster, idle timeout, maximum duration) with one
+/// pipeline and refuses them different filter chains; passthrough
+/// listeners have neither upstream nor cluster (their `sni_router` routes),
+/// so only this tells them apart.
+pub fn session_timeout(n: u64) -> Option<u64> {
+    const PRAXIS_DEFAULT_MS: u64 = 300_000;
+    (n > 0).then(|| PRAXIS_DEFAULT_MS + n)
+}
+
+/// Whether a TLSRoute rule can be passed through: Praxis sends a server
+/// name to one address.
+pub fn check_rule(rule: &Rule) -> Result<(), String> {
+    let weighted = rule.backends.iter().filter(|b| b.weight > 0).count();
+    if weighted > 1 {
+        return Err(format!(
+            "{weighted} backendRefs with weight: Praxis's sni_router sends a server name to one \
+             address, so a TLSRoute rule takes one backend (give the others weight 0, or put \
+             them behind one Service)"
+        ));
+    }
+    Ok(())
+}
+
+/// The `sni_router` of one passthrough port.
+pub fn chain(group: &PortGroup<'_>, name: &str) -> FilterChain<'static> {
+    let mut router = SniRouter {
+        filter: "sni_router",
+        routes: Vec::new(),
+        default_upstream: None,
+    };
+    let mut claimed: Vec<String> = Vec::new();
+    for listener in &group.listeners {
+        let listener_host = HostPattern::parse(listener.hostname.as_deref());
+        for route in &listener.routes {
+            let upstream = upstream(route);
+            for host in hosts(route, &listener_host) {
+                match host {
+                    None if router.default_upstream.is_none() => {
+                        router.default_upstream = Some(upstream.clone());
+                    }
+                    None => {}
+                    Some(host) if !claimed.contains(&host) => {
+                        claimed.push(host.clone());
+                        router.routes.push(SniRoute {
+                            server_names: vec![host],
+                            upstream: upstream.clone(),
+                        });
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+    // Praxis wants a route or a default; with none, every connection is
+    // sent where nothing listens, which closes it.
+    if router.routes.is_empty() && router.default_upstream.is_none() {
+        router.default_upstream = Some(PLACEHOLDER_ENDPOINT.into());
+    }
+    FilterChain {
+        name: name.to_string(),
+        filters: vec![super::praxis::Filter::SniRouter(router)],
+    }
+}
+
+/// The server names a route takes on its listener (lower case), `None` for
+/// "any" (a route without hostnames on a listener without one).
+fn hosts(route: &Route, listener_host: &HostPattern) -> Vec<Option<String>> {
+    if route.hostnames.is_empty() {
+        return vec![listener_host.router_host()];
+    }
+    route
+        .hostnames
+        .iter()
+        .map(|h| HostPattern::parse(Some(h)).router_host())
+        .collect()
+}
+
+/// Where a route's streams go: its backend Service's cluster address (else
+/// one of its endpoints), or, when it has none, nowhere.
+fn upstream(route: &Route) -> String {
+    route
+        .rules
+        .iter()
+        .flat_map(|r| &r.backends)
+        .filter(|b| b.weight > 0)
+        .find_map(address)
+        .map_or_else(|| PLACEHOLDER_ENDPOINT.to_string(), |a| a.to_string())
+}
+
+fn address(backend: &Backend) -> Option<std::net::SocketAddr> {
+    backend
+        .service_address
+        .or_else(|| backend.endpoints.first().copied())
+}

@@ -1,0 +1,562 @@
+//! HTTPRoute matches to Praxis router entries, in the Gateway API's order.
+//!
+//! Praxis's router matches a path (exact, or prefix at segment boundaries,
+//! which is the spec's PathPrefix), one host pattern and exact header values,
+//! and ranks matching entries by (exact path, path length, number of host and
+//! header constraints), the first in config order winning ties. What it
+//! cannot test itself is tested before it by classifiers that set internal
+//! `x-praxis-pontoon-*` request headers (clients cannot send `x-praxis-*`
+//! headers: Praxis rejects such requests, and strips them upstream), which
+//! the entries then require:
+//!
+//! - a method: a `headers` filter gated on `methods` sets the method header;
+//! - a header RegularExpression: `guardrails` in flag mode tests the header
+//!   and its branch sets a flag;
+//! - hostname precedence: `guardrails` tests `Host` against the more specific
+//!   hostnames on the same port, and its branch flags "none of them", which
+//!   entries of the less specific pattern require.
+//!
+//! Every entry is padded with always-set headers to the same number of
+//! constraints, so Praxis's ranking reduces to (exact, path length, config
+//! order), and config order is the spec's: hostname, method, headers, route
+//! age, rule and match order. Query parameter and path RegularExpression
+//! matches have no Praxis equivalent: such rules are refused.
+
+use std::{
+    cmp::Reverse,
+    collections::{BTreeMap, BTreeSet},
+};
+
+use super::{
+    conditions::{Condition, ConditionMatch},
+    host_precedence::HostPattern,
+    praxis::{
+        Branch, Guardrails, GuardrailsRule, HeaderPair, Headers, InlineChain, OnResult,
+        ResultMatch, Route as RouterRoute,
+    },
+};
+use crate::data_plane::model::{Match, MatchKind, PathMatch, Rule};
+
+/// Prefix of every internal header Pontoon sets (reserved by Praxis).
+pub const INTERNAL_HEADER_PREFIX: &str = "x-praxis-pontoon-";
+/// Header-name prefixes Praxis reserves: a request carrying one is refused.
+const RESERVED_PREFIXES: [&str; 3] = ["x-praxis-", "x-ext-protocol-", "x-ext-agent-"];
+/// Praxis's limits for a user regular expression (guardrails).
+const MAX_PATTERN_LEN: usize = 1024;
+const MAX_REGEX_SIZE: usize = 1 << 20;
+
+/// The path part of a router entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PathSpec {
+    Exact(String),
+    Prefix(String),
+}
+
+impl PathSpec {
+    /// Praxis's measure of a path's specificity: the exact path's length, or
+    /// the prefix's without its trailing `/` (`/` itself counts 1).
+    fn specificity(&self) -> usize {
+        match self {
+            Self::Exact(p) => p.len(),
+            Self::Prefix(p) => p.strip_suffix('/').unwrap_or(p).len().max(1),
+        }
+    }
+
+    /// The prefix a PathPrefix match replaces (ReplacePrefixMatch), without a
+    /// trailing `/`.
+    pub fn prefix(&self) -> Option<&str> {
+        match self {
+            Self::Prefix(p) => Some(p.strip_suffix('/').unwrap_or(p)),
+            Self::Exact(_) => None,
+        }
+    }
+}
+
+/// A match the router can take, once checked.
+#[derive(Clone, Debug)]
+pub struct CheckedMatch {
+    pub path: PathSpec,
+    pub method: Option<String>,
+    /// Lower-case names, first occurrence of a name only (the spec's rule).
+    pub exact_headers: Vec<(String, String)>,
+    /// Lower-case names; anchored full-value patterns.
+    pub regex_headers: Vec<(String, String)>,
+}
+
+/// Checks a rule's matches; `Err` says why Praxis cannot express the rule.
+pub fn check_matches(rule: &Rule) -> Result<Vec<CheckedMatch>, String> {
+    if rule.matches.is_empty() {
+        return Ok(vec![CheckedMatch {
+            path: PathSpec::Prefix("/".into()),
+            method: None,
+            exact_headers: Vec::new(),
+            regex_headers: Vec::new(),
+        }]);
+    }
+    rule.matches
+        .iter()
+        .enumerate()
+        .map(|(index, m)| check_match(m).map_err(|why| format!("match {index}: {why}")))
+        .collect()
+}
+
+fn check_match(m: &Match) -> Result<CheckedMatch, String> {
+    let path = match &m.path {
+        None => PathSpec::Prefix("/".into()),
+        Some(PathMatch::Exact(p)) => PathSpec::Exact(check_path(p, "Exact")?),
+        Some(PathMatch::Prefix(p)) => PathSpec::Prefix(check_path(p, "PathPrefix")?),
+        Some(PathMatch::RegularExpression(_)) => {
+            return Err(
+                "path type RegularExpression is not supported: Praxis 0.7.5 matches paths \
+                        by exact value or prefix only, and none of its filters tests a path \
+                        against a regular expression"
+                    .into(),
+            );
+        }
+    };
+    if let Some(q) = m.query_params.first() {
+        return Err(format!(
+            "queryParams ({}) are not supported: neither Praxis 0.7.5's router nor its filter \
+             conditions read the query string",
+            q.name
+        ));
+    }
+    let method = match &m.method {
+        Some(method) if !is_token(method) => {
+            return Err(format!("method {method:?} is not an HTTP method token"));
+        }
+        method => method.clone(),
+    };
+    let mut seen = BTreeSet::new();
+    let (mut exact_headers, mut regex_headers) = (Vec::new(), Vec::new());
+    for header in &m.headers {
+        let name = header.name.to_ascii_lowercase();
+        if !is_token(&name) {
+            return Err(format!(
+                "header name {:?} is not a valid HTTP header name",
+                header.name
+            ));
+        }
+        if let Some(prefix) = RESERVED_PREFIXES.iter().find(|p| name.starts_with(*p)) {
+            return Err(format!(
+                "header {name}: Praxis reserves `{prefix}*` headers and refuses requests that \
+                 carry one, so this match could never hold"
+            ));
+        }
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        match header.kind {
+            MatchKind::Exact => exact_headers.push((name, header.value.clone())),
+            MatchKind::RegularExpression => {
+                let pattern = anchored(&header.value);
+                check_regex(&pattern).map_err(|why| format!("header {name}: {why}"))?;
+                regex_headers.push((name, pattern));
+            }
+        }
+    }
+    Ok(CheckedMatch {
+        path,
+        method,
+        exact_headers,
+        regex_headers,
+    })
+}
+
+fn check_path(path: &str, kind: &str) -> Result<String, String> {
+    if !path.starts_with('/') {
+        return Err(format!("{kind} path {path:?} does not start with `/`"));
+    }
+    Ok(path.to_string())
+}
+
+/// The spec's regular expressions match the whole value.
+fn anchored(pattern: &str) -> String {
+    format!("^(?:{pattern})$")
+}
+
+fn check_regex(pattern: &str) -> Result<(), String> {
+    if pattern.len() > MAX_PATTERN_LEN {
+        return Err(format!(
+            "the regular expression is longer than Praxis's limit of {MAX_PATTERN_LEN} characters"
+        ));
+    }
+    regex::RegexBuilder::new(pattern)
+        .size_limit(MAX_REGEX_SIZE)
+        .build()
+        .map(drop)
+        .map_err(|e| {
+            let detail = e.to_string();
+            let last = detail.lines().last().unwrap_or_default().trim().to_string();
+            format!("invalid regular expression: {last}")
+        })
+}
+
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// One router entry to be: a checked match under one host pattern.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    pub path: PathSpec,
+    pub host: HostPattern,
+    /// The Gateway listener's hostname (for listener-level precedence).
+    pub listener_host: HostPattern,
+    pub method: Option<String>,
+    pub exact_headers: Vec<(String, String)>,
+    pub regex_headers: Vec<(String, String)>,
+    pub cluster: String,
+    /// (listener, route, rule, match, hostname) positions: the spec's
+    /// tie-breakers after the match's own precedence.
+    pub order: [usize; 5],
+}
+
+impl Candidate {
+    fn sort_key(&self) -> impl Ord + use<> {
+        (
+            Reverse(matches!(self.path, PathSpec::Exact(_))),
+            Reverse(self.path.specificity()),
+            self.host.precedence(),
+            Reverse(self.method.is_some()),
+            Reverse(self.exact_headers.len() + self.regex_headers.len()),
+            self.order,
+        )
+    }
+}
+
+/// The classifiers and the router entries for one Praxis listener.
+pub struct Routing {
+    pub classifiers: Vec<super::praxis::Filter<'static>>,
+    pub routes: Vec<RouterRoute>,
+}
+
+/// Builds the router entries (and what they need before the router) for the
+/// candidates of one Praxis listener. `chain` names the filter chain, for
+/// unique branch names.
+pub fn routing(chain: &str, mut candidates: Vec<Candidate>) -> Routing {
+    candidates.sort_by_key(Candidate::sort_key);
+    let exclusions = host_exclusions(&candidates);
+
+    let mut classifiers = Vec::new();
+    let mut entries: Vec<(RouterRoute, usize)> = Vec::with_capacity(candidates.len());
+
+    let methods: BTreeSet<&str> = candidates
+        .iter()
+        .filter_map(|c| c.method.as_deref())
+        .collect();
+    let regex_headers: BTreeSet<(&str, &str)> = candidates
+        .iter()
+        .flat_map(|c| {
+            c.regex_headers
+                .iter()
+                .map(|(n, p)| (n.as_str(), p.as_str()))
+        })
+        .collect();
+    let regex_index: BTreeMap<(&str, &str), usize> = regex_headers
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (*k, i))
+        .collect();
+    let mut exclusion_sets: Vec<&BTreeSet<HostPattern>> =
+        exclusions.iter().filter(|e| !e.is_empty()).collect();
+    exclusion_sets.sort();
+    exclusion_sets.dedup();
+
+    for (candidate, excluded) in candidates.iter().zip(&exclusions) {
+        let mut headers: BTreeMap<String, String> =
+            candidate.exact_headers.iter().cloned().collect();
+        if let Some(method) = &candidate.method {
+            headers.insert(method_header(), method.clone());
+        }
+        for (name, pattern) in &candidate.regex_headers {
+            if let Some(i) = regex_index.get(&(name.as_str(), pattern.as_str())) {
+                headers.insert(flag(&format!("header-{i}")), "1".into());
+            }
+        }
+        if !excluded.is_empty()
+            && let Ok(i) = exclusion_sets.binary_search(&excluded)
+        {
+            headers.insert(flag(&format!("host-{i}")), "1".into());
+        }
+        let host = candidate.host.router_host();
+        let constraints = headers.len() + usize::from(host.is_some());
+        let (path, path_prefix) = match &candidate.path {
+            PathSpec::Exact(p) => (Some(p.clone()), None),
+            PathSpec::Prefix(p) => (None, Some(p.clone())),
+        };
+        entries.push((
+            RouterRoute {
+                path,
+                path_prefix,
+                host,
+                headers,
+                cluster: candidate.cluster.clone(),
+            },
+            constraints,
+        ));
+    }
+
+    // Pads: every entry ends up with as many constraints as the most
+    // constrained one, so constraint counts never outrank config order.
+    let most = entries.iter().map(|(_, c)| *c).max().unwrap_or(0);
+    let least = entries.iter().map(|(_, c)| *c).min().unwrap_or(0);
+    if most > least {
+        classifiers.push(super::praxis::Filter::Headers(Headers::set(
+            Vec::new(),
+            (1..=most - least)
+                .map(|i| HeaderPair {
+                    name: flag(&format!("pad-{i}")),
+                    value: "1".into(),
+                })
+                .collect(),
+        )));
+    }
+    let routes = entries
+        .into_iter()
+        .map(|(mut route, constraints)| {
+            for i in 1..=most - constraints {
+                route.headers.insert(flag(&format!("pad-{i}")), "1".into());
+            }
+            route
+        })
+        .collect();
+
+    for method in methods {
+        classifiers.push(super::praxis::Filter::Headers(Headers::set(
+            vec![Condition {
+                when: ConditionMatch {
+                    methods: Some(vec![method.to_string()]),
+                    ..ConditionMatch::default()
+                },
+            }],
+            vec![HeaderPair {
+                name: method_header(),
+                value: method.to_string(),
+            }],
+        )));
+    }
+    for (i, excluded) in exclusion_sets.iter().enumerate() {
+        let rules = excluded
+            .iter()
+            .filter_map(HostPattern::host_header_regex)
+            .map(|pattern| GuardrailsRule {
+                target: "header",
+                name: "host".into(),
+                pattern,
+            })
+            .collect();
+        // Flagged when Host names none of the more specific hostnames.
+        classifiers.push(classifier(
+            chain,
+            &format!("host-{i}"),
+            rules,
+            ResultMatch::Not { not: "blocked" },
+        ));
+    }
+    for ((name, pattern), i) in &regex_index {
+        let rule = GuardrailsRule {
+            target: "header",
+            name: (*name).to_string(),
+            pattern: (*pattern).to_string(),
+        };
+        classifiers.push(classifier(
+            chain,
+            &format!("header-{i}"),
+            vec![rule],
+            ResultMatch::Exact("blocked"),
+        ));
+    }
+
+    Routing {
+        classifiers,
+        routes,
+    }
+}
+
+fn method_header() -> String {
+    flag("method")
+}
+
+fn flag(what: &str) -> String {
+    format!("{INTERNAL_HEADER_PREFIX}{what}")
+}
+
+/// `guardrails` in flag mode whose branch sets the flag header `what` when
+/// its verdict is `result`.
+fn classifier(
+    chain: &str,
+    what: &str,
+    rules: Vec<GuardrailsRule>,
+    result: ResultMatch,
+) -> super::praxis::Filter<'static> {
+    let name = format!("{chain}-{what}");
+    super::praxis::Filter::Guardrails(Guardrails {
+        filter: "guardrails",
+        action: "flag",
+        rules,
+        branch_chains: vec![Branch {
+            name: name.clone(),
+            on_result: OnResult {
+                filter: "guardrails",
+                key: "status",
+                result,
+            },
+            chains: vec![InlineChain {
+                name: format!("{name}-set"),
+                filters: vec![Headers::set(
+                    Vec::new(),
+                    vec![HeaderPair {
+                        name: flag(what),
+                        value: "1".into(),
+                    }],
+                )],
+            }],
+        }],
+    })
+}
+
+/// For each candidate, the more specific host patterns whose hosts it must
+/// not take: listeners' hostnames on the same port within its listener's
+/// (those a request is given to first), and route hostnames of its own
+/// listener within its own.
+fn host_exclusions(candidates: &[Candidate]) -> Vec<BTreeSet<HostPattern>> {
+    let listener_patterns: BTreeSet<&HostPattern> =
+        candidates.iter().map(|c| &c.listener_host).collect();
+    let mut route_patterns: BTreeMap<usize, BTreeSet<&HostPattern>> = BTreeMap::new();
+    for c in candidates {
+        route_patterns
+            .entry(c.order[0])
+            .or_default()
+            .insert(&c.host);
+    }
+    candidates
+        .iter()
+        .map(|c| {
+            // Only those that share hosts with the entry's own pattern.
+            let listener_level = listener_patterns
+                .iter()
+                .filter(|p| p.strictly_within(&c.listener_host) && p.overlaps(&c.host));
+            let route_level = route_patterns
+                .get(&c.order[0])
+                .into_iter()
+                .flatten()
+                .filter(|p| p.strictly_within(&c.host));
+            listener_level
+                .chain(route_level)
+                .map(|p| (*p).clone())
+                .collect()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data_plane::model::ValueMatch;
+
+    fn rule(matches: Vec<Match>) -> Rule {
+        Rule {
+            index: 0,
+            matches,
+            backends: Vec::new(),
+            filters: Vec::new(),
+            timeouts: Default::default(),
+        }
+    }
+
+    fn refused(m: Match) -> String {
+        check_matches(&rule(vec![m])).unwrap_err()
+    }
+
+    #[test]
+    fn regex_paths_and_query_params_are_refused_with_the_reason() {
+        let why = refused(Match {
+            path: Some(PathMatch::RegularExpression("/a.*".into())),
+            ..Match::default()
+        });
+        assert!(
+            why.starts_with("match 0: path type RegularExpression"),
+            "{why}"
+        );
+        let why = refused(Match {
+            query_params: vec![ValueMatch {
+                name: "q".into(),
+                value: "1".into(),
+                kind: MatchKind::Exact,
+            }],
+            ..Match::default()
+        });
+        assert!(why.contains("queryParams (q)"), "{why}");
+    }
+
+    #[test]
+    fn bad_regexes_methods_and_reserved_headers_are_refused() {
+        let header = |name: &str, value: &str, kind| Match {
+            headers: vec![ValueMatch {
+                name: name.into(),
+                value: value.into(),
+                kind,
+            }],
+            ..Match::default()
+        };
+        let why = refused(header("x-a", "(", MatchKind::RegularExpression));
+        assert!(
+            why.contains("header x-a: invalid regular expression"),
+            "{why}"
+        );
+        let why = refused(header(
+            "x-a",
+            &"a".repeat(1100),
+            MatchKind::RegularExpression,
+        ));
+        assert!(why.contains("longer than Praxis's limit"), "{why}");
+        let why = refused(header("X-Praxis-Route", "a", MatchKind::Exact));
+        assert!(why.contains("reserves `x-praxis-*`"), "{why}");
+        let why = refused(Match {
+            method: Some("GE T".into()),
+            ..Match::default()
+        });
+        assert!(why.contains("not an HTTP method"), "{why}");
+        let why = refused(Match {
+            path: Some(PathMatch::Prefix("api".into())),
+            ..Match::default()
+        });
+        assert!(why.contains("does not start with `/`"), "{why}");
+    }
+
+    #[test]
+    fn only_the_first_header_of_a_name_counts() {
+        let checked = check_matches(&rule(vec![Match {
+            headers: vec![
+                ValueMatch {
+                    name: "X-A".into(),
+                    value: "1".into(),
+                    kind: MatchKind::Exact,
+                },
+                ValueMatch {
+                    name: "x-a".into(),
+                    value: "2".into(),
+                    kind: MatchKind::Exact,
+                },
+            ],
+            ..Match::default()
+        }]))
+        .unwrap();
+        assert_eq!(
+            checked[0].exact_headers,
+            [("x-a".to_string(), "1".to_string())]
+        );
+        assert_eq!(checked[0].path, PathSpec::Prefix("/".into()));
+    }
+
+    #[test]
+    fn prefix_specificity_ignores_a_trailing_slash() {
+        assert_eq!(PathSpec::Prefix("/foo/".into()).specificity(), 4);
+        assert_eq!(PathSpec::Prefix("/".into()).specificity(), 1);
+        assert_eq!(PathSpec::Exact("/foo/".into()).specificity(), 5);
+        assert_eq!(PathSpec::Prefix("/foo/".into()).prefix(), Some("/foo"));
+    }
+}

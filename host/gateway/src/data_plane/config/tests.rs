@@ -1,0 +1,1236 @@
+//! Golden tests: one model per feature, its config in `testdata/NAME.yaml`
+//! (`UPDATE_GOLDEN=1 cargo test -p pontoon gateway::config` rewrites them),
+//! and every generated config parsed and validated by praxis-proxy-core.
+
+use std::{net::SocketAddr, path::PathBuf};
+
+use serde_json::json;
+
+use super::*;
+use crate::data_plane::model::{
+    Backend, BackendProtocol, BackendTls, CertificateFiles, Listener, Match, MatchKind, PathMatch,
+    Protocol, Route, Rule, Timeouts, TranslatedFilter, ValueMatch,
+};
+
+// ----- model builders ------------------------------------------------------
+
+fn gateway(listeners: Vec<Listener>) -> GatewayModel {
+    GatewayModel {
+        namespace: "infra".into(),
+        name: "edge".into(),
+        listeners,
+    }
+}
+
+fn http(name: &str, port: u16, hostname: Option<&str>, routes: Vec<Route>) -> Listener {
+    Listener {
+        name: name.into(),
+        port,
+        protocol: Protocol::Http,
+        hostname: hostname.map(Into::into),
+        certificates: Vec::new(),
+        client_validation: None,
+        routes,
+    }
+}
+
+fn https(
+    name: &str,
+    port: u16,
+    hostname: Option<&str>,
+    secret: &str,
+    routes: Vec<Route>,
+) -> Listener {
+    Listener {
+        protocol: Protocol::Https,
+        certificates: vec![CertificateFiles {
+            cert_path: format!("/etc/praxis-tls/{secret}/tls.crt"),
+            key_path: format!("/etc/praxis-tls/{secret}/tls.key"),
+        }],
+        ..http(name, port, hostname, routes)
+    }
+}
+
+fn route(name: &str, hostnames: &[&str], rules: Vec<Rule>) -> Route {
+    Route {
+        kind: RouteKind::Http,
+        namespace: "shop".into(),
+        name: name.into(),
+        hostnames: hostnames.iter().map(|h| (*h).into()).collect(),
+        rules: rules
+            .into_iter()
+            .enumerate()
+            .map(|(index, rule)| Rule { index, ..rule })
+            .collect(),
+    }
+}
+
+fn rule(matches: Vec<Match>, backends: Vec<Backend>) -> Rule {
+    Rule {
+        index: 0,
+        matches,
+        backends,
+        filters: Vec::new(),
+        timeouts: Timeouts::default(),
+    }
+}
+
+fn with_filters(rule: Rule, filters: Vec<TranslatedFilter>) -> Rule {
+    Rule { filters, ..rule }
+}
+
+fn prefix(p: &str) -> Match {
+    Match {
+        path: Some(PathMatch::Prefix(p.into())),
+        ..Match::default()
+    }
+}
+
+fn exact(p: &str) -> Match {
+    Match {
+        path: Some(PathMatch::Exact(p.into())),
+        ..Match::default()
+    }
+}
+
+fn header(name: &str, value: &str, kind: MatchKind) -> ValueMatch {
+    ValueMatch {
+        name: name.into(),
+        value: value.into(),
+        kind,
+    }
+}
+
+fn backend(service: &str, weight: u32, endpoints: &[&str]) -> Backend {
+    Backend {
+        cluster: format!("shop/{service}:80"),
+        weight,
+        endpoints: endpoints
+            .iter()
+            .map(|e| e.parse::<SocketAddr>().unwrap())
+            .collect(),
+        protocol: BackendProtocol::Http1,
+        service_address: None,
+        ..Backend::default()
+    }
+}
+
+fn web() -> Vec<Backend> {
+    vec![backend("web", 1, &["10.244.1.10:8080", "10.244.1.11:8080"])]
+}
+
+fn translated(kind: &str, entries: Vec<serde_json::Value>) -> TranslatedFilter {
+    TranslatedFilter {
+        kind: kind.into(),
+        module: "standard-filters".into(),
+        entries: entries.into(),
+    }
+}
+
+// ----- golden files --------------------------------------------------------
+
+fn testdata(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("src/data_plane/config/testdata")
+        .join(format!("{name}.yaml"))
+}
+
+/// Generates, checks with praxis-proxy-core, compares with the golden file.
+fn golden(name: &str, model: &GatewayModel, options: &GenerateOptions) -> String {
+    let yaml = generate(model, options).unwrap_or_else(|e| panic!("{name}: generate failed: {e}"));
+    praxis_loads(&yaml)
+        .unwrap_or_else(|e| panic!("{name}: praxis-proxy-core refuses the config: {e}\n{yaml}"));
+    // Generation writes one line of JSON; the golden files keep it
+    // indented, for diffs a reader can follow.
+    let yaml = indented(&yaml);
+    let path = testdata(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &yaml).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", path.display()));
+    assert_eq!(
+        yaml,
+        expected,
+        "{name}: generated config differs from {}",
+        path.display()
+    );
+    yaml
+}
+
+/// The config with its JSON indented, the comment line kept.
+fn indented(config: &str) -> String {
+    let (comment, json) = config.split_once('\n').expect("a comment line");
+    let value: serde_json::Value = serde_json::from_str(json).expect("the config is JSON");
+    format!(
+        "{comment}\n{}\n",
+        serde_json::to_string_pretty(&value).expect("JSON")
+    )
+}
+
+/// Praxis's own parse and validation (`Config::from_yaml`).
+pub(super) fn praxis_loads(yaml: &str) -> Result<praxis_core::config::Config, String> {
+    praxis_core::config::Config::from_yaml(yaml).map_err(|e| e.to_string())
+}
+
+fn options() -> GenerateOptions {
+    GenerateOptions::default()
+}
+
+// ----- features ------------------------------------------------------------
+
+#[test]
+fn http_listener_with_one_route() {
+    let model = gateway(vec![http(
+        "web",
+        80,
+        None,
+        vec![route("web", &[], vec![rule(vec![prefix("/")], web())])],
+    )]);
+    let yaml = golden("http_basic", &model, &options());
+    let config = praxis_loads(&yaml).unwrap();
+    assert!(
+        config.insecure_options.allow_private_endpoints,
+        "pod addresses need allow_private_endpoints"
+    );
+    assert!(
+        !config.insecure_options.allow_root,
+        "allow_root only when asked for"
+    );
+    let chain = &config.filter_chains[0];
+    let types: Vec<&str> = chain
+        .filters
+        .iter()
+        .map(|f| f.filter_type.as_str())
+        .collect();
+    assert_eq!(types, ["request_id", "router", "load_balancer"]);
+}
+
+#[test]
+fn options_for_tests_and_health_probes() {
+    let model = gateway(vec![http(
+        "web",
+        8080,
+        None,
+        vec![route("web", &[], vec![rule(vec![], web())])],
+    )]);
+    let options = GenerateOptions {
+        listen_ip: "127.0.0.1".parse().unwrap(),
+        health_address: Some("0.0.0.0:9901".parse().unwrap()),
+        allow_root: true,
+    };
+    let yaml = golden("options", &model, &options);
+    let config = praxis_loads(&yaml).unwrap();
+    assert!(config.insecure_options.allow_root);
+    assert_eq!(
+        config.admin.metrics_address.as_deref(),
+        Some("0.0.0.0:9901")
+    );
+    assert_eq!(config.listeners[0].address, "127.0.0.1:8080");
+}
+
+#[test]
+fn https_listeners_and_shared_ports() {
+    let model = gateway(vec![
+        http(
+            "plain",
+            80,
+            None,
+            vec![route("web", &[], vec![rule(vec![prefix("/")], web())])],
+        ),
+        https(
+            "secure",
+            443,
+            None,
+            "web-tls",
+            vec![route("web", &[], vec![rule(vec![prefix("/")], web())])],
+        ),
+        // Two listeners on one port: certificates chosen by SNI.
+        https(
+            "a",
+            8443,
+            Some("a.example.com"),
+            "a-tls",
+            vec![route("a", &[], vec![rule(vec![], web())])],
+        ),
+        https(
+            "any",
+            8443,
+            None,
+            "default-tls",
+            vec![route("b", &[], vec![rule(vec![], web())])],
+        ),
+    ]);
+    let yaml = golden("https", &model, &options());
+    let config = praxis_loads(&yaml).unwrap();
+    let names: Vec<&str> = config.listeners.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["http-80", "https-443", "https-8443"]);
+    let shared = config.listeners[2].tls.as_ref().unwrap();
+    assert_eq!(shared.certificates.len(), 2);
+    assert_eq!(shared.certificates[0].server_names, ["a.example.com"]);
+    assert!(
+        shared.certificates[1].default,
+        "the listener without hostname has the default certificate"
+    );
+}
+
+#[test]
+fn paths_in_gateway_api_precedence() {
+    let model = gateway(vec![http(
+        "web",
+        80,
+        None,
+        vec![
+            route(
+                "older",
+                &[],
+                vec![
+                    rule(vec![prefix("/")], web()),
+                    rule(vec![prefix("/api/")], web()),
+                ],
+            ),
+            route(
+                "newer",
+                &[],
+                vec![
+                    rule(vec![exact("/api/v1")], web()),
+                    rule(vec![prefix("/api")], web()),
+                    rule(vec![prefix("/api/v1")], web()),
+                ],
+            ),
+        ],
+    )]);
+    let yaml = golden("paths", &model, &options());
+    let routes = router_routes(&yaml);
+    // Exact first, then longest prefix; `/api/` and `/api` are the same
+    // prefix (trailing slash ignored), the older route's first.
+    assert_eq!(
+        routes,
+        [
+            "path /api/v1 -> r3-m0_shop_newer_0",
+            "path_prefix /api/v1 -> r5-m0_shop_newer_2",
+            "path_prefix /api/ -> r2-m0_shop_older_1",
+            "path_prefix /api -> r4-m0_shop_newer_1",
+            "path_prefix / -> r1-m0_shop_older_0",
+        ]
+    );
+}
+
+#[test]
+fn hostnames_and_their_precedence() {
+    let model = gateway(vec![
+        http(
+            "wild",
+            80,
+            Some("*.example.com"),
+            vec![
+                // Its hostnames, already intersected with the listener's.
+                route(
+                    "shop",
+                    &["shop.example.com"],
+                    vec![rule(vec![prefix("/")], web())],
+                ),
+                route("wild", &[], vec![rule(vec![prefix("/long/path")], web())]),
+            ],
+        ),
+        http(
+            "exact",
+            80,
+            Some("foo.example.com"),
+            vec![route("foo", &[], vec![rule(vec![prefix("/")], web())])],
+        ),
+        http(
+            "any",
+            80,
+            None,
+            vec![route("rest", &[], vec![rule(vec![prefix("/")], web())])],
+        ),
+    ]);
+    let yaml = golden("hostnames", &model, &options());
+    let config = praxis_loads(&yaml).unwrap();
+    let types: Vec<&str> = config.filter_chains[0]
+        .filters
+        .iter()
+        .map(|f| f.filter_type.as_str())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "request_id",
+            "headers",
+            "guardrails",
+            "guardrails",
+            "router",
+            "load_balancer"
+        ],
+        "pads, then one Host classifier per exclusion set"
+    );
+}
+
+#[test]
+fn method_and_header_matches() {
+    let model = gateway(vec![http(
+        "web",
+        80,
+        None,
+        vec![route(
+            "api",
+            &[],
+            vec![
+                rule(
+                    vec![Match {
+                        method: Some("POST".into()),
+                        ..prefix("/api")
+                    }],
+                    web(),
+                ),
+                rule(
+                    vec![Match {
+                        headers: vec![
+                            header("X-Version", "2", MatchKind::Exact),
+                            header("x-user", "(alice|bob)-[0-9]+", MatchKind::RegularExpression),
+                        ],
+                        ..prefix("/api")
+                    }],
+                    web(),
+                ),
+                rule(vec![prefix("/api")], web()),
+            ],
+        )],
+    )]);
+    let yaml = golden("matches", &model, &options());
+    assert_eq!(
+        router_routes(&yaml),
+        [
+            "path_prefix /api [x-praxis-pontoon-method=POST, x-praxis-pontoon-pad-1=1] -> r1-m0_shop_api_0",
+            "path_prefix /api [x-praxis-pontoon-header-0=1, x-version=2] -> r2-m0_shop_api_1",
+            "path_prefix /api [x-praxis-pontoon-pad-1=1, x-praxis-pontoon-pad-2=1] -> r3-m0_shop_api_2",
+        ],
+        "method before headers before none, all with two constraints"
+    );
+}
+
+#[test]
+fn weighted_and_missing_backends() {
+    let model = gateway(vec![http(
+        "web",
+        80,
+        None,
+        vec![route(
+            "split",
+            &[],
+            vec![
+                rule(
+                    vec![prefix("/split")],
+                    vec![
+                        backend(
+                            "v1",
+                            90,
+                            &["10.244.1.10:8080", "10.244.1.11:8080", "10.244.1.12:8080"],
+                        ),
+                        backend("v2", 10, &["10.244.2.10:8080"]),
+                    ],
+                ),
+                rule(vec![prefix("/none")], Vec::new()),
+                rule(vec![prefix("/down")], vec![backend("down", 1, &[])]),
+            ],
+        )],
+    )]);
+    golden("backends", &model, &options());
+}
+
+#[test]
+fn rule_filters_apply_to_their_rule_only() {
+    let set_header = |value: &str| {
+        translated(
+            "RequestHeaderModifier",
+            vec![
+                json!({"filter": "headers", "request_set": [{"name": "x-route", "value": value}]}),
+            ],
+        )
+    };
+    let model = gateway(vec![http(
+        "web",
+        8080,
+        None,
+        vec![
+            // Same path, different routes and hostnames: each keeps its filter.
+            route(
+                "a",
+                &["a.example.com"],
+                vec![with_filters(
+                    rule(vec![prefix("/app")], web()),
+                    vec![set_header("a")],
+                )],
+            ),
+            route(
+                "b",
+                &["b.example.com"],
+                vec![with_filters(
+                    rule(vec![prefix("/app")], web()),
+                    vec![set_header("b")],
+                )],
+            ),
+            route(
+                "moved",
+                &[],
+                vec![
+                    with_filters(
+                        rule(vec![prefix("/old")], Vec::new()),
+                        vec![translated(
+                            "RequestRedirect",
+                            vec![json!({
+                                "filter": "redirect",
+                                "status": 302,
+                                "location": "${pontoon_listener_scheme}://${host}${pontoon_port_suffix}/new${query}"
+                            })],
+                        )],
+                    ),
+                    with_filters(
+                        rule(vec![prefix("/v1"), prefix("/legacy/v1")], web()),
+                        vec![translated(
+                            "URLRewrite",
+                            vec![json!({
+                                "filter": "url_rewrite",
+                                "operations": [{"regex_replace": {
+                                    "pattern": "^${pontoon_match_prefix}(/.*)?$",
+                                    "replacement": "/v2${1}"
+                                }}]
+                            })],
+                        )],
+                    ),
+                ],
+            ),
+        ],
+    )]);
+    let yaml = golden("filters", &model, &options());
+    assert!(
+        yaml.contains(r#""location": "http://${host}:8080/new${query}""#),
+        "{yaml}"
+    );
+    assert!(
+        yaml.contains(r#""pattern": "^/legacy/v1(/.*)?$""#),
+        "{yaml}"
+    );
+}
+
+#[test]
+fn a_listener_without_routes_answers_404() {
+    let model = gateway(vec![http("web", 80, None, Vec::new())]);
+    golden("empty", &model, &options());
+}
+
+#[test]
+fn security_filters_from_modules_may_be_gated_on_their_rule() {
+    let model = gateway(vec![http(
+        "web",
+        80,
+        None,
+        vec![route(
+            "cors",
+            &[],
+            vec![with_filters(
+                rule(vec![], web()),
+                vec![translated(
+                    "ExtensionRef:example.com/Cors",
+                    vec![json!({"filter": "cors", "allow_origins": ["https://example.com"]})],
+                )],
+            )],
+        )],
+    )]);
+    let yaml = generate(&model, &options()).unwrap();
+    let config = praxis_loads(&yaml).unwrap();
+    assert!(
+        config
+            .insecure_options
+            .skip_pipeline_checks
+            .conditional_security
+    );
+}
+
+// ----- behaviour -----------------------------------------------------------
+
+#[test]
+fn same_model_same_bytes() {
+    let model = gateway(vec![http(
+        "web",
+        80,
+        None,
+        vec![route(
+            "r",
+            &["a.example.com", "*.example.com"],
+            vec![rule(
+                vec![Match {
+                    headers: vec![
+                        header("b", "1", MatchKind::Exact),
+                        header("a", "x.*", MatchKind::RegularExpression),
+                        header("c", "2", MatchKind::Exact),
+                    ],
+                    method: Some("GET".into()),
+                    ..prefix("/")
+                }],
+                web(),
+            )],
+        )],
+    )]);
+    let first = generate(&model, &options()).unwrap();
+    for _ in 0..10 {
+        assert_eq!(generate(&model, &options()).unwrap(), first);
+    }
+}
+
+#[test]
+fn unsupported_rules_are_refused_by_name_and_can_be_left_out() {
+    let model = gateway(vec![
+        http(
+            "web",
+            80,
+            None,
+            vec![route(
+                "mixed",
+                &[],
+                vec![
+                    rule(vec![prefix("/ok")], web()),
+                    rule(
+                        vec![Match {
+                            path: Some(PathMatch::RegularExpression("/re/.*".into())),
+                            ..Match::default()
+                        }],
+                        web(),
+                    ),
+                    rule(
+                        vec![Match {
+                            query_params: vec![header("page", "1", MatchKind::Exact)],
+                            ..prefix("/q")
+                        }],
+                        web(),
+                    ),
+                ],
+            )],
+        ),
+        // The same route on a second listener is refused once.
+        http(
+            "alt",
+            8080,
+            None,
+            vec![route(
+                "mixed",
+                &[],
+                vec![
+                    rule(vec![prefix("/ok")], web()),
+                    rule(
+                        vec![Match {
+                            path: Some(PathMatch::RegularExpression("/re/.*".into())),
+                            ..Match::default()
+                        }],
+                        web(),
+                    ),
+                ],
+            )],
+        ),
+    ]);
+    let Err(ConfigError::UnsupportedRules(refused)) = generate(&model, &options()) else {
+        panic!("expected the unsupported rules to be refused");
+    };
+    let summary: Vec<(usize, &str)> = refused.iter().map(|r| (r.rule_index, r.reason())).collect();
+    assert_eq!(summary, [(1, "UnsupportedValue"), (2, "UnsupportedValue")]);
+    assert!(
+        refused[0]
+            .message
+            .starts_with("rule 1: match 0: path type RegularExpression"),
+        "{}",
+        refused[0]
+    );
+    assert!(
+        refused[1].message.contains("queryParams (page)"),
+        "{}",
+        refused[1]
+    );
+    assert_eq!(
+        refused[0].to_string(),
+        format!("HTTPRoute shop/mixed {}", refused[0].message)
+    );
+
+    let (kept, split) = split_refused(&model);
+    assert_eq!(split, refused);
+    assert_eq!(kept.listeners[0].routes[0].rules.len(), 1);
+    let yaml = generate(&kept, &options()).unwrap();
+    praxis_loads(&yaml).unwrap();
+    assert!(!yaml.contains("/re/"), "refused rules are left out");
+}
+
+#[test]
+fn listener_errors() {
+    let conflict = gateway(vec![
+        http("a", 8443, None, Vec::new()),
+        https("b", 8443, None, "tls", Vec::new()),
+    ]);
+    assert_eq!(
+        generate(&conflict, &options()),
+        Err(ConfigError::PortConflict {
+            port: 8443,
+            first: "a".into(),
+            second: "b".into()
+        })
+    );
+    // Found by the property test: Praxis refuses both configs.
+    let twice = gateway(vec![
+        https("a", 443, None, "tls", Vec::new()),
+        https("b", 443, Some("A.example.com"), "tls", Vec::new()),
+        https("c", 443, None, "tls", Vec::new()),
+    ]);
+    assert_eq!(
+        generate(&twice, &options()),
+        Err(ConfigError::HostnameConflict {
+            port: 443,
+            hostname: "(none)".into(),
+            first: "a".into(),
+            second: "c".into()
+        })
+    );
+    let short = gateway(vec![
+        https("a", 443, None, "tls", Vec::new()),
+        https("b", 443, Some("*.com"), "tls", Vec::new()),
+    ]);
+    let refused = generate(&short, &options()).unwrap_err().to_string();
+    assert!(
+        refused.contains("at least three labels (*.example.com), not *.com"),
+        "{refused}"
+    );
+    // Alone on its port it needs no SNI, and loads.
+    let alone = gateway(vec![https("b", 443, Some("*.com"), "tls", Vec::new())]);
+    praxis_loads(&generate(&alone, &options()).unwrap()).unwrap();
+    let mut no_cert = https("b", 443, None, "tls", Vec::new());
+    no_cert.certificates.clear();
+    assert_eq!(
+        generate(&gateway(vec![no_cert]), &options()),
+        Err(ConfigError::MissingCertificate {
+            listener: "b".into()
+        })
+    );
+}
+
+#[test]
+fn too_many_classifiers_is_an_error_not_a_broken_config() {
+    let rules = (0..300)
+        .map(|i| {
+            rule(
+                vec![Match {
+                    headers: vec![header(
+                        "x-id",
+                        &format!("{i}-[0-9]+"),
+                        MatchKind::RegularExpression,
+                    )],
+                    ..prefix("/")
+                }],
+                web(),
+            )
+        })
+        .collect();
+    let model = gateway(vec![http("web", 80, None, vec![route("many", &[], rules)])]);
+    assert_eq!(
+        generate(&model, &options()),
+        Err(ConfigError::TooManyBranches { count: 300 })
+    );
+}
+
+#[test]
+fn a_large_gateway_loads() {
+    // 200 routes with two hostnames, headers and filters each.
+    let routes = (0..200)
+        .map(|i| {
+            let host = format!("h{}.example.com", i % 20);
+            route(
+                &format!("r{i}"),
+                &[host.as_str(), "*.example.com"],
+                vec![with_filters(
+                    rule(
+                        vec![Match {
+                            headers: vec![header("x-tenant", &format!("t{i}"), MatchKind::Exact)],
+                            ..prefix(&format!("/svc{}", i % 7))
+                        }],
+                        web(),
+                    ),
+                    vec![translated(
+                        "RequestHeaderModifier",
+                        vec![json!({"filter": "headers", "request_set": [{"name": "x-r", "value": i.to_string()}]})],
+                    )],
+                )],
+            )
+        })
+        .collect();
+    let yaml = generate(&gateway(vec![http("web", 80, None, routes)]), &options()).unwrap();
+    let config = praxis_loads(&yaml).unwrap();
+    // request_id, pads, Host classifier, router, load balancer, 200 filters,
+    // in chains of at most 100 (Praxis's limit).
+    let sizes: Vec<usize> = config
+        .filter_chains
+        .iter()
+        .map(|c| c.filters.len())
+        .collect();
+    assert_eq!(sizes, [100, 100, 5]);
+    assert_eq!(
+        config.listeners[0].filter_chains,
+        ["http-80", "http-80-2", "http-80-3"]
+    );
+}
+
+/// The router's entries as `path[_prefix] P [headers] -> cluster`, in order.
+fn router_routes(yaml: &str) -> Vec<String> {
+    let config = praxis_loads(yaml).unwrap();
+    let router = config.filter_chains[0]
+        .filters
+        .iter()
+        .find(|f| f.filter_type == "router")
+        .unwrap();
+    router.config["routes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let (kind, path) = match r.get("path") {
+                Some(p) => ("path", p.as_str().unwrap()),
+                None => ("path_prefix", r["path_prefix"].as_str().unwrap()),
+            };
+            let headers = r.get("headers").map(|h| {
+                let pairs: Vec<String> = h
+                    .as_mapping()
+                    .unwrap()
+                    .iter()
+                    .map(|(k, v)| format!("{}={}", k.as_str().unwrap(), v.as_str().unwrap()))
+                    .collect();
+                format!(" [{}]", pairs.join(", "))
+            });
+            format!(
+                "{kind} {path}{} -> {}",
+                headers.unwrap_or_default(),
+                r["cluster"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_bundled_filters_leave_the_placeholders_generation_fills() {
+    use standard_filters::placeholders;
+    assert_eq!(placeholders::LISTENER_SCHEME, LISTENER_SCHEME);
+    assert_eq!(placeholders::PORT_SUFFIX, PORT_SUFFIX);
+    assert_eq!(placeholders::MATCH_PREFIX, MATCH_PREFIX);
+    assert_eq!(
+        placeholders::port_suffix_of(8443),
+        format!("{PORT_SUFFIX_OF}8443}}")
+    );
+}
+
+/// The bundled module's real output, through generation, loads in Praxis.
+#[test]
+fn standard_filters_entries_load_in_praxis() {
+    let translate = |filter: serde_json::Value| {
+        let kind = filter["type"].as_str().unwrap().to_string();
+        let entries = standard_filters::translate_values(&filter.to_string()).unwrap();
+        translated(&kind, entries)
+    };
+    let redirect = translate(json!({"type": "RequestRedirect", "requestRedirect": {"port": 8443}}));
+    let rewrite = translate(json!({"type": "URLRewrite", "urlRewrite": {
+        "hostname": "internal.example.com",
+        "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v2"}}}));
+    let headers = translate(
+        json!({"type": "ResponseHeaderModifier", "responseHeaderModifier": {
+        "set": [{"name": "x-a", "value": "1"}], "add": [{"name": "x-b", "value": "2"}], "remove": ["server"]}}),
+    );
+    let model = gateway(vec![https(
+        "web",
+        8443,
+        None,
+        "tls",
+        vec![route(
+            "r",
+            &[],
+            vec![
+                with_filters(rule(vec![prefix("/old")], Vec::new()), vec![redirect]),
+                with_filters(
+                    rule(vec![prefix("/v1"), prefix("/api/v1/")], web()),
+                    vec![rewrite, headers],
+                ),
+            ],
+        )],
+    )]);
+    let yaml = golden("standard_filters", &model, &options());
+    // Port 8443 is the HTTPS listener's own, not HTTPS's default: kept.
+    assert!(
+        yaml.contains(r#""location": "https://${host}:8443${path}${query}""#),
+        "{yaml}"
+    );
+    assert!(yaml.contains(r#""pattern": "^/api/v1(/.*)?$""#), "{yaml}");
+}
+
+#[test]
+fn a_config_beyond_a_config_map_is_an_error() {
+    let routes = (0..5000)
+        .map(|i| {
+            route(
+                &format!("route-{i}"),
+                &[],
+                vec![rule(vec![prefix(&format!("/service-number-{i}"))], web())],
+            )
+        })
+        .collect();
+    let model = gateway(vec![http("web", 80, None, routes)]);
+    match generate(&model, &options()) {
+        Err(ConfigError::TooLarge { bytes }) => assert!(bytes > MAX_CONFIG_BYTES),
+        other => panic!("expected TooLarge, got {:?}", other.map(|c| c.len())),
+    }
+}
+
+// ----- route kinds and backend protocols -----------------------------------
+
+fn grpc_backend(service: &str, weight: u32, endpoints: &[&str]) -> Backend {
+    Backend {
+        protocol: BackendProtocol::H2c,
+        ..backend(service, weight, endpoints)
+    }
+}
+
+#[test]
+fn grpc_routes_and_h2c_backends_speak_http2_to_their_endpoints() {
+    let grpc = Route {
+        kind: RouteKind::Grpc,
+        ..route(
+            "echo",
+            &["grpc.example.com"],
+            vec![
+                rule(
+                    vec![exact("/echo.Echo/Ping"), prefix("/echo.Echo")],
+                    vec![
+                        grpc_backend("echo-v1", 70, &["10.244.2.10:3000"]),
+                        grpc_backend("echo-v2", 30, &["10.244.2.11:3000"]),
+                    ],
+                ),
+                rule(
+                    vec![Match {
+                        headers: vec![header("version", "two", MatchKind::Exact)],
+                        ..prefix("/")
+                    }],
+                    vec![grpc_backend("echo-v2", 1, &["10.244.2.11:3000"])],
+                ),
+            ],
+        )
+    };
+    let h2c = route(
+        "web",
+        &[],
+        vec![rule(
+            vec![prefix("/")],
+            vec![grpc_backend("h2c", 1, &["10.244.1.12:3001"])],
+        )],
+    );
+    let plain = route("plain", &[], vec![rule(vec![prefix("/old")], web())]);
+    let model = gateway(vec![http("web", 80, None, vec![grpc, h2c, plain])]);
+    let yaml = golden("grpc", &model, &options());
+    let config = praxis_loads(&yaml).unwrap();
+    let versions: Vec<String> = config.filter_chains[0]
+        .filters
+        .iter()
+        .filter(|f| f.filter_type == "load_balancer")
+        .flat_map(|f| {
+            f.config["clusters"]
+                .as_sequence()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|c| {
+            format!(
+                "{}={:?}",
+                c["name"].as_str().unwrap(),
+                c["http"]["version"].as_str()
+            )
+        })
+        .collect();
+    assert!(
+        versions
+            .iter()
+            .filter(|v| v.ends_with("Some(\"h2\")"))
+            .count()
+            == 4
+            && versions.iter().filter(|v| v.ends_with("None")).count() == 1,
+        "gRPC and h2c clusters speak h2, the HTTP/1.1 one does not: {versions:?}"
+    );
+}
+
+fn tls_backend(service: &str, sni: &str, ca: Option<&str>, client: bool) -> Backend {
+    Backend {
+        tls: Some(BackendTls {
+            sni: sni.into(),
+            ca_path: ca.map(Into::into),
+            client_certificate: client.then(|| CertificateFiles {
+                cert_path: "/etc/praxis-tls/infra-client.crt".into(),
+                key_path: "/etc/praxis-tls/infra-client.key".into(),
+            }),
+        }),
+        ..backend(service, 1, &["10.244.4.10:8443"])
+    }
+}
+
+#[test]
+fn backend_tls_policies_become_cluster_tls_verified_against_their_hostname() {
+    let ca = "/etc/praxis-tls/backend-ca.shop.policy.pem";
+    let model = gateway(vec![http(
+        "web",
+        80,
+        None,
+        vec![route(
+            "secure",
+            &[],
+            vec![
+                rule(
+                    vec![prefix("/private")],
+                    vec![tls_backend("private", "abc.example.com", Some(ca), true)],
+                ),
+                rule(
+                    vec![prefix("/public")],
+                    vec![tls_backend("public", "www.example.com", None, false)],
+                ),
+                rule(vec![prefix("/")], web()),
+            ],
+        )],
+    )]);
+    let yaml = golden("backend_tls", &model, &options());
+    let config = praxis_loads(&yaml).unwrap();
+    let tls: Vec<String> = config.filter_chains[0]
+        .filters
+        .iter()
+        .filter(|f| f.filter_type == "load_balancer")
+        .flat_map(|f| {
+            f.config["clusters"]
+                .as_sequence()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|c| {
+            let tls = &c["tls"];
+            format!(
+                "{:?} {:?} {:?}",
+                tls["sni"].as_str(),
+                tls["ca"]["ca_path"].as_str(),
+                tls["client_cert"]["cert_path"].as_str()
+            )
+        })
+        .collect();
+    assert_eq!(
+        tls,
+        [
+            format!(
+                "Some(\"abc.example.com\") Some({ca:?}) Some(\"/etc/praxis-tls/infra-client.crt\")"
+            ),
+            "Some(\"www.example.com\") None None".into(),
+            "None None None".into(),
+        ],
+        "each rule's cluster speaks TLS as its backend's policy asks, the plain one not at all"
+    );
+}
+
+#[test]
+fn backends_of_one_rule_must_share_their_tls() {
+    let mixed = rule(
+        vec![prefix("/")],
+        vec![
+            tls_backend("private", "abc.example.com", None, false),
+            backend("web", 1, &["10.244.1.10:8080"]),
+        ],
+    );
+    let why = check_rule(RouteKind::Http, &mixed).unwrap_err();
+    assert!(why.contains("different TLS"), "{why}");
+}
+
+#[test]
+fn backends_of_one_rule_must_speak_one_protocol() {
+    let mixed = rule(
+        vec![prefix("/")],
+        vec![
+            grpc_backend("h2c", 1, &["10.244.1.12:3001"]),
+            backend("web", 1, &["10.244.1.10:8080"]),
+        ],
+    );
+    let why = check_rule(RouteKind::Http, &mixed).unwrap_err();
+    assert!(why.contains("speak different protocols"), "{why}");
+    // A backend with weight 0 takes no request, so it does not count.
+    let weightless = rule(
+        vec![prefix("/")],
+        vec![
+            grpc_backend("h2c", 1, &["10.244.1.12:3001"]),
+            backend("web", 0, &["10.244.1.10:8080"]),
+        ],
+    );
+    assert!(check_rule(RouteKind::Http, &weightless).is_ok());
+}
+
+#[test]
+fn timeouts_bound_the_backend_read_and_the_whole_request() {
+    let timed = |request_ms, backend_request_ms| Rule {
+        timeouts: Timeouts {
+            request_ms,
+            backend_request_ms,
+        },
+        ..rule(vec![prefix("/")], web())
+    };
+    let model = gateway(vec![http(
+        "web",
+        80,
+        None,
+        vec![
+            route(
+                "request",
+                &["request.example.com"],
+                vec![timed(Some(500), None)],
+            ),
+            route(
+                "backend",
+                &["backend.example.com"],
+                vec![timed(None, Some(250))],
+            ),
+            route(
+                "both",
+                &["both.example.com"],
+                vec![timed(Some(2000), Some(1500))],
+            ),
+            route("none", &["none.example.com"], vec![timed(None, None)]),
+        ],
+    )]);
+    let yaml = golden("timeouts", &model, &options());
+    let config = praxis_loads(&yaml).unwrap();
+    let filters = &config.filter_chains[0].filters;
+    let timeouts: Vec<u64> = filters
+        .iter()
+        .filter(|f| f.filter_type == "timeout")
+        .map(|f| f.config["timeout_ms"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        timeouts,
+        [500, 2000],
+        "a timeout filter per request timeout"
+    );
+    let reads: Vec<Option<u64>> = filters
+        .iter()
+        .filter(|f| f.filter_type == "load_balancer")
+        .flat_map(|f| {
+            f.config["clusters"]
+                .as_sequence()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|c| c["read_timeout_ms"].as_u64())
+        .collect();
+    assert_eq!(reads, [Some(500), Some(250), Some(1500), None]);
+}
+
+fn tls_route(name: &str, hostnames: &[&str], backends: Vec<Backend>) -> Route {
+    Route {
+        kind: RouteKind::Tls,
+        ..route(name, hostnames, vec![rule(Vec::new(), backends)])
+    }
+}
+
+fn service(name: &str, address: &str) -> Backend {
+    Backend {
+        service_address: Some(address.parse().unwrap()),
+        ..backend(name, 1, &["10.244.3.10:8443"])
+    }
+}
+
+fn passthrough(name: &str, port: u16, hostname: Option<&str>, routes: Vec<Route>) -> Listener {
+    Listener {
+        protocol: Protocol::TlsPassthrough,
+        ..http(name, port, hostname, routes)
+    }
+}
+
+#[test]
+fn tls_passthrough_routes_streams_by_server_name_to_the_service() {
+    let model = gateway(vec![
+        http(
+            "web",
+            80,
+            None,
+            vec![route("web", &[], vec![rule(vec![prefix("/")], web())])],
+        ),
+        passthrough(
+            "tls",
+            443,
+            Some("*.example.com"),
+            vec![
+                tls_route(
+                    "db",
+                    &["db.example.com"],
+                    vec![service("db", "10.96.0.20:5432")],
+                ),
+                // Its backend did not resolve: its name is closed, not
+                // handed to the wildcard's route.
+                tls_route("broken", &["broken.example.com"], Vec::new()),
+                tls_route("rest", &[], vec![service("rest", "10.96.0.21:8443")]),
+            ],
+        ),
+        passthrough(
+            "any",
+            443,
+            None,
+            vec![tls_route(
+                "other",
+                &[],
+                vec![service("other", "10.96.0.22:8443")],
+            )],
+        ),
+        passthrough("idle", 8443, None, Vec::new()),
+    ]);
+    let yaml = golden("passthrough", &model, &options());
+    let config = praxis_loads(&yaml).unwrap();
+    assert!(config.insecure_options.allow_private_upstreams);
+    let value: serde_json::Value = serde_json::from_str(yaml.split_once('\n').unwrap().1).unwrap();
+    let listener = &value["listeners"][1];
+    assert_eq!(listener["protocol"], "tcp");
+    assert!(
+        listener.get("tls").is_none(),
+        "passthrough never terminates"
+    );
+    let router = &value["filter_chains"][1]["filters"][0];
+    assert_eq!(router["filter"], "sni_router");
+    assert_eq!(
+        router["routes"],
+        json!([
+            {"server_names": ["db.example.com"], "upstream": "10.96.0.20:5432"},
+            {"server_names": ["broken.example.com"], "upstream": "127.0.0.1:9"},
+            {"server_names": ["*.example.com"], "upstream": "10.96.0.21:8443"}
+        ])
+    );
+    assert_eq!(router["default_upstream"], "10.96.0.22:8443");
+    let idle = &value["filter_chains"][2]["filters"][0];
+    assert_eq!(
+        idle["default_upstream"], "127.0.0.1:9",
+        "nothing to reach: closed"
+    );
+}
+
+#[test]
+fn a_tls_route_rule_takes_one_backend() {
+    let two = Rule {
+        backends: vec![
+            service("a", "10.96.0.20:443"),
+            service("b", "10.96.0.21:443"),
+        ],
+        ..rule(Vec::new(), Vec::new())
+    };
+    let why = check_rule(RouteKind::Tls, &two).unwrap_err();
+    assert!(why.contains("sends a server name to one address"), "{why}");
+    let model = gateway(vec![passthrough(
+        "tls",
+        443,
+        None,
+        vec![Route {
+            kind: RouteKind::Tls,
+            ..route("two", &["a.example.com"], vec![two])
+        }],
+    )]);
+    assert!(matches!(
+        generate(&model, &options()),
+        Err(ConfigError::UnsupportedRules(r)) if r.len() == 1
+    ));
+}
