@@ -1,11 +1,12 @@
 //! The Carrier2 configuration: Gefyra's schema, written as the YAML that
 //! `/tmp/config.yaml` in the patched container holds, and read back.
 //!
-//! The YAML is written by hand (no YAML crate in the module): block style,
-//! every string double-quoted with JSON escapes, which YAML reads as the
-//! same string.
+//! The YAML comes from `yaml_serde` (libyaml's emitter): it quotes whatever
+//! a reader could take for something else and escapes what YAML cannot hold
+//! unescaped, so every string reads back as written; lines are never folded.
+//! The document's structs below keep Gefyra's field names and order.
 
-use pontoon_provider_sdk::bridge_mount::bridges::{Bridge, MatchType, RequestMatch, Rule};
+use pontoon_provider_sdk::bridge_mount::bridges::{Bridge, Rule};
 
 use std::collections::BTreeMap;
 
@@ -15,6 +16,8 @@ use crate::{
     names,
     probes::{Probes, container_ports, probes},
 };
+
+mod document;
 
 /// Where the patched container keeps Carrier2's config and its files.
 pub const CONFIG_PATH: &str = "/tmp/config.yaml";
@@ -63,100 +66,12 @@ fn bridges_on(bridges: &[Bridge], port: i32) -> BTreeMap<String, BridgeEntry> {
         .collect()
 }
 
-fn match_type(kind: MatchType) -> &'static str {
-    match kind {
-        MatchType::Exact => "exact",
-        MatchType::Prefix => "prefix",
-        MatchType::Regex => "regex",
-    }
-}
-
-/// Carrier2's `bridges:` block of one proxy, at `indent`.
-fn bridges_yaml(out: &mut String, indent: &str, bridges: &BTreeMap<String, BridgeEntry>) {
-    if bridges.is_empty() {
-        out.push_str(&format!("{indent}bridges: {{}}\n"));
-        return;
-    }
-    out.push_str(&format!("{indent}bridges:\n"));
-    for (name, entry) in bridges {
-        out.push_str(&format!("{indent}  {}:\n", quoted(name)));
-        out.push_str(&format!(
-            "{indent}    endpoint: {}\n",
-            quoted(&entry.endpoint)
-        ));
-        if entry.rules.is_empty() {
-            out.push_str(&format!("{indent}    rules: []\n"));
-            continue;
-        }
-        out.push_str(&format!("{indent}    rules:\n"));
-        for rule in &entry.rules {
-            if rule.matches.is_empty() {
-                out.push_str(&format!("{indent}      - match: []\n"));
-                continue;
-            }
-            out.push_str(&format!("{indent}      - match:\n"));
-            for m in &rule.matches {
-                let at = format!("{indent}              ");
-                match m {
-                    RequestMatch::Header(h) => {
-                        out.push_str(&format!("{indent}          - matchHeader:\n"));
-                        out.push_str(&format!("{at}name: {}\n", quoted(&h.name)));
-                        out.push_str(&format!("{at}value: {}\n", quoted(&h.value)));
-                        out.push_str(&format!("{at}type: {}\n", match_type(h.match_type)));
-                    }
-                    RequestMatch::Path(p) => {
-                        out.push_str(&format!("{indent}          - matchPath:\n"));
-                        out.push_str(&format!("{at}path: {}\n", quoted(&p.path)));
-                        out.push_str(&format!("{at}type: {}\n", match_type(p.match_type)));
-                    }
-                }
-            }
-        }
-    }
-}
 
 /// A whole Carrier2 config; the fixed settings are Gefyra's.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CarrierConfig {
     pub probes: Option<Probes>,
     pub proxy: Vec<Proxy>,
-}
-
-/// `text` as a YAML double-quoted scalar on one line. JSON's escaping is
-/// not enough: YAML also refuses DEL, the C1 controls and the noncharacters
-/// unescaped (a file name in `providerParameter` may hold any of them), so
-/// every character outside YAML's printable set is written as `\u`/`\U`.
-fn quoted(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            ' '..='~' => out.push(c),
-            '\u{A0}'..='\u{D7FF}' | '\u{E000}'..='\u{FEFE}' | '\u{FF00}'..='\u{FFFD}' => {
-                out.push(c)
-            }
-            '\u{10000}'.. => out.push(c),
-            _ => out.push_str(&format!("\\u{:04X}", u32::from(c))),
-        }
-    }
-    out.push('"');
-    out
-}
-
-fn int_list(out: &mut String, indent: &str, key: &str, values: &[i32]) {
-    if values.is_empty() {
-        out.push_str(&format!("{indent}{key}: []\n"));
-        return;
-    }
-    out.push_str(&format!("{indent}{key}:\n"));
-    for value in values {
-        out.push_str(&format!("{indent}  - {value}\n"));
-    }
 }
 
 impl CarrierConfig {
@@ -188,92 +103,25 @@ impl CarrierConfig {
     }
 
     pub fn to_yaml(&self) -> String {
-        let mut out = String::new();
-        out.push_str("version: 1\n");
-        out.push_str("threads: 4\n");
-        out.push_str(&format!("error_log: {}\n", quoted(ERROR_LOG)));
-        out.push_str(&format!("pid_file: {}\n", quoted(PID_FILE)));
-        out.push_str(&format!("upgrade_sock: {}\n", quoted(UPGRADE_SOCK)));
-        out.push_str("upstream_keepalive_pool_size: 100\n");
-        if let Some(probes) = &self.probes {
-            out.push_str("probes:\n");
-            int_list(&mut out, "  ", "httpGet", &probes.http_get);
-            int_list(&mut out, "  ", "httpsGet", &probes.https_get);
-        }
-        if self.proxy.is_empty() {
-            out.push_str("proxy: []\n");
-            return out;
-        }
-        out.push_str("proxy:\n");
-        for proxy in &self.proxy {
-            out.push_str(&format!("  - port: {}\n", proxy.port));
-            if let Some(tls) = &proxy.tls {
-                out.push_str("    tls:\n");
-                out.push_str(&format!(
-                    "      certificate: {}\n",
-                    quoted(&tls.certificate)
-                ));
-                out.push_str(&format!("      key: {}\n", quoted(&tls.key)));
-                if let Some(sni) = &tls.sni {
-                    out.push_str(&format!("      sni: {}\n", quoted(sni)));
-                }
-            }
-            if proxy.cluster_upstream.is_empty() {
-                out.push_str("    clusterUpstream: []\n");
-            } else {
-                out.push_str("    clusterUpstream:\n");
-                for upstream in &proxy.cluster_upstream {
-                    out.push_str(&format!("      - {}\n", quoted(upstream)));
-                }
-            }
-            bridges_yaml(&mut out, "    ", &proxy.bridges);
-        }
-        out
+        // Only strings, integers, sequences and maps: nothing to refuse.
+        yaml_serde::to_string(&document::Document::of(self)).unwrap_or_default()
     }
 }
 
-/// Whether a Carrier2 config (as read back from a pod) has at least one
-/// proxy with a non-empty `clusterUpstream`. A small reader for the shapes a
-/// YAML emitter gives a list: block items below the key, or a flow list.
+/// Whether a Carrier2 config (as read back from a pod, written by Pontoon
+/// or by Gefyra's own operator) has at least one proxy with a non-empty
+/// `clusterUpstream`; a config that is not YAML has none.
 pub fn has_cluster_upstream(yaml: &str) -> bool {
-    let lines: Vec<&str> = yaml.lines().collect();
-    for (index, line) in lines.iter().enumerate() {
-        let content = line.trim_start();
-        let indent = line.len() - content.len();
-        // The key may open a list item (`- clusterUpstream:`).
-        let (content, indent) = match content.strip_prefix("- ") {
-            Some(rest) => (rest.trim_start(), indent + 2),
-            None => (content, indent),
-        };
-        let Some(rest) = content
-            .strip_prefix("clusterUpstream:")
-            .or_else(|| content.strip_prefix("\"clusterUpstream\":"))
-        else {
-            continue;
-        };
-        let value = rest.split(" #").next().unwrap_or_default().trim();
-        if !value.is_empty() {
-            let inner = value.trim_start_matches('[').trim_end_matches(']').trim();
-            if value.starts_with('[') && !inner.is_empty() {
-                return true;
-            }
-            continue;
-        }
-        let next = lines[index + 1..]
-            .iter()
-            .find(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
-        if let Some(next) = next {
-            let next_content = next.trim_start();
-            let next_indent = next.len() - next_content.len();
-            if next_indent >= indent
-                && next_content.starts_with('-')
-                && !next_content.trim_start_matches('-').trim().is_empty()
-            {
-                return true;
-            }
-        }
-    }
-    false
+    let Ok(config) = yaml_serde::from_str::<serde_json::Value>(yaml) else {
+        return false;
+    };
+    config["proxy"].as_array().is_some_and(|proxies| {
+        proxies.iter().any(|p| {
+            p["clusterUpstream"]
+                .as_array()
+                .is_some_and(|list| !list.is_empty())
+        })
+    })
 }
 
 #[cfg(test)]
@@ -328,27 +176,27 @@ pub(crate) mod tests {
             sample_config().to_yaml(),
             r#"version: 1
 threads: 4
-error_log: "/tmp/carrier.log"
-pid_file: "/tmp/carrier2.pid"
-upgrade_sock: "/tmp/carrier2.sock"
+error_log: /tmp/carrier.log
+pid_file: /tmp/carrier2.pid
+upgrade_sock: /tmp/carrier2.sock
 upstream_keepalive_pool_size: 100
 probes:
   httpGet:
-    - 8080
+  - 8080
   httpsGet: []
 proxy:
-  - port: 80
-    clusterUpstream:
-      - "web-app-gefyra-svc.shop.svc.cluster.local:80"
-    bridges: {}
-  - port: 8443
-    tls:
-      certificate: "/tmp/from_k8s_secret_cert_8443.pem"
-      key: "/etc/tls/key.pem"
-      sni: "shop.example.com"
-    clusterUpstream:
-      - "web-app-gefyra-svc.shop.svc.cluster.local:8443"
-    bridges: {}
+- port: 80
+  clusterUpstream:
+  - web-app-gefyra-svc.shop.svc.cluster.local:80
+  bridges: {}
+- port: 8443
+  tls:
+    certificate: /tmp/from_k8s_secret_cert_8443.pem
+    key: /etc/tls/key.pem
+    sni: shop.example.com
+  clusterUpstream:
+  - web-app-gefyra-svc.shop.svc.cluster.local:8443
+  bridges: {}
 "#
         );
     }
@@ -461,17 +309,36 @@ proxy:
 
     #[test]
     fn any_string_is_written_as_yaml_that_reads_back_the_same() {
+        let long = "a".repeat(300) + " " + &"b".repeat(300);
         for text in [
             "plain",
             "quote \" backslash \\ tab \t newline \n return \r",
             "DEL \u{7f} C1 \u{85}\u{9f} BOM \u{feff} nonchar \u{fffe} NUL \u{0}",
             "ship \u{1F6A2}, accents \u{e9}, - a: [b] # c &d *e !f",
+            "true",
+            "0x1F",
+            "~",
+            " leading and trailing ",
+            &long,
         ] {
-            let yaml = format!("k: {}\n", quoted(text));
-            assert_eq!(yaml.lines().count(), 1, "one line: {yaml}");
+            let mut config = sample_config();
+            config.proxy[1].tls.as_mut().unwrap().sni = Some(text.to_string());
+            config.proxy[0].bridges = BTreeMap::from([(
+                text.to_string(),
+                BridgeEntry {
+                    endpoint: text.to_string(),
+                    rules: vec![],
+                },
+            )]);
+            let yaml = config.to_yaml();
             let parsed: serde_json::Value =
                 yaml_serde::from_str(&yaml).unwrap_or_else(|e| panic!("{yaml}: {e}"));
-            assert_eq!(parsed["k"], text, "{yaml}");
+            assert_eq!(parsed["proxy"][1]["tls"]["sni"], text, "{yaml}");
+            assert_eq!(parsed["proxy"][0]["bridges"][text]["endpoint"], text, "{yaml}");
+            // Never folded: a long string stays on one line.
+            if text == long {
+                assert!(yaml.lines().any(|l| l.contains(&long)), "{yaml}");
+            }
         }
     }
 }

@@ -2,10 +2,11 @@
 //! cheapest import, `log.enabled(trace)`, as often as the parameters say.
 
 use pontoon_provider_sdk::{
-    bridge_mount::{Condition, Error, Guest, Metadata, Mount, Progress},
+    bridge_mount::{Error, Metadata, Mount},
     log::{self, Level},
 };
 use serde::Deserialize;
+use test_provider::Steps;
 
 struct Bench;
 
@@ -14,7 +15,7 @@ struct Parameters {
     calls: u64,
 }
 
-impl Guest for Bench {
+impl Steps for Bench {
     fn metadata() -> Metadata {
         Metadata {
             name: "bench".into(),
@@ -35,30 +36,6 @@ impl Guest for Bench {
         }
         Ok(())
     }
-
-    fn prepare(_: Mount) -> Result<Progress, Error> {
-        Ok(Progress::Done)
-    }
-
-    fn prepared(_: Mount) -> Result<bool, Error> {
-        Ok(true)
-    }
-
-    fn install(_: Mount) -> Result<Progress, Error> {
-        Ok(Progress::Done)
-    }
-
-    fn ready(_: Mount) -> Result<Vec<Condition>, Error> {
-        Ok(Vec::new())
-    }
-
-    fn uninstall(_: Mount) -> Result<Progress, Error> {
-        Ok(Progress::Done)
-    }
-
-    fn target_exists(_: Mount) -> Result<bool, Error> {
-        Ok(true)
-    }
 }
 
-pontoon_provider_sdk::export_bridge_mount!(Bench);
+test_provider::export!(Bench);

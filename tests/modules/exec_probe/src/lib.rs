@@ -4,9 +4,7 @@
 //! so a test can check what went through API server, kwok and back.
 
 use pontoon_provider_sdk::{
-    bridge_mount::{
-        Capability, Condition, Error, Guest, Metadata, Mount, NamespaceScope, Progress, Verb,
-    },
+    bridge_mount::{Capability, Error, Metadata, Mount, NamespaceScope, Progress, Verb},
     cluster,
     k8s_openapi::{
         api::core::v1::{ConfigMap, Pod},
@@ -14,6 +12,7 @@ use pontoon_provider_sdk::{
     },
 };
 use serde::Deserialize;
+use test_provider::Steps;
 
 struct ExecProbe;
 
@@ -25,7 +24,7 @@ struct Parameters {
     stdin: Option<String>,
 }
 
-impl Guest for ExecProbe {
+impl Steps for ExecProbe {
     fn metadata() -> Metadata {
         Metadata {
             name: "exec-probe".into(),
@@ -36,10 +35,6 @@ impl Guest for ExecProbe {
                 Capability::of::<ConfigMap>(&[Verb::Apply], NamespaceScope::Target),
             ],
         }
-    }
-
-    fn validate(_: Mount) -> Result<(), Error> {
-        Ok(())
     }
 
     fn prepare(mount: Mount) -> Result<Progress, Error> {
@@ -80,26 +75,6 @@ impl Guest for ExecProbe {
         cluster::apply(ns, &result)?;
         Ok(Progress::Done)
     }
-
-    fn prepared(_: Mount) -> Result<bool, Error> {
-        Ok(true)
-    }
-
-    fn install(_: Mount) -> Result<Progress, Error> {
-        Ok(Progress::Done)
-    }
-
-    fn ready(_: Mount) -> Result<Vec<Condition>, Error> {
-        Ok(Vec::new())
-    }
-
-    fn uninstall(_: Mount) -> Result<Progress, Error> {
-        Ok(Progress::Done)
-    }
-
-    fn target_exists(_: Mount) -> Result<bool, Error> {
-        Ok(true)
-    }
 }
 
-pontoon_provider_sdk::export_bridge_mount!(ExecProbe);
+test_provider::export!(ExecProbe);

@@ -3,15 +3,14 @@
 //! `web-db`. The host must refuse it at load, naming both.
 
 use pontoon_provider_sdk::{
-    bridge_mount::{
-        Capability, Condition, Error, Guest, Metadata, Mount, NamespaceScope, Progress, Verb,
-    },
+    bridge_mount::{Capability, Metadata, NamespaceScope, Verb},
     k8s_openapi::api::core::v1::Secret,
 };
+use test_provider::Steps;
 
 struct GreedyNames;
 
-impl Guest for GreedyNames {
+impl Steps for GreedyNames {
     fn metadata() -> Metadata {
         Metadata {
             name: "greedy-names".into(),
@@ -23,34 +22,6 @@ impl Guest for GreedyNames {
             ],
         }
     }
-
-    fn validate(_: Mount) -> Result<(), Error> {
-        Ok(())
-    }
-
-    fn prepare(_: Mount) -> Result<Progress, Error> {
-        Ok(Progress::Done)
-    }
-
-    fn prepared(_: Mount) -> Result<bool, Error> {
-        Ok(true)
-    }
-
-    fn install(_: Mount) -> Result<Progress, Error> {
-        Ok(Progress::Done)
-    }
-
-    fn ready(_: Mount) -> Result<Vec<Condition>, Error> {
-        Ok(Vec::new())
-    }
-
-    fn uninstall(_: Mount) -> Result<Progress, Error> {
-        Ok(Progress::Done)
-    }
-
-    fn target_exists(_: Mount) -> Result<bool, Error> {
-        Ok(true)
-    }
 }
 
-pontoon_provider_sdk::export_bridge_mount!(GreedyNames);
+test_provider::export!(GreedyNames);

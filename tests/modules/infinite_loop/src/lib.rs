@@ -1,10 +1,11 @@
 //! Test provider whose prepare never returns: the host's deadline must stop it.
 
-use pontoon_provider_sdk::bridge_mount::{Condition, Error, Guest, Metadata, Mount, Progress};
+use pontoon_provider_sdk::bridge_mount::{Error, Metadata, Mount, Progress};
+use test_provider::Steps;
 
 struct InfiniteLoop;
 
-impl Guest for InfiniteLoop {
+impl Steps for InfiniteLoop {
     fn metadata() -> Metadata {
         Metadata {
             name: "infinite-loop".into(),
@@ -14,10 +15,6 @@ impl Guest for InfiniteLoop {
         }
     }
 
-    fn validate(_: Mount) -> Result<(), Error> {
-        Ok(())
-    }
-
     fn prepare(_: Mount) -> Result<Progress, Error> {
         // black_box keeps the optimiser from proving the loop does nothing.
         let mut spins: u64 = 0;
@@ -25,26 +22,6 @@ impl Guest for InfiniteLoop {
             spins = std::hint::black_box(spins.wrapping_add(1));
         }
     }
-
-    fn prepared(_: Mount) -> Result<bool, Error> {
-        Ok(true)
-    }
-
-    fn install(_: Mount) -> Result<Progress, Error> {
-        Ok(Progress::Done)
-    }
-
-    fn ready(_: Mount) -> Result<Vec<Condition>, Error> {
-        Ok(Vec::new())
-    }
-
-    fn uninstall(_: Mount) -> Result<Progress, Error> {
-        Ok(Progress::Done)
-    }
-
-    fn target_exists(_: Mount) -> Result<bool, Error> {
-        Ok(true)
-    }
 }
 
-pontoon_provider_sdk::export_bridge_mount!(InfiniteLoop);
+test_provider::export!(InfiniteLoop);

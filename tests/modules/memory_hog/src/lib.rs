@@ -1,7 +1,8 @@
 //! Test provider whose prepare allocates without end: the host's memory limit
 //! must stop it.
 
-use pontoon_provider_sdk::bridge_mount::{Condition, Error, Guest, Metadata, Mount, Progress};
+use pontoon_provider_sdk::bridge_mount::{Error, Metadata, Mount, Progress};
+use test_provider::Steps;
 
 struct MemoryHog;
 
@@ -9,7 +10,7 @@ const CHUNK: usize = 1 << 20;
 // Host page size: writing each one makes the host commit the memory too.
 const PAGE: usize = 4 << 10;
 
-impl Guest for MemoryHog {
+impl Steps for MemoryHog {
     fn metadata() -> Metadata {
         Metadata {
             name: "memory-hog".into(),
@@ -17,10 +18,6 @@ impl Guest for MemoryHog {
             description: "Test provider: prepare allocates 1 MiB chunks forever".into(),
             scope: Vec::new(),
         }
-    }
-
-    fn validate(_: Mount) -> Result<(), Error> {
-        Ok(())
     }
 
     fn prepare(_: Mount) -> Result<Progress, Error> {
@@ -35,26 +32,6 @@ impl Guest for MemoryHog {
             chunks.push(std::hint::black_box(chunk));
         }
     }
-
-    fn prepared(_: Mount) -> Result<bool, Error> {
-        Ok(true)
-    }
-
-    fn install(_: Mount) -> Result<Progress, Error> {
-        Ok(Progress::Done)
-    }
-
-    fn ready(_: Mount) -> Result<Vec<Condition>, Error> {
-        Ok(Vec::new())
-    }
-
-    fn uninstall(_: Mount) -> Result<Progress, Error> {
-        Ok(Progress::Done)
-    }
-
-    fn target_exists(_: Mount) -> Result<bool, Error> {
-        Ok(true)
-    }
 }
 
-pontoon_provider_sdk::export_bridge_mount!(MemoryHog);
+test_provider::export!(MemoryHog);

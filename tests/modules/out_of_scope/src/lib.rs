@@ -4,9 +4,7 @@
 //! tell enforcement ("denied: ...") from its absence ("scope was not enforced: ...").
 
 use pontoon_provider_sdk::{
-    bridge_mount::{
-        Capability, Condition, Error, Guest, Metadata, Mount, NamespaceScope, Progress, Verb,
-    },
+    bridge_mount::{Capability, Error, Metadata, Mount, NamespaceScope, Progress, Verb},
     cluster::{self, ClusterError},
     k8s_openapi::{
         api::core::v1::{ConfigMap, Secret},
@@ -14,6 +12,7 @@ use pontoon_provider_sdk::{
     },
 };
 use serde::Deserialize;
+use test_provider::Steps;
 
 struct OutOfScope;
 
@@ -47,7 +46,7 @@ fn expect_denied<T>(call: &str, outcome: Result<T, ClusterError>) -> Error {
     }
 }
 
-impl Guest for OutOfScope {
+impl Steps for OutOfScope {
     fn metadata() -> Metadata {
         Metadata {
             name: "out-of-scope".into(),
@@ -60,19 +59,11 @@ impl Guest for OutOfScope {
         }
     }
 
-    fn validate(_: Mount) -> Result<(), Error> {
-        Ok(())
-    }
-
     fn prepare(mount: Mount) -> Result<Progress, Error> {
         let p: SecretParameters = parameters(&mount)?;
         let outcome = cluster::get::<Secret>(&p.secret_namespace, &p.secret_name);
         let call = format!("get Secret {}/{}", p.secret_namespace, p.secret_name);
         Err(expect_denied(&call, outcome))
-    }
-
-    fn prepared(_: Mount) -> Result<bool, Error> {
-        Ok(true)
     }
 
     fn install(mount: Mount) -> Result<Progress, Error> {
@@ -89,18 +80,6 @@ impl Guest for OutOfScope {
         let call = format!("create ConfigMap {}/escaped", p.other_namespace);
         Err(expect_denied(&call, outcome))
     }
-
-    fn ready(_: Mount) -> Result<Vec<Condition>, Error> {
-        Ok(Vec::new())
-    }
-
-    fn uninstall(_: Mount) -> Result<Progress, Error> {
-        Ok(Progress::Done)
-    }
-
-    fn target_exists(_: Mount) -> Result<bool, Error> {
-        Ok(true)
-    }
 }
 
-pontoon_provider_sdk::export_bridge_mount!(OutOfScope);
+test_provider::export!(OutOfScope);
