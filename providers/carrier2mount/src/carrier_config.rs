@@ -66,7 +66,6 @@ fn bridges_on(bridges: &[Bridge], port: i32) -> BTreeMap<String, BridgeEntry> {
         .collect()
 }
 
-
 /// A whole Carrier2 config; the fixed settings are Gefyra's.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CarrierConfig {
@@ -127,7 +126,9 @@ pub fn has_cluster_upstream(yaml: &str) -> bool {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use pontoon_provider_sdk::bridge_mount::bridges::{HeaderMatch, PathMatch, PortRoute};
+    use pontoon_provider_sdk::bridge_mount::bridges::{
+        HeaderMatch, MatchType, PathMatch, PortRoute, RequestMatch,
+    };
 
     pub(crate) fn sample_config() -> CarrierConfig {
         CarrierConfig {
@@ -334,7 +335,10 @@ proxy:
             let parsed: serde_json::Value =
                 yaml_serde::from_str(&yaml).unwrap_or_else(|e| panic!("{yaml}: {e}"));
             assert_eq!(parsed["proxy"][1]["tls"]["sni"], text, "{yaml}");
-            assert_eq!(parsed["proxy"][0]["bridges"][text]["endpoint"], text, "{yaml}");
+            assert_eq!(
+                parsed["proxy"][0]["bridges"][text]["endpoint"], text,
+                "{yaml}"
+            );
             // Never folded: a long string stays on one line.
             if text == long {
                 assert!(yaml.lines().any(|l| l.contains(&long)), "{yaml}");
