@@ -1269,6 +1269,9 @@ async fn bridge_rounds(
             "providerParameter": { "rules": [{ "match": [{ "matchHeader": {
                 "name": "x-gefyra", "value": "bench", "type": "exact" } }] }] },
             "target": "bridged",
+            // A bridge names its mount's target namespace (the admission
+            // policy judges its creator's rights there).
+            "targetNamespace": ns.name(),
             "portMappings": [format!("{PORT}:{PORT}")],
             "destinationIP": dev_ip,
         }))?;

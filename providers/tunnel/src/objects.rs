@@ -27,9 +27,6 @@ use crate::{names, ports};
 pub const CONTAINER: &str = "relay";
 pub const SESSION_PORT: u16 = 7000;
 pub const HEALTH_PORT: u16 = 7001;
-/// How often the kubelet asks the relay whether a session is live: Ready
-/// turns false at most this long after the session ended.
-pub const READINESS_PERIOD_SECONDS: i32 = 1;
 /// The user of Pontoon's (distroless) image.
 const NONROOT_UID: i64 = 65532;
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
@@ -92,7 +89,7 @@ impl Relay<'_> {
             // session closely, and the host's session watch follows Ready.
             readiness_probe: Some(Probe {
                 http_get: http("/ready"),
-                period_seconds: Some(READINESS_PERIOD_SECONDS),
+                period_seconds: Some(1),
                 failure_threshold: Some(1),
                 success_threshold: Some(1),
                 ..Probe::default()

@@ -7,12 +7,8 @@
 
 use pontoon_provider_sdk::{
     connection::SessionState,
-    k8s_openapi::{
-        api::core::v1::Pod, apimachinery::pkg::apis::meta::v1::Time, jiff::SignedDuration,
-    },
+    k8s_openapi::{api::core::v1::Pod, apimachinery::pkg::apis::meta::v1::Time},
 };
-
-use crate::objects::READINESS_PERIOD_SECONDS;
 
 /// The session as the relay pod shows it (`None`: there is no relay).
 ///
@@ -20,12 +16,8 @@ use crate::objects::READINESS_PERIOD_SECONDS;
 /// - a pod being deleted: gone since its deletion (the Service already
 ///   left it, whatever its Ready condition still says);
 /// - Ready: live;
-/// - otherwise gone since Ready last changed, less one readiness period
-///   (the session ended at most that long before the probe saw it, and the
-///   grace counts from its end: a developer's requests reach the shadow
-///   within the grace and the time it takes to tell Carrier2, not a probe
-///   period later); or since the pod was made when it never had the
-///   condition.
+/// - otherwise gone since Ready last changed, or since the pod was made
+///   when it never had the condition.
 pub fn state(pod: Option<&Pod>) -> SessionState {
     let Some(pod) = pod else {
         return SessionState::Gone(None);
@@ -40,18 +32,12 @@ pub fn state(pod: Option<&Pod>) -> SessionState {
         .and_then(|conditions| conditions.iter().find(|c| c.type_ == "Ready"));
     match ready {
         Some(condition) if condition.status == "True" => SessionState::Live,
-        _ => {
-            let since = match ready.and_then(|c| c.last_transition_time.as_ref()) {
-                Some(turned) => Some(Time(
-                    turned
-                        .0
-                        .checked_sub(SignedDuration::from_secs(READINESS_PERIOD_SECONDS.into()))
-                        .unwrap_or(turned.0),
-                )),
-                None => pod.metadata.creation_timestamp.clone(),
-            };
-            SessionState::Gone(since.as_ref().map(rfc3339))
-        }
+        _ => SessionState::Gone(
+            ready
+                .and_then(|c| c.last_transition_time.as_ref())
+                .or(pod.metadata.creation_timestamp.as_ref())
+                .map(rfc3339),
+        ),
     }
 }
 
@@ -98,7 +84,7 @@ mod tests {
     }
 
     #[test]
-    fn a_relay_not_ready_is_gone_since_one_probe_period_before_ready_changed() {
+    fn a_relay_not_ready_is_gone_since_ready_changed() {
         let not_ready = pod(json!({
             "metadata": {"name": "r", "creationTimestamp": "2026-01-01T00:00:00Z"},
             "status": {"conditions": [
@@ -107,7 +93,7 @@ mod tests {
         }));
         assert_eq!(
             gone_since(state(Some(&not_ready))).as_deref(),
-            Some("2026-01-01T00:04:59Z")
+            Some("2026-01-01T00:05:00Z")
         );
     }
 

@@ -17,6 +17,14 @@ pub const DEFAULT_SESSION_GRACE: Duration = Duration::from_secs(10);
 /// its bridges are deleted.
 pub const DEFAULT_SESSION_LIMIT: Duration = Duration::from_secs(3600);
 
+/// How precisely a session's end is known. A provider reads it from what
+/// the cluster shows (the tunnel: its relay's Ready condition), which a
+/// readiness probe sets up to a period (a second) after the end and the API
+/// writes in whole seconds. The grace is judged against the earliest end
+/// (requests going to the shadow a moment early costs nothing), the limit
+/// against the latest (bridges are never deleted early).
+const END_UNCERTAINTY: Duration = Duration::from_secs(1);
+
 /// The administrator's settings of connections.
 #[derive(Clone, Debug)]
 pub struct ConnectionSettings {
@@ -75,7 +83,7 @@ impl Standing {
             },
         };
         let gone = now.duration_since(since).unsigned_abs();
-        if gone < settings.grace {
+        if gone + END_UNCERTAINTY < settings.grace {
             Standing::Grace { since }
         } else if gone < settings.limit {
             Standing::Away {
@@ -99,7 +107,7 @@ impl Standing {
         now: Timestamp,
     ) -> Option<Duration> {
         let at = match self {
-            Standing::Grace { since } => *since + settings.grace,
+            Standing::Grace { since } => *since + settings.grace.saturating_sub(END_UNCERTAINTY),
             Standing::Away { deleted_at, .. } => *deleted_at,
             _ => return None,
         };
@@ -156,10 +164,13 @@ mod tests {
         assert_eq!(Standing::of(&SessionState::Live, now, &s), Standing::Live);
         let grace = Standing::of(&gone("2026-12-06T09:59:55Z"), now, &s);
         assert!(grace.serves(), "{grace:?}");
+        // The grace is judged against the earliest the session can have
+        // ended: a second before what the provider says.
         assert_eq!(
             grace.next_change(&s, now),
-            Some(Duration::from_millis(5100))
+            Some(Duration::from_millis(4100))
         );
+        assert!(!Standing::of(&gone("2026-12-06T09:59:51Z"), now, &s).serves());
         let away = Standing::of(&gone("2026-12-06T09:59:49Z"), now, &s);
         assert!(!away.serves());
         assert!(
