@@ -8,7 +8,7 @@ use kube::{Api, Client};
 use pontoon::conformance::{BridgeReadBack, HeldBridge, SAMPLE_BRIDGE, SAMPLE_PORT};
 use serde_json::Value;
 
-use super::mounts::exec;
+use super::mounts::carrier_config_in;
 
 pub struct Carrier2Config;
 
@@ -26,11 +26,9 @@ impl BridgeReadBack for Carrier2Config {
     ) -> BoxFuture<'a, Result<Option<HeldBridge>, String>> {
         async move {
             let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-            let text = exec(&pods, pod, container, &["cat", "/tmp/config.yaml"])
+            let config = carrier_config_in(&pods, pod, container)
                 .await
-                .map_err(|e| format!("exec: {e:#}"))?;
-            let config: Value =
-                yaml_serde::from_str(&text).map_err(|e| format!("not YAML: {e}"))?;
+                .map_err(|e| format!("{e:#}"))?;
             held(&config)
         }
         .boxed()

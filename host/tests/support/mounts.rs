@@ -411,9 +411,18 @@ pub async fn exec(
     Ok(stdout)
 }
 
-/// The Carrier2 config in a patched pod, as read back over exec.
+/// The Carrier2 config in a patched pod's `app` container, as read back over exec.
 pub async fn carrier_config(pods: &Api<Pod>, pod: &str) -> anyhow::Result<serde_json::Value> {
-    let text = exec(pods, pod, "app", &["cat", "/tmp/config.yaml"]).await?;
+    carrier_config_in(pods, pod, "app").await
+}
+
+/// The Carrier2 config in a patched pod's `container`, as read back over exec.
+pub async fn carrier_config_in(
+    pods: &Api<Pod>,
+    pod: &str,
+    container: &str,
+) -> anyhow::Result<serde_json::Value> {
+    let text = exec(pods, pod, container, &["cat", "/tmp/config.yaml"]).await?;
     yaml_serde::from_str(&text).with_context(|| format!("config of {pod} is not YAML:\n{text}"))
 }
 
