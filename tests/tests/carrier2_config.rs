@@ -53,7 +53,16 @@ fn pattern(kind: MatchType) -> BoxedStrategy<String> {
             "[a-z]{1,10}".prop_map(|s| format!("^{s}.*$")),
         ]
         .boxed(),
-        _ => any_text().boxed(),
+        // Words YAML 1.1 (Carrier2's reader) takes for booleans, nulls and
+        // numbers when they are written bare, beside any text.
+        _ => prop_oneof![
+            3 => any_text(),
+            1 => proptest::sample::select(vec![
+                "n", "Y", "yes", "No", "on", "OFF", "~", "null", "0x1f", "1_000", "12:30", ".inf",
+            ])
+            .prop_map(str::to_string),
+        ]
+        .boxed(),
     }
 }
 

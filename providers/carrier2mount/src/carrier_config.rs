@@ -1,10 +1,14 @@
 //! The Carrier2 configuration: Gefyra's schema, written as the YAML that
 //! `/tmp/config.yaml` in the patched container holds, and read back.
 //!
-//! The YAML comes from `yaml_serde` (libyaml's emitter): it quotes whatever
-//! a reader could take for something else and escapes what YAML cannot hold
-//! unescaped, so every string reads back as written; lines are never folded.
-//! The document's structs below keep Gefyra's field names and order.
+//! The document is written by `serde_json` (pretty-printed): JSON is a YAML
+//! document, and it double-quotes every string with JSON's escapes. A YAML
+//! emitter quotes only what a YAML 1.2 reader could misread, and Carrier2
+//! reads YAML 1.1, where a bare `n`, `yes` or `off` is a boolean: a header
+//! value `n` written plain made Carrier2 refuse the whole config. Lines are
+//! never folded. The document's structs keep Gefyra's field names and order;
+//! configs are read back with `yaml_serde`, which also reads the block style
+//! Gefyra's own operator writes.
 
 use pontoon_provider_sdk::bridge_mount::bridges::{Bridge, Rule};
 
@@ -103,8 +107,32 @@ impl CarrierConfig {
 
     pub fn to_yaml(&self) -> String {
         // Only strings, integers, sequences and maps: nothing to refuse.
-        yaml_serde::to_string(&document::Document::of(self)).unwrap_or_default()
+        let json = serde_json::to_string_pretty(&document::Document::of(self)).unwrap_or_default();
+        let mut text = String::with_capacity(json.len() + 1);
+        // JSON's syntax is ASCII, so whatever this escapes is inside a string.
+        for c in json.chars() {
+            if yaml_holds_unescaped(c) {
+                text.push(c);
+            } else {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    text.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+        }
+        text.push('\n');
+        text
     }
+}
+
+/// Whether YAML (1.1 and 1.2) reads `c` as itself inside a double-quoted
+/// string: its printable characters without the byte-order mark, and without
+/// NEL and the Unicode line and paragraph separators, which YAML 1.1 folds.
+/// JSON has already escaped the C0 controls, `"` and `\\`.
+fn yaml_holds_unescaped(c: char) -> bool {
+    matches!(c,
+        '\t' | '\n' | '\r' | ' '..='~' | '\u{a0}'..='\u{d7ff}' | '\u{e000}'..='\u{fffd}' | '\u{10000}'..)
+        && !matches!(c, '\u{feff}' | '\u{2028}' | '\u{2029}')
 }
 
 /// Whether a Carrier2 config (as read back from a pod, written by Pontoon
@@ -172,34 +200,65 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn the_yaml_has_gefyras_fields_in_gefyras_order() {
+    fn the_config_has_gefyras_fields_in_gefyras_order() {
         assert_eq!(
             sample_config().to_yaml(),
-            r#"version: 1
-threads: 4
-error_log: /tmp/carrier.log
-pid_file: /tmp/carrier2.pid
-upgrade_sock: /tmp/carrier2.sock
-upstream_keepalive_pool_size: 100
-probes:
-  httpGet:
-  - 8080
-  httpsGet: []
-proxy:
-- port: 80
-  clusterUpstream:
-  - web-app-gefyra-svc.shop.svc.cluster.local:80
-  bridges: {}
-- port: 8443
-  tls:
-    certificate: /tmp/from_k8s_secret_cert_8443.pem
-    key: /etc/tls/key.pem
-    sni: shop.example.com
-  clusterUpstream:
-  - web-app-gefyra-svc.shop.svc.cluster.local:8443
-  bridges: {}
+            r#"{
+  "version": 1,
+  "threads": 4,
+  "error_log": "/tmp/carrier.log",
+  "pid_file": "/tmp/carrier2.pid",
+  "upgrade_sock": "/tmp/carrier2.sock",
+  "upstream_keepalive_pool_size": 100,
+  "probes": {
+    "httpGet": [
+      8080
+    ],
+    "httpsGet": []
+  },
+  "proxy": [
+    {
+      "port": 80,
+      "clusterUpstream": [
+        "web-app-gefyra-svc.shop.svc.cluster.local:80"
+      ],
+      "bridges": {}
+    },
+    {
+      "port": 8443,
+      "tls": {
+        "certificate": "/tmp/from_k8s_secret_cert_8443.pem",
+        "key": "/etc/tls/key.pem",
+        "sni": "shop.example.com"
+      },
+      "clusterUpstream": [
+        "web-app-gefyra-svc.shop.svc.cluster.local:8443"
+      ],
+      "bridges": {}
+    }
+  ]
+}
 "#
         );
+    }
+
+    #[test]
+    fn every_string_is_double_quoted_so_yaml_1_1_words_stay_strings() {
+        // Carrier2 reads YAML 1.1: each of these, written bare, is a
+        // boolean, a null or a number there.
+        let words = [
+            "n", "y", "N", "Yes", "no", "on", "OFF", "~", "null", "0x1f", "0o17", "1e3", "1_000",
+            "12:30", ".inf", "-",
+        ];
+        for word in words {
+            let mut config = sample_config();
+            config.proxy[1].tls.as_mut().unwrap().sni = Some(word.into());
+            let yaml = config.to_yaml();
+            assert!(
+                yaml.contains(&format!("\"sni\": \"{word}\"")),
+                "{word} is not double-quoted:\n{yaml}"
+            );
+        }
     }
 
     #[test]

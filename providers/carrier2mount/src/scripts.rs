@@ -179,7 +179,7 @@ mod tests {
         let script = configure_script(&files);
         assert!(
             script.starts_with(
-                "want=$(cat <<'PONTOON_EOF'\n== /tmp/from_k8s_secret_cert_all.pem\nPEM\n|== /tmp/config.yaml\nversion: 1\n"
+                "want=$(cat <<'PONTOON_EOF'\n== /tmp/from_k8s_secret_cert_all.pem\nPEM\n|== /tmp/config.yaml\n{\n  \"version\": 1,\n"
             ),
             "{script}"
         );
