@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-version=${1:-v1.5.1}
+version=${1:-v1.6.3}
 out=charts/pontoon/files/gateway-api/standard
 
 command -v go >/dev/null || { echo "gateway-api-crds: Go is required" >&2; exit 1; }

@@ -1,7 +1,7 @@
 //! `pontoon crds`: every CRD the project ships, as one YAML stream: the
 //! GefyraBridgeMount and GefyraBridge CRDs generated from Pontoon's types,
-//! and the Gateway API's standard channel (v1.5.1, the release the
-//! `gateway-api` crate is generated from), vendored in `charts/pontoon/files/gateway-api/`.
+//! and the Gateway API's standard channel (v1.6.3; the `gateway-api` crate is
+//! generated from v1.5.1, and Pontoon's own types carry what v1.6 adds), vendored in `charts/pontoon/files/gateway-api/`.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
@@ -64,9 +64,21 @@ const GATEWAY_API: &[(&str, &str)] = &[
         ),
     ),
     (
+        "tcproutes.gateway.networking.k8s.io",
+        include_str!(
+            "../../charts/pontoon/files/gateway-api/standard/gateway.networking.k8s.io_tcproutes.yaml"
+        ),
+    ),
+    (
         "tlsroutes.gateway.networking.k8s.io",
         include_str!(
             "../../charts/pontoon/files/gateway-api/standard/gateway.networking.k8s.io_tlsroutes.yaml"
+        ),
+    ),
+    (
+        "udproutes.gateway.networking.k8s.io",
+        include_str!(
+            "../../charts/pontoon/files/gateway-api/standard/gateway.networking.k8s.io_udproutes.yaml"
         ),
     ),
 ];
@@ -132,7 +144,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_vendored_gateway_api_crds_parse_and_are_v1_5_1() {
+    fn the_vendored_gateway_api_crds_parse_and_are_v1_6_3() {
         let crds = gateway_api().unwrap();
         assert_eq!(crds.len(), GATEWAY_API.len());
         for (crd, (name, _)) in crds.iter().zip(GATEWAY_API) {
@@ -142,7 +154,7 @@ mod tests {
                 .annotations
                 .as_ref()
                 .and_then(|a| a.get("gateway.networking.k8s.io/bundle-version"));
-            assert_eq!(version.map(String::as_str), Some("v1.5.1"), "{name}");
+            assert_eq!(version.map(String::as_str), Some("v1.6.3"), "{name}");
         }
     }
 }

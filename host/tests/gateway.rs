@@ -523,6 +523,12 @@ async fn listener_problems_are_reported_on_the_listener() -> anyhow::Result<()> 
         "the API server refuses duplicate listeners"
     );
     let gw = bed.wait_gateway("mixed", "Accepted", "True").await?;
+    // Accepted, and its reason says not every listener is (Gateway API v1.6).
+    let own = gw.status.as_ref().and_then(|s| s.conditions.clone());
+    let accepted = condition(own.as_deref().unwrap_or_default(), "Accepted").cloned();
+    let accepted = accepted.expect("the Gateway has an Accepted condition");
+    assert_eq!(accepted.reason, "ListenersNotValid", "{accepted:?}");
+    assert!(accepted.message.contains("udp"), "{accepted:?}");
     let listener = |name: &str| listener_conditions(&gw, name);
     assert!(is(&listener("ok"), "Conflicted", "False", "NoConflicts"));
     assert!(is(

@@ -1,5 +1,5 @@
 //! The Gateway API CRDs the project vendors (`charts/pontoon/files/gateway-api/standard/`,
-//! the standard channel of Gateway API v1.5.1). The test bed does not install
+//! the standard channel of Gateway API v1.6.3). The test bed does not install
 //! them; tests that need them call [`install_crds`].
 
 use std::{path::PathBuf, time::Duration};
@@ -16,7 +16,7 @@ use tokio::sync::OnceCell;
 use crate::{repo_root, wait_for};
 
 /// The Gateway API release the CRDs come from.
-pub const VERSION: &str = "v1.5.1";
+pub const VERSION: &str = "v1.6.3";
 
 /// The field manager of the CRDs' server-side apply.
 const FIELD_MANAGER: &str = "pontoon-tests";

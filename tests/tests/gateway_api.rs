@@ -86,6 +86,8 @@ async fn gateway_api_crds_install_and_validate() -> anyhow::Result<()> {
         ("GRPCRoute", "grpcroutes"),
         ("ListenerSet", "listenersets"),
         ("TLSRoute", "tlsroutes"),
+        ("TCPRoute", "tcproutes"),
+        ("UDPRoute", "udproutes"),
         ("BackendTLSPolicy", "backendtlspolicies"),
         ("ReferenceGrant", "referencegrants"),
     ] {

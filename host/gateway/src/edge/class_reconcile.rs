@@ -29,7 +29,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "GatewayBackendClientCertificate",
     "GatewayFrontendClientCertificateValidation",
     "GatewayHTTPListenerIsolation",
-    "GatewayInfrastructurePropagation",
+    "GatewayInfrastructure",
     "GatewayPort8080",
     "GatewayStaticAddresses",
     "HTTPRoute",

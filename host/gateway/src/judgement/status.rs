@@ -65,15 +65,21 @@ impl GatewayStatusUpdate<'_> {
     /// already is (nothing is written then).
     pub fn patch(self, current: Option<&GatewayStatus>) -> Option<serde_json::Value> {
         let current = current.cloned().unwrap_or_default();
+        let own = self.states.iter().take_while(|s| s.set.is_none()).count();
+        let refused: Vec<&str> = self.states[..own]
+            .iter()
+            .filter(|s| s.accepted_condition().is_err())
+            .map(|s| s.name.as_str())
+            .collect();
         let conditions = gateway_conditions(
             current.conditions.as_deref().unwrap_or_default(),
             self.accepted,
+            &refused,
             self.data_plane,
             self.resolved_refs,
             self.generation,
             self.now,
         );
-        let own = self.states.iter().take_while(|s| s.set.is_none()).count();
         let listeners = listeners(
             current.listeners.as_deref().unwrap_or_default(),
             &self.states[..own],
@@ -413,10 +419,13 @@ fn convert<From: serde::Serialize, To: serde::de::DeserializeOwned>(from: &From)
         .and_then(|v| serde_json::from_value(v).ok())
 }
 
-/// The Gateway's own conditions.
+/// The Gateway's own conditions. `refused` names its own listeners that are
+/// not accepted: an accepted Gateway with some says so in its reason
+/// (`ListenersNotValid`, as Gateway API v1.6 asks), and serves the others.
 pub fn gateway_conditions(
     previous: &[Condition],
     accepted: Result<(), (&str, String)>,
+    refused: &[&str],
     data_plane: &DataPlane,
     resolved_refs: Option<Result<(), Issue>>,
     generation: Option<i64>,
@@ -425,11 +434,21 @@ pub fn gateway_conditions(
     let accepted_ok = accepted.is_ok();
     let mut observed = vec![
         match accepted {
-            Ok(()) => Observed::new(
+            Ok(()) if refused.is_empty() => Observed::new(
                 "Accepted",
                 true,
                 "Accepted",
                 "the Gateway is valid and served by Pontoon",
+            ),
+            Ok(()) => Observed::new(
+                "Accepted",
+                true,
+                "ListenersNotValid",
+                format!(
+                    "listener(s) {} are not accepted (see their conditions); the others are \
+                     served by Pontoon",
+                    refused.join(", ")
+                ),
             ),
             Err((reason, message)) => Observed::new("Accepted", false, reason, message),
         },

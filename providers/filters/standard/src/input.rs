@@ -1,4 +1,4 @@
-//! The HTTPRoute filter as the Gateway API (v1.5.1) spells it. Unknown
+//! The HTTPRoute filter as the Gateway API (v1.6.3) spells it. Unknown
 //! fields are refused: a field this module does not know could change what
 //! the filter means.
 

@@ -226,6 +226,12 @@ fn protocol(listener: &GatewayListeners) -> Result<Protocol, Issue> {
             "tls.mode Terminate is not supported on TLS listeners: Praxis passes TLS through \
              by server name; set tls.mode: Passthrough, or terminate HTTP on an HTTPS listener",
         )),
+        ("UDP", _) => Err(Issue::new(
+            "UnsupportedProtocol",
+            "protocol UDP is not supported: Praxis, Pontoon's data plane, proxies no UDP, so \
+             UDPRoutes cannot be served; Pontoon serves HTTP, HTTPS and TLS (passthrough) \
+             listeners",
+        )),
         (other, _) => Err(Issue::new(
             "UnsupportedProtocol",
             format!(
@@ -765,6 +771,20 @@ mod tests {
             states[0].supported_kinds,
             [RouteKind::Http, RouteKind::Grpc]
         );
+    }
+
+    #[test]
+    fn a_udp_listener_is_refused_naming_what_praxis_lacks() {
+        let states = evaluate(
+            &gateway(serde_json::json!([
+                { "name": "dns", "port": 53, "protocol": "UDP" }
+            ])),
+            &ListView::default(),
+        );
+        let issue = states[0].accepted.as_ref().unwrap_err();
+        assert_eq!(issue.reason, "UnsupportedProtocol");
+        assert!(issue.message.contains("proxies no UDP"), "{}", issue.message);
+        assert!(states[0].supported_kinds.is_empty());
     }
 
     #[test]
