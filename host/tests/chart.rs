@@ -205,7 +205,8 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
         "--set-json",
         custom,
     ])?;
-    assert_eq!(kinds(&objects)["CustomResourceDefinition"], 8);
+    // Gateway API v1.6.3's standard channel: ten CRDs (TCPRoute and UDPRoute among them).
+    assert_eq!(kinds(&objects)["CustomResourceDefinition"], 10);
     let deployment = deployment_of(&objects)?;
     let args = args_of(deployment);
     for expected in [
