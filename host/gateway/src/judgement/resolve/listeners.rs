@@ -783,7 +783,11 @@ mod tests {
         );
         let issue = states[0].accepted.as_ref().unwrap_err();
         assert_eq!(issue.reason, "UnsupportedProtocol");
-        assert!(issue.message.contains("proxies no UDP"), "{}", issue.message);
+        assert!(
+            issue.message.contains("proxies no UDP"),
+            "{}",
+            issue.message
+        );
         assert!(states[0].supported_kinds.is_empty());
     }
 
