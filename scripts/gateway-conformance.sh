@@ -11,6 +11,11 @@
 #   CONFORMANCE_ARGS      more flags for the suite, e.g. --run-test HTTPRouteSimpleSameNamespace
 #                         or --skip-tests A,B
 #   CONFORMANCE_PROFILES  the profiles to run (default GATEWAY-HTTP,GATEWAY-GRPC,GATEWAY-TLS)
+#
+# With --publish (what `make gateway-conformance` passes), a run that passes
+# every profile on a committed tree also files its report the way Gateway
+# API's conformance/reports/ keeps them, in docs/conformance/ (see
+# publish_report below); `make test` runs without it and leaves docs alone.
 
 # conformance_summary REPORT: `conformance: <PROFILE> core N passed, ...`
 # for each profile of the suite's report, sorted by profile.
@@ -28,11 +33,58 @@ conformance_summary() {
     }' "$1" | sort
 }
 
+# publish_report REPORT DIR: files REPORT as DIR/<channel>-<version>-<mode>-report.yaml
+# (Gateway API's naming; one report per release of Pontoon, so an earlier
+# report of the same release, at another commit, is replaced) and writes
+# DIR/README.md: the table of reports and how to reproduce them.
+publish_report() {
+  local report=$1 dir=$2 channel version mode
+  channel=$(sed -n 's/^gatewayAPIChannel: //p' "$report")
+  version=$(sed -n 's/^  version: //p' "$report")
+  mode=$(sed -n 's/^mode: //p' "$report")
+  mkdir -p "$dir"
+  rm -f "$dir/$channel-${version%%+*}"+*"-$mode-report.yaml"
+  cp "$report" "$dir/$channel-$version-$mode-report.yaml"
+  {
+    echo "# Pontoon"
+    echo
+    echo "Pontoon's Gateway API controllers (\`pontoon run --controllers gateway-api\`) with Praxis as"
+    echo "the data plane. Reports as the Gateway API conformance suite wrote them, unmodified."
+    echo
+    echo "## Table of Contents"
+    echo
+    echo "|API channel|Implementation version|Mode|Report|"
+    echo "|-----------|----------------------|----|------|"
+    local file name
+    for file in "$dir"/*-report.yaml; do
+      name=${file##*/}
+      echo "|$(sed -n 's/^gatewayAPIChannel: //p' "$file")|$(sed -n 's/^  version: //p' "$file")|$(sed -n 's/^mode: //p' "$file")|[$(sed -n 's/^  version: //p' "$file") report](./$name)|"
+    done
+    echo
+    echo "## Reproduce"
+    echo
+    echo "As root (the suite's traffic goes through the test bed's network namespace), in a clone"
+    echo "of Pontoon at the commit after the version's \`+\`:"
+    echo
+    echo '```sh'
+    echo "make gateway-conformance"
+    echo '```'
+    echo
+    echo "It starts the test bed (a real kube-apiserver, kwok nodes, and process pods that really"
+    echo "run the suite's echo servers and each Gateway's Praxis), runs \`pontoon run --controllers"
+    echo "gateway-api\`, creates the GatewayClass \`pontoon\`, runs the suite for the features its"
+    echo "\`status.supportedFeatures\` lists (profiles GATEWAY-HTTP, GATEWAY-GRPC and GATEWAY-TLS), and"
+    echo "files the report here (scripts/gateway-conformance.sh --publish)."
+  } >"$dir/README.md"
+}
+
 # Sourced (to check `conformance_summary` on a sample report): the function only.
 [[ "${BASH_SOURCE[0]}" == "$0" ]] || return 0
 
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+publish=false
+[[ "${1:-}" != --publish ]] || publish=true
 source tests/testbed/lib.sh
 export KUBECONFIG=$kubeconfig
 k() { "$bin/kubectl" "$@"; }
@@ -65,6 +117,15 @@ features=$(k get gatewayclass pontoon -o jsonpath='{range .status.supportedFeatu
 features=${features%,}
 echo "conformance: GatewayClass pontoon accepted; supported features: $features" >&2
 
+# The implementation's version, a semver as the reports need: the release in
+# Cargo.toml, and the commit as build metadata (`-dirty` when the tree has
+# changes beyond docs/conformance, which a published report never has).
+release=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+version="v$release+$commit"
+if [[ -n "$(git status --porcelain -- . ':!docs/conformance' 2>/dev/null)" ]]; then
+  version="$version-dirty"
+fi
 report=$tb/conformance-report.yaml
 rm -f "$report"
 start=$(date +%s)
@@ -79,7 +140,7 @@ in_netns "$bin/gateway-conformance.test" -test.run '^TestConformance$' -test.v -
   --supported-features "$features" \
   --usable-address 10.97.255.254 --unusable-address 10.98.0.1 \
   --organization pontoon --project pontoon --url https://github.com/pontoon-dev/pontoon \
-  --version "$(git describe --always --dirty 2>/dev/null || echo dev)" --contact pontoon-maintainers \
+  --version "$version" --contact https://github.com/pontoon-dev/pontoon/issues/new \
   --report-output "$report" ${CONFORMANCE_ARGS:-} >"$logs/conformance.log" 2>&1 || status=$?
 elapsed=$(( $(date +%s) - start ))
 
@@ -93,4 +154,15 @@ grep -E '^\s*--- (PASS|FAIL): TestConformance/[^/ ]+ ' "$logs/conformance.log" |
 # without extended tests has no `extended:` section.
 [[ ! -f "$report" ]] || conformance_summary "$report"
 echo "conformance: ${elapsed}s; log $logs/conformance.log, report $report" >&2
+if $publish; then
+  if [[ "$status" != 0 || ! -f "$report" ]]; then
+    echo "conformance: not published: the suite did not pass" >&2
+  elif [[ "$version" == *-dirty ]]; then
+    echo "conformance: not published: the tree has uncommitted changes (commit them and run again)" >&2
+  else
+    gateway_api=$(sed -n 's/^gatewayAPIVersion: v\([0-9]*\.[0-9]*\).*/v\1/p' "$report")
+    publish_report "$report" "docs/conformance/$gateway_api/pontoon-pontoon"
+    echo "conformance: report filed in docs/conformance/$gateway_api/pontoon-pontoon/" >&2
+  fi
+fi
 exit "$status"
