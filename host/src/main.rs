@@ -64,6 +64,37 @@ enum Command {
         #[arg(long, value_name = "SECONDS", default_value_t = 300)]
         timeout: u64,
     },
+    /// Fail, naming them, when live mounts target namespaces the given
+    /// lists no longer allow (the chart's pre-upgrade hook: an upgrade that
+    /// narrows `mounts.targetNamespaces` would strand them).
+    CheckUpgrade {
+        /// Cluster to use; default: in-cluster config or KUBECONFIG (~/.kube/config).
+        #[arg(long, value_name = "FILE")]
+        kubeconfig: Option<PathBuf>,
+        /// The operator's namespace (never a target).
+        #[arg(long, default_value = "gefyra", env = "PONTOON_NAMESPACE")]
+        namespace: String,
+        /// Only the mounts of this namespace (default: every namespace).
+        #[arg(long, value_name = "NAMESPACE", env = "PONTOON_WATCH_NAMESPACE")]
+        watch_namespace: Option<String>,
+        /// The namespaces mounts may target after the upgrade, as
+        /// `pontoon run --mount-namespaces` will be given them.
+        #[arg(
+            long,
+            value_name = "NAMESPACES",
+            value_delimiter = ',',
+            required = true
+        )]
+        mount_namespaces: Vec<String>,
+        /// Likewise `--mount-excluded-namespaces`.
+        #[arg(
+            long,
+            value_name = "NAMESPACES",
+            value_delimiter = ',',
+            default_value = "kube-system"
+        )]
+        mount_excluded_namespaces: Vec<String>,
+    },
     /// Check a module offline, before deploying it: its world, name, version
     /// and declared scope; with --grants, whether the operator would load it
     /// (non-zero exit, naming each capability in excess, when it would not).
@@ -497,6 +528,32 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 |line| println!("{line}"),
             )
             .await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::CheckUpgrade {
+            kubeconfig,
+            namespace,
+            watch_namespace,
+            mount_namespaces,
+            mount_excluded_namespaces,
+        } => {
+            let allowed = bridge_mount::TargetNamespaces::new(
+                mount_namespaces.iter().map(String::as_str),
+                mount_excluded_namespaces.iter().map(String::as_str),
+                &namespace,
+            );
+            let client = client(kubeconfig, false).await?;
+            let looked_at = bridge_mount::upgrade_check::check(
+                client,
+                &namespace,
+                watch_namespace.as_deref(),
+                &allowed,
+            )
+            .await?;
+            println!(
+                "{looked_at} mount(s), none outside the namespaces mounts may target after the \
+                 upgrade ({allowed})"
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Check { provider, grants } => check_module(&provider, grants.as_deref()).await,

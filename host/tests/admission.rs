@@ -71,6 +71,44 @@ async fn what_a_mount_asks_for_cannot_be_added_changed_or_removed() -> anyhow::R
             "{field}: {said}"
         );
     }
+    // Each field, from absent to present: a mount created with none.
+    let bare = json!({
+        "apiVersion": "gefyra.dev/v1", "kind": "gefyrabridgemount",
+        "metadata": { "name": "bare", "namespace": ns.name() },
+    });
+    admitted(
+        kubectl(&["create", "-f", "-"], Some(&bare.to_string()))?,
+        "a mount asking for nothing yet",
+    )?;
+    for (field, value) in [
+        ("targetNamespace", "kube-system"),
+        ("target", "deploy/bank"),
+        ("targetContainer", "app"),
+        ("provider", "other"),
+    ] {
+        let said = refused(
+            kubectl(
+                &[
+                    "-n",
+                    ns.name(),
+                    "patch",
+                    "gefyrabridgemount",
+                    "bare",
+                    "--type=merge",
+                    "-p",
+                    &json!({ field: value }).to_string(),
+                ],
+                None,
+            )?,
+            &format!("{field} added"),
+        )?;
+        assert!(
+            said.contains(&format!(
+                "{field} cannot be added, changed or removed once the mount exists"
+            )),
+            "{field} added: {said}"
+        );
+    }
     // What it does not ask for may change.
     admitted(
         kubectl(
@@ -369,6 +407,25 @@ async fn a_pod_takes_one_mount_whatever_the_kind_of_target() -> anyhow::Result<(
     bed.delete_mount("sts-second").await?;
     assert!(on_carrier(&bed.target, "app=db").await?);
     bed.delete_mount("pod-first").await?;
+
+    // The order: the StatefulSet first, then its pod.
+    bed.mount("sts-first", "sts/db", "app").await?;
+    bed.wait_state("sts-first", "ACTIVE").await?;
+    bed.mount("pod-second", "pod/db-0", "app").await?;
+    let refused = bed.wait_state("pod-second", "ERROR").await?;
+    let (reason, message) = Bed::ready(&refused);
+    assert_eq!(reason, "DuplicateMount", "{message}");
+    assert!(
+        message.contains("/sts-first (ACTIVE, container `app`)")
+            && message.contains("which holds pod db-0"),
+        "{message}"
+    );
+    bed.delete_mount("pod-second").await?;
+    assert!(
+        on_carrier(&bed.target, "app=db").await?,
+        "deleting the refused pod mount undid nothing of the StatefulSet's"
+    );
+    bed.delete_mount("sts-first").await?;
     bed.delete_mount("first").await?;
     Ok(())
 }

@@ -147,8 +147,9 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
                 ("ClusterRoleBinding", 2),
                 ("ConfigMap", 1),
                 ("Deployment", 1),
-                // The pre-delete hook that ends every mount.
-                ("Job", 1),
+                // The pre-delete hook that ends every mount, and the
+                // pre-upgrade hook that refuses to strand one.
+                ("Job", 2),
                 ("Role", 1),
                 ("RoleBinding", 1),
                 ("Service", 1),
@@ -193,6 +194,25 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
     let container = &pod["containers"][0];
     assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    // The pre-upgrade hook judges the new values as the operator will.
+    let check = objects
+        .iter()
+        .find(|o| o["kind"] == "Job" && o["metadata"]["name"] == "t-pontoon-check-upgrade")
+        .context("the check-upgrade hook")?;
+    assert_eq!(
+        check["metadata"]["annotations"]["helm.sh/hook"],
+        "pre-upgrade,pre-rollback"
+    );
+    assert_eq!(
+        check["spec"]["template"]["spec"]["containers"][0]["args"],
+        json!([
+            "check-upgrade",
+            "--namespace=ops",
+            "--mount-namespaces=*",
+            "--mount-excluded-namespaces=kube-system",
+            "--log-format=json"
+        ])
+    );
     assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
     assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
 
@@ -591,6 +611,10 @@ fn each_custom_grant_becomes_the_operators_rbac_rules() -> anyhow::Result<()> {
             .as_str()
             .is_some_and(|n| n.starts_with("t-pontoon-custom"))),
         "gateway-api only: no custom provider's rights"
+    );
+    assert!(
+        !objects.iter().any(|o| o["kind"] == "Job"),
+        "gateway-api only: no mounts, so no hook ends or guards them"
     );
 
     // Bad grants are refused, saying which module and entry, and what to write.
@@ -1652,19 +1676,118 @@ async fn an_upgrade_that_would_strand_a_live_mount_is_refused_before_anything_ch
         "names the mount and what to do: {said}"
     );
     let bindings: Api<RoleBinding> = dropped.api();
+    let still_bound = || async {
+        anyhow::Ok(
+            !bindings
+                .list(&ListParams::default())
+                .await?
+                .items
+                .is_empty(),
+        )
+    };
     assert!(
-        !bindings
-            .list(&ListParams::default())
-            .await?
-            .items
-            .is_empty(),
+        still_bound().await?,
         "the operator's rights in the dropped namespace are still bound"
     );
-    // Once the mount is gone, the same upgrade goes through.
+
+    // A GitOps tool renders with `helm template`, where the chart's own
+    // check reads nothing: the narrowed values render, and the pre-upgrade
+    // hook (its pre-sync step there) refuses, run as the operator's
+    // ServiceAccount as its Job would run it.
+    let rendered = ok(
+        helm(&[
+            "template",
+            &release,
+            chart,
+            "--namespace",
+            &release,
+            "--set",
+            &values(&[kept.name()]),
+        ])?,
+        "helm template of the narrowed values",
+    )?;
+    let mut hook = None;
+    for document in yaml_serde::Deserializer::from_str(&rendered) {
+        let object: Value = serde::Deserialize::deserialize(document)?;
+        if object["kind"] == "Job"
+            && object["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]
+                == "check-upgrade"
+        {
+            hook = Some(object["spec"]["template"]["spec"].clone());
+        }
+    }
+    let hook = hook.context("no check-upgrade hook")?;
+    let hook_args: Vec<String> = serde_json::from_value(hook["containers"][0]["args"].clone())?;
+    let work = tempfile::tempdir()?;
+    let account = kubelet::as_service_account(
+        &release,
+        hook["serviceAccountName"]
+            .as_str()
+            .context("the hook's account")?,
+        work.path(),
+    )?;
+    let hooked = Command::new(env!("CARGO_BIN_EXE_pontoon"))
+        .args(&hook_args)
+        .arg(format!("--kubeconfig={}", account.display()))
+        .output()?;
+    let said = String::from_utf8_lossy(&hooked.stderr);
+    assert!(
+        !hooked.status.success()
+            && said.contains(&format!(
+                "{release}/web-mount (target namespace {})",
+                dropped.name()
+            ))
+            && said.contains("delete them first"),
+        "the hook lets the narrowed values through ({}): {said}",
+        hooked.status
+    );
+    assert!(still_bound().await?, "the hook changed nothing");
+
+    // Once the mount is gone, the same upgrade goes through, its hook (run
+    // here as a kubelet would) passing.
     mounts
         .delete("web-mount", &kube::api::DeleteParams::default())
         .await?;
-    ok(upgrade(&[kept.name()])?, "helm upgrade without the mount")?;
+    let hook = tokio::spawn({
+        let (release, work) = (release.clone(), work.path().join("hook"));
+        async move {
+            kubelet::run_pods(
+                &release,
+                kubelet::CHECK_UPGRADE_PODS,
+                Path::new(env!("CARGO_BIN_EXE_pontoon")),
+                &work,
+                Duration::from_secs(120),
+            )
+            .await
+        }
+    });
+    let upgraded = tokio::task::spawn_blocking({
+        let (release, chart, values) = (release.clone(), chart.to_string(), values(&[kept.name()]));
+        move || {
+            helm(&[
+                "upgrade",
+                &release,
+                &chart,
+                "--namespace",
+                &release,
+                "--set",
+                &values,
+            ])
+        }
+    })
+    .await?;
+    ok(upgraded?, "helm upgrade without the mount")?;
+    let hook_output = hook.await??;
+    assert!(
+        hook_output
+            .last()
+            .is_some_and(|o| o.contains("none outside the namespaces mounts may target")),
+        "{hook_output:?}"
+    );
+    assert!(
+        !still_bound().await?,
+        "the upgrade took the operator's rights out of the dropped namespace"
+    );
     ok(uninstall(&release)?, "helm uninstall")?;
     Ok(())
 }

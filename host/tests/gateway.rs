@@ -1925,6 +1925,94 @@ async fn a_users_object_of_a_data_planes_name_is_never_taken_over_nor_its_servic
         "the user's ConfigMap outlives the Gateway"
     );
 
+    // The same for the user's Deployment and Service of a data plane's name:
+    // neither applied over nor taken by the Gateway's deletion.
+    let users_deployment: Deployment = serde_json::from_value(json!({
+        "metadata": { "name": "praxis-api" },
+        "spec": {
+            "replicas": 1,
+            "selector": { "matchLabels": { "app": "users-api" } },
+            "template": {
+                "metadata": { "labels": { "app": "users-api" } },
+                "spec": { "containers": [{ "name": "api", "image": "example.com/users-api:1" }] }
+            }
+        }
+    }))?;
+    let users_service: Service = serde_json::from_value(json!({
+        "metadata": { "name": "praxis-web" },
+        "spec": { "selector": { "app": "users-web" }, "ports": [{ "port": 8080 }] }
+    }))?;
+    let deployments = bed.ns.api::<Deployment>();
+    let services = bed.ns.api::<Service>();
+    deployments
+        .create(&PostParams::default(), &users_deployment)
+        .await?;
+    services
+        .create(&PostParams::default(), &users_service)
+        .await?;
+    for (gateway, kind) in [("api", "Deployment"), ("web", "Service")] {
+        bed.gateway(
+            gateway,
+            json!([{ "name": "http", "port": 80, "protocol": "HTTP" }]),
+        )
+        .await?;
+        let blocked = bed
+            .wait_gateway_reason(
+                gateway,
+                ("Programmed", "False", "Pending"),
+                &format!("{kind} `praxis-{gateway}`"),
+            )
+            .await?;
+        assert!(
+            blocked.message.contains("is not this Gateway's"),
+            "{kind}: {}",
+            blocked.message
+        );
+        bed.gateways()
+            .delete(gateway, &DeleteParams::default())
+            .await?;
+        wait_for(
+            &bed.gateways(),
+            gateway,
+            |g: Option<&Gateway>| g.is_none(),
+            TIMEOUT,
+        )
+        .await?;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let kept = deployments.get("praxis-api").await?;
+    let template = kept.spec.as_ref().map(|s| &s.template);
+    assert_eq!(
+        (
+            template
+                .and_then(|t| t.spec.as_ref())
+                .and_then(|s| s.containers.first())
+                .and_then(|c| c.image.as_deref()),
+            template
+                .and_then(|t| t.metadata.as_ref())
+                .and_then(|m| m.labels.as_ref())
+                .map(|l| l.len()),
+            kept.metadata.owner_references.as_ref()
+        ),
+        (Some("example.com/users-api:1"), Some(1), None),
+        "the user's Deployment is as it was, and outlives the Gateway"
+    );
+    let kept = services.get("praxis-web").await?;
+    assert_eq!(
+        (
+            kept.spec.as_ref().and_then(|s| s.selector.as_ref()),
+            kept.metadata.owner_references.as_ref()
+        ),
+        (
+            users_service
+                .spec
+                .as_ref()
+                .and_then(|s| s.selector.as_ref()),
+            None
+        ),
+        "the user's Service is as it was, and outlives the Gateway"
+    );
+
     // infrastructure.labels that would put Praxis behind another Service.
     let shop: Service = serde_json::from_value(json!({
         "metadata": { "name": "shop" },

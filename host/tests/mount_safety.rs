@@ -354,6 +354,77 @@ async fn an_edited_or_broken_restore_entry_is_refused_never_applied() -> anyhow:
     Ok(())
 }
 
+/// An entry copied under another pod's key (an edit of the mount's restore
+/// record) would drag that pod into the restore: it is ignored, the mount's
+/// Events say which and why, and the other pod is untouched.
+#[tokio::test]
+async fn a_restore_entry_under_another_pods_key_is_ignored_and_reported() -> anyhow::Result<()> {
+    use k8s_openapi::api::events::v1::Event;
+    let bed = Bed::new("ms-misplaced").await?;
+    let (target, count) = create_target(&bed, "deploy", 1).await?;
+    // A pod of another team's in the same namespace.
+    bed.target
+        .api::<Pod>()
+        .create(&PostParams::default(), &bare_pod("victim")?)
+        .await?;
+    ready_pods(&bed.target, "app=victim", 1).await?;
+    let victim_before = bed.target.api::<Pod>().get("victim").await?;
+    let before = Before::take(&bed.target, "app=web").await?;
+    bed.mount("web-mount", &target, "app").await?;
+    bed.wait_state("web-mount", "ACTIVE").await?;
+    let entries = restore_entries(&bed).await?;
+    let (key, value) = entries.iter().next().context("an entry")?;
+    let stolen_key = format!("{}.victim.app", bed.target.name());
+    let restore_config_map = bed.restore_config_map("web-mount").await?;
+    bed.gefyra
+        .api::<ConfigMap>()
+        .patch(
+            &restore_config_map,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "data": { stolen_key.clone(): value } })),
+        )
+        .await?;
+
+    bed.delete_mount("web-mount").await?;
+    assert_restored(&bed, &before, "app=web", count).await?;
+    let victim = bed.target.api::<Pod>().get("victim").await?;
+    assert_eq!(
+        (victim.spec, victim.metadata.annotations),
+        (victim_before.spec, victim_before.metadata.annotations),
+        "the pod whose key the entry was put under is untouched"
+    );
+    // Posted in the background by the host: waited for.
+    let names_it = |e: &Event| {
+        e.reason.as_deref() == Some("RestoreEntryIgnored")
+            && e.type_.as_deref() == Some("Warning")
+            && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("web-mount")
+            && e.note.as_deref().is_some_and(|note| {
+                note.contains(&format!("entry `{stolen_key}` is for pod"))
+                    && note.contains(&format!("whose key is `{key}`: ignored"))
+            })
+    };
+    let events: Api<Event> = bed.gefyra.api();
+    let seen = wait_for_list(
+        &events,
+        "",
+        |events: &[Event]| events.iter().any(names_it),
+        TIMEOUT,
+    )
+    .await;
+    assert!(
+        seen.is_ok(),
+        "the mount's Events do not name the ignored entry: {:?}",
+        events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .map(|e| (e.reason.clone(), e.note.clone()))
+            .collect::<Vec<_>>()
+    );
+    Ok(())
+}
+
 /// The restore gives each pod its original image back in place; a pod whose
 /// command differs from its saved original (both copies agree on it, so the
 /// restore trusts them) cannot be made exact that way: the Deployment is

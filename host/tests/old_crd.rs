@@ -7,7 +7,7 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
-    Api,
+    Api, ResourceExt,
     api::{Patch, PatchParams},
 };
 use pontoon_tests::{TestNamespace, wait_for};
@@ -128,6 +128,36 @@ async fn a_mount_pointed_elsewhere_after_admission_keeps_serving_what_was_admitt
         elsewhere.objects,
         "the namespace it was pointed at is untouched"
     );
+    // It still holds the pods it was admitted for: a second mount of the
+    // same workload, or of one of its pods, is refused naming it, and its
+    // deletion undoes nothing of the first.
+    let pods = bed
+        .target
+        .api::<k8s_openapi::api::core::v1::Pod>()
+        .list(&kube::api::ListParams::default().labels("app=web"))
+        .await?;
+    let pod = live(pods.items)
+        .first()
+        .map(|p| p.name_any())
+        .ok_or_else(|| anyhow::anyhow!("no pod of web"))?;
+    for (second, target) in [
+        ("second", "deploy/web".to_string()),
+        ("third", format!("pod/{pod}")),
+    ] {
+        bed.mount(second, &target, "app").await?;
+        let refused = bed.wait_state(second, "ERROR").await?;
+        let (reason, message) = Bed::ready(&refused);
+        assert_eq!(reason, "DuplicateMount", "{target}: {message}");
+        assert!(
+            message.contains("/web-mount (ACTIVE, container `app`)"),
+            "{target}: names the drifted mount: {message}"
+        );
+        bed.delete_mount(second).await?;
+        assert!(
+            on_carrier(&bed.target, "app=web").await?,
+            "{target}: the first mount's pods stay mounted"
+        );
+    }
     // Deleting it restores what was mounted, and touches nothing else.
     bed.delete_mount("web-mount").await?;
     assert_restored(&bed, &before, "app=web", 1).await?;

@@ -176,6 +176,131 @@ async fn exec_from_a_provider_runs_in_the_pod_and_returns_its_output() -> anyhow
 }
 
 #[tokio::test]
+async fn an_exec_whose_stderr_never_ends_is_stopped_at_the_cap_naming_the_pod() -> anyhow::Result<()>
+{
+    use k8s_openapi::api::core::v1::Pod;
+    let ns = TestNamespace::new("rt-exec-cap").await?;
+    let pods: Api<Pod> = ns.api();
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "chatty" },
+        "spec": { "containers": [{ "name": "app", "image": "busybox:1.36" }] }
+    }))?;
+    pods.create(&Default::default(), &pod).await?;
+    let ready = |p: Option<&Pod>| p.is_some_and(pontoon_tests::pod_ready);
+    pontoon_tests::wait_for(&pods, "chatty", ready, Duration::from_secs(60)).await?;
+
+    let runtime = PluginRuntime::new(Limits::default())?;
+    let probe = provider(&runtime, "exec_probe").await?;
+    // Quiet on stdout, endless on stderr: the cap holds for both streams.
+    let m = mount(
+        ns.name(),
+        Some(serde_json::json!({
+            "pod": "chatty", "container": "app",
+            "command": ["sh", "-c", "yes 'no end to this' >&2"]
+        })),
+    );
+    let started = Instant::now();
+    match probe.prepare(access(&ns, &probe, &m), &m).await {
+        Err(CallError::Provider {
+            error: ProviderError::Failed(message),
+            ..
+        }) => assert!(
+            message.contains("exec in pod `chatty` (container `app`): its stderr passed 1 MiB"),
+            "{message}"
+        ),
+        other => panic!("an endless stderr was not refused at the cap: {other:?}"),
+    }
+    assert!(
+        ns.api::<ConfigMap>()
+            .get_opt("exec-result")
+            .await?
+            .is_none(),
+        "nothing of the endless output reached the provider"
+    );
+    println!("refused after {:?}", started.elapsed());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_list_follows_every_page_and_stops_at_its_cap() -> anyhow::Result<()> {
+    use futures::StreamExt;
+    let ns = TestNamespace::new("rt-list").await?;
+    let config_maps: Api<ConfigMap> = ns.api();
+    let make = |name: String, size: &'static str, data: String| {
+        let api = config_maps.clone();
+        async move {
+            let object: ConfigMap = serde_json::from_value(serde_json::json!({
+                "metadata": { "name": name, "labels": { "size": size } },
+                "data": { "d": data }
+            }))?;
+            api.create(&Default::default(), &object).await?;
+            anyhow::Ok(())
+        }
+    };
+    // 1100 small ones: three pages of the host's 500.
+    let small = (0..1100).map(|i| make(format!("small-{i:04}"), "small", "x".into()));
+    // Ten of 900 KiB: 9 MiB together, past the 8 MiB a list may return.
+    let big = (0..10).map(|i| make(format!("big-{i}"), "big", "b".repeat(900 * 1024)));
+    let made: Vec<anyhow::Result<()>> = futures::stream::iter(
+        small
+            .map(futures::future::Either::Left)
+            .chain(big.map(futures::future::Either::Right)),
+    )
+    .buffer_unordered(16)
+    .collect()
+    .await;
+    made.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
+
+    let runtime = PluginRuntime::new(Limits::default())?;
+    let probe = provider(&runtime, "list_probe").await?;
+    let paged = mount(
+        ns.name(),
+        Some(serde_json::json!({ "selector": "size=small" })),
+    );
+    assert!(matches!(
+        probe.prepare(access(&ns, &probe, &paged), &paged).await?,
+        Progress::Done
+    ));
+    let result = config_maps
+        .get("list-result")
+        .await?
+        .data
+        .unwrap_or_default();
+    assert_eq!(
+        (
+            result.get("count").map(String::as_str),
+            result.get("distinct").map(String::as_str)
+        ),
+        (Some("1100"), Some("1100")),
+        "every page, each object once: {result:?}"
+    );
+
+    let everything = mount(
+        ns.name(),
+        Some(serde_json::json!({ "selector": "size=big" })),
+    );
+    match probe
+        .prepare(access(&ns, &probe, &everything), &everything)
+        .await
+    {
+        Err(CallError::Provider {
+            error: ProviderError::Failed(message),
+            ..
+        }) => assert!(
+            message.starts_with("denied: ")
+                && message.contains(&format!(
+                    "the list of ConfigMap in namespace `{}` passed 8 MiB",
+                    ns.name()
+                ))
+                && message.contains("label selector"),
+            "{message}"
+        ),
+        other => panic!("a 9 MiB list was not refused at the cap: {other:?}"),
+    }
+    Ok(())
+}
+
+#[tokio::test]
 async fn provider_events_land_on_the_mount() -> anyhow::Result<()> {
     use k8s_openapi::api::{core::v1::ObjectReference, events::v1::Event};
     use pontoon::plugins::EventSubject;

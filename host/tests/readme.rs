@@ -512,6 +512,14 @@ async fn the_readme_walk_through_works_step_by_step() -> anyhow::Result<()> {
         "make run's sample mount did not reach ACTIVE:\n{}",
         terminal.output()
     );
+    // It serves mounts without the chart's policies because it says the
+    // test bed is single-tenant, and says so.
+    ensure!(
+        operator_log()
+            .contains("--single-tenant: mounts and bridges are served without an admission policy"),
+        "make run's operator is not --single-tenant:\n{}",
+        operator_log()
+    );
 
     // Terminal 2: the sample mount.
     let out = shell.run(&readme.next("source .testbed/env")?)?;
@@ -660,7 +668,33 @@ async fn the_readme_walk_through_works_step_by_step() -> anyhow::Result<()> {
         out.contains("successfully rolled out"),
         "the chart's operator Deployment did not roll out:\n{out}"
     );
-    let out = shell.run(&readme.next("helm upgrade")?)?;
+    // The chart's pre-upgrade hook checks that no mount would be stranded:
+    // its pod is run here as a kubelet would.
+    let hook = tokio::spawn(async {
+        let work = tempfile::tempdir()?;
+        pontoon_tests::kubelet::run_pods(
+            "pontoon-system",
+            pontoon_tests::kubelet::CHECK_UPGRADE_PODS,
+            Path::new(env!("CARGO_BIN_EXE_pontoon")),
+            work.path(),
+            Duration::from_secs(300),
+        )
+        .await
+    });
+    let out = tokio::task::block_in_place(|| shell.run(&readme.next("helm upgrade")?));
+    let out = match out {
+        Ok(out) => out,
+        Err(err) => {
+            hook.abort();
+            return Err(err);
+        }
+    };
+    let hook = hook.await??;
+    ensure!(
+        hook.last()
+            .is_some_and(|o| o.contains("none outside the namespaces mounts may target")),
+        "the pre-upgrade hook did not pass: {hook:?}"
+    );
     ensure!(
         out.contains("successfully rolled out"),
         "the upgraded Deployment did not roll out:\n{out}"

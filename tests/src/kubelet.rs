@@ -1,7 +1,7 @@
 //! The test bed's nodes are kwok fakes: a pod of the operator's image never
 //! runs there. Where a test needs such a pod to run (the chart's pre-delete
-//! hook Job), it acts as the kubelet: runs the container's arguments with
-//! the operator binary this test was built with, as the pod's
+//! and pre-upgrade hook Jobs), it acts as the kubelet: runs the container's
+//! arguments with the operator binary this test was built with, as the pod's
 //! ServiceAccount (a real token of it, not impersonation), and reports the
 //! pod's phase as a kubelet would, so that the Job completes or fails.
 
@@ -23,6 +23,9 @@ use crate::{kubeconfig_path, testbed_bin};
 
 /// The label the chart puts on the pods of its pre-delete hook Job.
 pub const TERMINATE_MOUNTS_PODS: &str = "app.kubernetes.io/component=terminate-mounts";
+
+/// The label the chart puts on the pods of its pre-upgrade hook Job.
+pub const CHECK_UPGRADE_PODS: &str = "app.kubernetes.io/component=check-upgrade";
 
 /// A kubeconfig in `dir` for the test bed's API server that authenticates
 /// as ServiceAccount `namespace/name` with a token the API server issued.

@@ -28,10 +28,10 @@ profiles: []
 }
 
 /// Sources the script and files `text` into `dir`, which it makes.
-fn publish(text: &str, dir: &Path) {
+fn publish(text: &str, dir: &Path) -> anyhow::Result<()> {
     let sample =
         std::env::temp_dir().join(format!("conformance-sample-{}.yaml", std::process::id()));
-    std::fs::write(&sample, text).unwrap();
+    std::fs::write(&sample, text)?;
     let script = repo_root().join("scripts/gateway-conformance.sh");
     let status = Command::new("bash")
         .arg("-c")
@@ -42,52 +42,48 @@ fn publish(text: &str, dir: &Path) {
         .arg(&script)
         .arg(&sample)
         .arg(dir)
-        .status()
-        .unwrap();
+        .status()?;
     let _ = std::fs::remove_file(&sample);
-    assert!(status.success(), "publish_report failed");
+    anyhow::ensure!(status.success(), "publish_report failed");
+    Ok(())
 }
 
-fn files(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+fn files(dir: &Path) -> anyhow::Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        names.push(entry?.file_name().to_string_lossy().into_owned());
+    }
     names.sort();
-    names
+    Ok(names)
 }
 
 #[test]
-fn a_report_is_filed_unmodified_under_gateway_apis_name_with_a_readme() {
+fn a_report_is_filed_unmodified_under_gateway_apis_name_with_a_readme() -> anyhow::Result<()> {
     let root = std::env::temp_dir().join(format!("conformance-report-{}", std::process::id()));
     let dir = root.join("v1.6/pontoon-pontoon");
 
-    publish(&report("v0.1.0+aaaaaaa"), &dir);
+    publish(&report("v0.1.0+aaaaaaa"), &dir)?;
     // A later commit of the same release replaces its report.
     let later = report("v0.1.0+bbbbbbb");
-    publish(&later, &dir);
+    publish(&later, &dir)?;
     assert_eq!(
-        files(&dir),
+        files(&dir)?,
         ["README.md", "standard-v0.1.0+bbbbbbb-default-report.yaml"]
     );
-    let filed = std::fs::read_to_string(dir.join("standard-v0.1.0+bbbbbbb-default-report.yaml"));
-    assert_eq!(
-        filed.unwrap(),
-        later,
-        "the report is filed as the suite wrote it"
-    );
+    let filed = std::fs::read_to_string(dir.join("standard-v0.1.0+bbbbbbb-default-report.yaml"))?;
+    assert_eq!(filed, later, "the report is filed as the suite wrote it");
 
     // Another release keeps its own.
-    publish(&report("v0.2.0+ccccccc"), &dir);
+    publish(&report("v0.2.0+ccccccc"), &dir)?;
     assert_eq!(
-        files(&dir),
+        files(&dir)?,
         [
             "README.md",
             "standard-v0.1.0+bbbbbbb-default-report.yaml",
             "standard-v0.2.0+ccccccc-default-report.yaml"
         ]
     );
-    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(dir.join("README.md"))?;
     for row in [
         "|API channel|Implementation version|Mode|Report|",
         "|standard|v0.1.0+bbbbbbb|default|[v0.1.0+bbbbbbb report](./standard-v0.1.0+bbbbbbb-default-report.yaml)|",
@@ -98,4 +94,5 @@ fn a_report_is_filed_unmodified_under_gateway_apis_name_with_a_readme() {
         assert!(readme.contains(row), "README lacks {row}:\n{readme}");
     }
     let _ = std::fs::remove_dir_all(&root);
+    Ok(())
 }

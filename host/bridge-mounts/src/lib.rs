@@ -22,6 +22,7 @@ pub mod status;
 pub mod terminate;
 pub mod timestamps;
 pub mod uninstalled;
+pub mod upgrade_check;
 pub mod watch_scope;
 
 pub use context::Context;

@@ -303,6 +303,35 @@ mine:
     }
 
     #[test]
+    fn a_grants_file_naming_a_placeholder_with_a_wildcard_is_refused_naming_it() {
+        let dir = std::env::temp_dir().join(format!("grants-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("grants.yaml");
+        std::fs::write(
+            &path,
+            "mine:\n- {kinds: [ConfigMap], verbs: [get], namespace: target, names: [\"{mount}*\"]}\n\
+             - {kinds: [Secret], verbs: [get], namespace: target, names: [\"{target}-*\"]}\n",
+        )
+        .unwrap();
+        let refused = Grants::read(&path).unwrap_err().to_string();
+        assert!(
+            refused.contains("names objects no grant can be held to")
+                && refused.contains("mine: ")
+                && refused.contains("{mount}*")
+                && refused.contains("{target}-*"),
+            "{refused}"
+        );
+        // The same names, scoped the way the guide says, load.
+        std::fs::write(
+            &path,
+            "mine:\n- {kinds: [ConfigMap], verbs: [get], namespace: target, names: [\"{mount}-cache\", \"{target}-gefyra\"]}\n",
+        )
+        .unwrap();
+        assert!(Grants::read(&path).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn unknown_fields_and_verbs_are_errors() {
         let bad =
             yaml_serde::from_str::<Grants>("m: [{kinds: [Pod], verbs: [read], namespace: target}]");

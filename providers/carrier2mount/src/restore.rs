@@ -206,6 +206,21 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
+/// Every entry of `namespace` in `data` kept under a key its own pod and
+/// container do not give (an edit, or a copy put under another pod's key),
+/// as why each is ignored: no step uses them, and each step that reads the
+/// entries reports them ([`IGNORED_REASON`]).
+pub fn misplaced_entries(data: &BTreeMap<String, String>, namespace: &str) -> Vec<String> {
+    let prefix = format!("{namespace}.");
+    data.iter()
+        .filter(|(key, _)| key.starts_with(&prefix))
+        .filter_map(|(key, value)| Entry::decode(value).ok()?.misplaced(key))
+        .collect()
+}
+
+/// The reason of the Warning Event that names ignored restore entries.
+pub const IGNORED_REASON: &str = "RestoreEntryIgnored";
+
 /// The entries of one target among all entries of the ConfigMap, by key;
 /// entries of this namespace that do not decode are reported with their error
 /// (never removed: they may be someone's only copy).
@@ -503,6 +518,9 @@ mod tests {
               `shop.web-1.app`: ignored"
             ]
         );
+        // Install reads every entry of the namespace: the same report.
+        assert_eq!(misplaced_entries(&data, "shop"), reported);
+        assert!(misplaced_entries(&data, "dev").is_empty());
     }
 
     #[test]

@@ -248,10 +248,12 @@ fn restore_plan(ctx: &Ctx, workload: Option<&Workload>) -> Result<RestorePlan, E
         .collect();
     data.extend(own.iter().map(|(k, v)| (k.clone(), v.clone())));
     let (entries, unreadable) = restore::of_target(&data, ns, &ctx.target_name());
-    for problem in unreadable {
-        warn!(
-            "ignoring an unreadable restore entry in {}: {problem}",
-            store.describe()
+    if !unreadable.is_empty() {
+        // Said where the mount's owner looks: an Event on the mount.
+        api::event(
+            EventType::Warning,
+            restore::IGNORED_REASON,
+            &format!("in {}: {}", store.describe(), unreadable.join("; ")),
         );
     }
     let entries: BTreeMap<String, Entry> = entries

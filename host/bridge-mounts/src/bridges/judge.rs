@@ -675,4 +675,57 @@ mod tests {
         assert_eq!(refused[0].0, "bridge-b");
         assert!(refused[0].1.contains("duplicates bridge `bridge-a`"));
     }
+
+    #[test]
+    fn a_regular_expression_is_judged_once_and_then_answered_from_the_cache() {
+        // A pattern no other test uses, with a verdict planted as if an
+        // earlier judgement had compiled it: the cached verdict answers,
+        // so the pattern is not compiled again.
+        let planted = "pontoon-cache-test-(";
+        assert!(regex::Regex::new(planted).is_err(), "really invalid");
+        REGEX_VERDICTS
+            .lock()
+            .unwrap()
+            .insert(planted.to_string(), Ok(()));
+        assert_eq!(regex_verdict(planted), Ok(()));
+        // A new pattern is compiled, and its verdict kept, valid or not.
+        let fresh = "pontoon-cache-test-[a-z]+";
+        assert_eq!(regex_verdict(fresh), Ok(()));
+        assert_eq!(REGEX_VERDICTS.lock().unwrap().get(fresh), Some(&Ok(())));
+        let broken = "pontoon-cache-test-[";
+        let verdict = regex_verdict(broken);
+        assert!(verdict.is_err());
+        assert_eq!(REGEX_VERDICTS.lock().unwrap().get(broken), Some(&verdict));
+        assert!(REGEX_VERDICTS.lock().unwrap().len() <= REGEX_CACHE_ENTRIES);
+    }
+
+    #[test]
+    fn among_thousands_of_bridges_each_duplicate_names_the_one_it_repeats() {
+        // 4000 bridges, each of the 2000 header values twice: the younger
+        // of each pair is refused naming the older, and no other.
+        let bridges: Vec<GefyraBridge> = (0..4000)
+            .map(|i| {
+                let mut b = bridge(serde_json::json!({"providerParameter": {"rules": [{"match": [
+                    {"matchHeader": {"name": "x-dev", "value": format!("peer{}", i % 2000), "type": "exact"}}
+                ]}]}}));
+                b.metadata.name = Some(format!("bridge-{i:04}"));
+                b
+            })
+            .collect();
+        let judged: Vec<Bridge> = bridges
+            .iter()
+            .map(|b| judge(b, &view(&[80])).unwrap())
+            .collect();
+        let pairs: Vec<(&GefyraBridge, &Bridge)> = bridges.iter().zip(judged.iter()).collect();
+        let refused = duplicates(&pairs);
+        assert_eq!(refused.len(), 2000);
+        for (name, why) in &refused {
+            let index: usize = name.trim_start_matches("bridge-").parse().unwrap();
+            assert!(index >= 2000, "{name} is the older of its pair");
+            assert!(
+                why.contains(&format!("duplicates bridge `bridge-{:04}`", index - 2000)),
+                "{name}: {why}"
+            );
+        }
+    }
 }

@@ -87,20 +87,26 @@ impl Reconcile<'_> {
         let mounts = self.ctx.mounts.state();
         let mut others = Vec::new();
         for mount in &mounts {
-            // (A mount whose fields drifted from its record to another
-            // namespace is looked at where its fields say: its record,
-            // read below, still counts for the pods.)
-            if mount.uid() == self.cr.uid()
-                || Admitted::of(mount).target_namespace != request.target_namespace
-            {
+            if mount.uid() == self.cr.uid() {
                 continue;
             }
-            let admitted = self
-                .ctx
-                .admissions
-                .of(&mount.uid().unwrap_or_default())
-                .await?;
-            others.push(Candidate { mount, admitted });
+            let uid = mount.uid().unwrap_or_default();
+            let asked_here = Admitted::of(mount).target_namespace == request.target_namespace;
+            // A mount whose fields were pointed elsewhere after admission (a
+            // CRD older than the operator's let them) still holds what its
+            // record names: its record is read too when the mount is past
+            // admission, and it counts where the record says.
+            let admitted = match self.ctx.admissions.cached(&uid) {
+                Some(known) => Some(known),
+                None if asked_here || past_admission(mount) => self.ctx.admissions.of(&uid).await?,
+                None => None,
+            };
+            let recorded_here = admitted
+                .as_ref()
+                .is_some_and(|a| a.target_namespace == request.target_namespace);
+            if asked_here || recorded_here {
+                others.push(Candidate { mount, admitted });
+            }
         }
         let held = holders::holder(
             &self.ctx.client,
@@ -284,6 +290,13 @@ fn not_admitted(from: State, refusal: &Refusal) -> String {
         "not admitted, so nothing is done for it although its state says {from}: {}",
         refusal.message
     )
+}
+
+/// Whether `mount` says it is past admission (any state the operator
+/// writes after admitting it). Said by the mount itself, so only used to
+/// decide whether its record is worth reading.
+fn past_admission(mount: &GefyraBridgeMount) -> bool {
+    !matches!(mount.state(), Ok(State::Requested) | Err(_))
 }
 
 /// The refusal of a mount whose target another mount holds.

@@ -389,21 +389,34 @@ impl crate::bindings::provider::pontoon::provider::cluster::Host for CallState {
         // Each command is checked as `exec` checks it, all before any runs:
         // a denied one fails on its own and never reaches the API server.
         let runs: Vec<_> = requests.into_iter().map(|r| self.exec_run(r)).collect();
-        let outputs: Vec<Result<ExecOutput, ClusterError>> = futures::stream::iter(runs)
+        let count = runs.len();
+        let mut running = futures::stream::iter(runs)
             .map(|run| async move { run?.run().await })
-            .buffered(EXEC_ALL_CONCURRENCY)
-            .collect()
-            .await;
-        let bytes = outputs
-            .iter()
-            .flatten()
-            .map(|o| o.stdout.len() + o.stderr.len())
-            .sum();
-        if let Err(err) = self
-            .hold_host(bytes, || "the outputs of exec-all".to_string())
-            .await
-        {
-            return outputs.into_iter().map(|_| Err(err.clone())).collect();
+            .buffered(EXEC_ALL_CONCURRENCY);
+        // Each output counts against the call's memory as soon as it is
+        // read, not once all are: a workload of many pods, each printing
+        // up to the exec cap, would otherwise be held whole before any
+        // limit applied. Past the limit the commands not yet read are
+        // dropped (which ends them) and the call fails.
+        let mut outputs = Vec::with_capacity(count);
+        while let Some(output) = running.next().await {
+            let output = match output {
+                Ok(output) => {
+                    let bytes = output.stdout.len() + output.stderr.len();
+                    match self
+                        .hold_host(bytes, || "the outputs of exec-all".to_string())
+                        .await
+                    {
+                        Ok(()) => Ok(output),
+                        Err(refused) => {
+                            drop(running);
+                            return (0..count).map(|_| Err(refused.clone())).collect();
+                        }
+                    }
+                }
+                Err(err) => Err(err),
+            };
+            outputs.push(output);
         }
         outputs
     }

@@ -135,7 +135,32 @@ fn exit_code(status: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Sta
 mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, StatusDetails};
 
-    use super::exit_code;
+    use super::{Bounded, MAX_EXEC_OUTPUT, exit_code, read_bounded};
+    use crate::bindings::ClusterError;
+
+    fn capped() -> ClusterError {
+        ClusterError::Denied("capped".into())
+    }
+
+    #[tokio::test]
+    async fn a_stream_is_read_whole_up_to_the_cap_and_refused_one_byte_past_it() {
+        let at_cap = vec![b'a'; MAX_EXEC_OUTPUT];
+        let read = read_bounded(Some(&at_cap[..]), capped).await;
+        assert!(matches!(read, Ok(ref bytes) if bytes.len() == MAX_EXEC_OUTPUT));
+
+        let past = vec![b'a'; MAX_EXEC_OUTPUT + 1];
+        let read = read_bounded(Some(&past[..]), capped).await;
+        assert!(matches!(read, Err(Bounded::Capped(ClusterError::Denied(ref m))) if m == "capped"));
+
+        // A stream that never ends is read only to one byte past the cap.
+        let endless = tokio::io::repeat(b'y');
+        let read = read_bounded(Some(endless), capped).await;
+        assert!(matches!(read, Err(Bounded::Capped(_))));
+
+        // No stream asked for: nothing.
+        let none: Option<&[u8]> = None;
+        assert!(matches!(read_bounded(none, capped).await, Ok(ref b) if b.is_empty()));
+    }
 
     #[test]
     fn exit_codes_from_a_kubelet_from_kwok_and_from_nowhere() {
