@@ -1701,6 +1701,9 @@ async fn an_upgrade_that_would_strand_a_live_mount_is_refused_before_anything_ch
             chart,
             "--namespace",
             &release,
+            // As a GitOps tool passes the cluster's version.
+            "--kube-version",
+            "1.36.0",
             "--set",
             &values(&[kept.name()]),
         ])?,

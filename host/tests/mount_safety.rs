@@ -386,6 +386,22 @@ async fn a_restore_entry_under_another_pods_key_is_ignored_and_reported() -> any
         .await?;
 
     bed.delete_mount("web-mount").await?;
+    // Ignored, not thrown away: like an entry that does not read, it may be
+    // the only copy of something, so it stays (with its ConfigMap) until
+    // someone removes it; the Event below says so.
+    assert_eq!(
+        bed.restore_entries().await?,
+        BTreeMap::from([(stolen_key.clone(), value.clone())]),
+        "only the misplaced entry is left"
+    );
+    bed.gefyra
+        .api::<ConfigMap>()
+        .patch(
+            &restore_config_map,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "data": { stolen_key.clone(): null } })),
+        )
+        .await?;
     assert_restored(&bed, &before, "app=web", count).await?;
     let victim = bed.target.api::<Pod>().get("victim").await?;
     assert_eq!(
@@ -401,6 +417,7 @@ async fn a_restore_entry_under_another_pods_key_is_ignored_and_reported() -> any
             && e.note.as_deref().is_some_and(|note| {
                 note.contains(&format!("entry `{stolen_key}` is for pod"))
                     && note.contains(&format!("whose key is `{key}`: ignored"))
+                    && note.contains("left in place")
             })
     };
     let events: Api<Event> = bed.gefyra.api();

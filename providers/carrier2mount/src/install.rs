@@ -128,7 +128,11 @@ pub fn install(ctx: &Ctx) -> Result<Progress, Error> {
         api::event(
             EventType::Warning,
             restore::IGNORED_REASON,
-            &format!("in {}: {}", plan.store.describe(), misplaced.join("; ")),
+            &format!(
+                "in {}: {}; left in place (remove them by hand)",
+                plan.store.describe(),
+                misplaced.join("; ")
+            ),
         );
     }
     let mut unsaved = BTreeMap::new();

@@ -253,7 +253,11 @@ fn restore_plan(ctx: &Ctx, workload: Option<&Workload>) -> Result<RestorePlan, E
         api::event(
             EventType::Warning,
             restore::IGNORED_REASON,
-            &format!("in {}: {}", store.describe(), unreadable.join("; ")),
+            &format!(
+                "in {}: {}; left in place, with the ConfigMap (remove them by hand)",
+                store.describe(),
+                unreadable.join("; ")
+            ),
         );
     }
     let entries: BTreeMap<String, Entry> = entries
