@@ -38,40 +38,7 @@ async fn what_a_mount_asks_for_cannot_be_added_changed_or_removed() -> anyhow::R
         )),
     )?;
     admitted(created, "a mount without targetNamespace")?;
-    for (patch, field) in [
-        // The audit's path: absent, then another tenant's namespace.
-        (
-            json!({ "targetNamespace": "kube-system" }),
-            "targetNamespace",
-        ),
-        (json!({ "target": "deploy/bank" }), "target"),
-        (json!({ "targetContainer": null }), "targetContainer"),
-        (json!({ "provider": "other" }), "provider"),
-    ] {
-        let said = refused(
-            kubectl(
-                &[
-                    "-n",
-                    ns.name(),
-                    "patch",
-                    "gefyrabridgemount",
-                    "m",
-                    "--type=merge",
-                    "-p",
-                    &patch.to_string(),
-                ],
-                None,
-            )?,
-            &format!("a change of {field}"),
-        )?;
-        assert!(
-            said.contains(&format!(
-                "{field} cannot be added, changed or removed once the mount exists"
-            )) && said.contains("delete the mount and create a new one"),
-            "{field}: {said}"
-        );
-    }
-    // Each field, from absent to present: a mount created with none.
+    // And one asking for nothing yet: each field, from absent to present.
     let bare = json!({
         "apiVersion": "gefyra.dev/v1", "kind": "gefyrabridgemount",
         "metadata": { "name": "bare", "namespace": ns.name() },
@@ -80,49 +47,47 @@ async fn what_a_mount_asks_for_cannot_be_added_changed_or_removed() -> anyhow::R
         kubectl(&["create", "-f", "-"], Some(&bare.to_string()))?,
         "a mount asking for nothing yet",
     )?;
-    for (field, value) in [
-        ("targetNamespace", "kube-system"),
-        ("target", "deploy/bank"),
-        ("targetContainer", "app"),
-        ("provider", "other"),
+    for (mount, patch, field) in [
+        // The audit's path: absent, then another tenant's namespace.
+        (
+            "m",
+            json!({ "targetNamespace": "kube-system" }),
+            "targetNamespace",
+        ),
+        ("m", json!({ "target": "deploy/bank" }), "target"),
+        ("m", json!({ "targetContainer": null }), "targetContainer"),
+        ("m", json!({ "provider": "other" }), "provider"),
+        (
+            "bare",
+            json!({ "targetNamespace": "kube-system" }),
+            "targetNamespace",
+        ),
+        ("bare", json!({ "target": "deploy/bank" }), "target"),
+        (
+            "bare",
+            json!({ "targetContainer": "app" }),
+            "targetContainer",
+        ),
+        ("bare", json!({ "provider": "other" }), "provider"),
     ] {
         let said = refused(
-            kubectl(
-                &[
-                    "-n",
-                    ns.name(),
-                    "patch",
-                    "gefyrabridgemount",
-                    "bare",
-                    "--type=merge",
-                    "-p",
-                    &json!({ field: value }).to_string(),
-                ],
-                None,
-            )?,
-            &format!("{field} added"),
+            merge_patch(ns.name(), "gefyrabridgemount", mount, patch)?,
+            &format!("a change of {field} of {mount}"),
         )?;
         assert!(
             said.contains(&format!(
                 "{field} cannot be added, changed or removed once the mount exists"
-            )),
-            "{field} added: {said}"
+            )) && said.contains("delete the mount and create a new one"),
+            "{field} of {mount}: {said}"
         );
     }
     // What it does not ask for may change.
     admitted(
-        kubectl(
-            &[
-                "-n",
-                ns.name(),
-                "patch",
-                "gefyrabridgemount",
-                "m",
-                "--type=merge",
-                "-p",
-                r#"{"sunset":"2030-01-01T00:00:00Z","providerParameter":{"x":1}}"#,
-            ],
-            None,
+        merge_patch(
+            ns.name(),
+            "gefyrabridgemount",
+            "m",
+            json!({ "sunset": "2030-01-01T00:00:00Z", "providerParameter": { "x": 1 } }),
         )?,
         "a change of sunset and providerParameter",
     )?;
@@ -208,19 +173,7 @@ async fn a_tenant_may_not_point_its_mount_or_bridge_where_it_has_no_rights_nor_w
     // policy anyway, as the test bed's own kubeconfig is) may write it; the
     // operator still runs its own checks whatever the state says.
     admitted(
-        kubectl(
-            &[
-                "-n",
-                d,
-                "patch",
-                "gefyrabridgemount",
-                "m",
-                "--type=merge",
-                "-p",
-                r#"{"state":"ERROR"}"#,
-            ],
-            None,
-        )?,
+        merge_patch(d, "gefyrabridgemount", "m", json!({ "state": "ERROR" }))?,
         "state written by an administrator",
     )?;
 

@@ -767,19 +767,13 @@ async fn installed_the_chart_runs_the_operator_within_its_rbac() -> anyhow::Resu
 
     // `helm uninstall` with a mount ACTIVE: its pre-delete hook ends the
     // mount while the operator still runs, and the target is restored.
-    let hook = tokio::spawn({
-        let (release, work) = (release.clone(), work.path().join("hook"));
-        async move {
-            kubelet::run_pods(
-                &release,
-                kubelet::TERMINATE_MOUNTS_PODS,
-                Path::new(env!("CARGO_BIN_EXE_pontoon")),
-                &work,
-                Duration::from_secs(120),
-            )
-            .await
-        }
-    });
+    let hook = kubelet::run_pods_in_background(
+        &release,
+        kubelet::TERMINATE_MOUNTS_PODS,
+        Path::new(env!("CARGO_BIN_EXE_pontoon")),
+        work.path().join("hook"),
+        Duration::from_secs(120),
+    );
     let uninstalled = tokio::task::spawn_blocking({
         let release = release.clone();
         move || uninstall(&release)
@@ -1751,19 +1745,13 @@ async fn an_upgrade_that_would_strand_a_live_mount_is_refused_before_anything_ch
     mounts
         .delete("web-mount", &kube::api::DeleteParams::default())
         .await?;
-    let hook = tokio::spawn({
-        let (release, work) = (release.clone(), work.path().join("hook"));
-        async move {
-            kubelet::run_pods(
-                &release,
-                kubelet::CHECK_UPGRADE_PODS,
-                Path::new(env!("CARGO_BIN_EXE_pontoon")),
-                &work,
-                Duration::from_secs(120),
-            )
-            .await
-        }
-    });
+    let hook = kubelet::run_pods_in_background(
+        &release,
+        kubelet::CHECK_UPGRADE_PODS,
+        Path::new(env!("CARGO_BIN_EXE_pontoon")),
+        work.path().join("hook"),
+        Duration::from_secs(120),
+    );
     let upgraded = tokio::task::spawn_blocking({
         let (release, chart, values) = (release.clone(), chart.to_string(), values(&[kept.name()]));
         move || {

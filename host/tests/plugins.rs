@@ -32,6 +32,20 @@ fn mount(ns: &str, parameters: Option<serde_json::Value>) -> Mount {
     }
 }
 
+/// A pod `name` with one container `app` (a process pod the test bed runs), ready.
+async fn ready_pod(ns: &TestNamespace, name: &str) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Pod;
+    let pods: Api<Pod> = ns.api();
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": name },
+        "spec": { "containers": [{ "name": "app", "image": "busybox:1.36" }] }
+    }))?;
+    pods.create(&Default::default(), &pod).await?;
+    let ready = |p: Option<&Pod>| p.is_some_and(pontoon_tests::pod_ready);
+    pontoon_tests::wait_for(&pods, name, ready, Duration::from_secs(60)).await?;
+    Ok(())
+}
+
 async fn provider(runtime: &Arc<PluginRuntime>, name: &str) -> anyhow::Result<Arc<ProviderModule>> {
     match runtime.load_file(&test_module(name)?).await? {
         LoadedModule::Provider(p) => Ok(Arc::new(p)),
@@ -126,16 +140,8 @@ async fn a_well_behaved_provider_runs_every_step_on_the_cluster() -> anyhow::Res
 
 #[tokio::test]
 async fn exec_from_a_provider_runs_in_the_pod_and_returns_its_output() -> anyhow::Result<()> {
-    use k8s_openapi::api::core::v1::Pod;
     let ns = TestNamespace::new("rt-exec").await?;
-    let pods: Api<Pod> = ns.api();
-    let pod: Pod = serde_json::from_value(serde_json::json!({
-        "metadata": { "name": "target" },
-        "spec": { "containers": [{ "name": "app", "image": "busybox:1.36" }] }
-    }))?;
-    pods.create(&Default::default(), &pod).await?;
-    let ready = |p: Option<&Pod>| p.is_some_and(pontoon_tests::pod_ready);
-    pontoon_tests::wait_for(&pods, "target", ready, Duration::from_secs(60)).await?;
+    ready_pod(&ns, "target").await?;
 
     let runtime = PluginRuntime::new(Limits::default())?;
     let probe = provider(&runtime, "exec_probe").await?;
@@ -178,16 +184,8 @@ async fn exec_from_a_provider_runs_in_the_pod_and_returns_its_output() -> anyhow
 #[tokio::test]
 async fn an_exec_whose_stderr_never_ends_is_stopped_at_the_cap_naming_the_pod() -> anyhow::Result<()>
 {
-    use k8s_openapi::api::core::v1::Pod;
     let ns = TestNamespace::new("rt-exec-cap").await?;
-    let pods: Api<Pod> = ns.api();
-    let pod: Pod = serde_json::from_value(serde_json::json!({
-        "metadata": { "name": "chatty" },
-        "spec": { "containers": [{ "name": "app", "image": "busybox:1.36" }] }
-    }))?;
-    pods.create(&Default::default(), &pod).await?;
-    let ready = |p: Option<&Pod>| p.is_some_and(pontoon_tests::pod_ready);
-    pontoon_tests::wait_for(&pods, "chatty", ready, Duration::from_secs(60)).await?;
+    ready_pod(&ns, "chatty").await?;
 
     let runtime = PluginRuntime::new(Limits::default())?;
     let probe = provider(&runtime, "exec_probe").await?;

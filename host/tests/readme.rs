@@ -670,17 +670,14 @@ async fn the_readme_walk_through_works_step_by_step() -> anyhow::Result<()> {
     );
     // The chart's pre-upgrade hook checks that no mount would be stranded:
     // its pod is run here as a kubelet would.
-    let hook = tokio::spawn(async {
-        let work = tempfile::tempdir()?;
-        pontoon_tests::kubelet::run_pods(
-            "pontoon-system",
-            pontoon_tests::kubelet::CHECK_UPGRADE_PODS,
-            Path::new(env!("CARGO_BIN_EXE_pontoon")),
-            work.path(),
-            Duration::from_secs(300),
-        )
-        .await
-    });
+    let work = tempfile::tempdir()?;
+    let hook = pontoon_tests::kubelet::run_pods_in_background(
+        "pontoon-system",
+        pontoon_tests::kubelet::CHECK_UPGRADE_PODS,
+        Path::new(env!("CARGO_BIN_EXE_pontoon")),
+        work.path().to_path_buf(),
+        Duration::from_secs(300),
+    );
     let out = tokio::task::block_in_place(|| shell.run(&readme.next("helm upgrade")?));
     let out = match out {
         Ok(out) => out,
@@ -704,17 +701,14 @@ async fn the_readme_walk_through_works_step_by_step() -> anyhow::Result<()> {
     // Clean up, while the operator runs; then Ctrl-C.
     // The chart's pre-delete hook ends web-mount: its one pod is run here
     // as a kubelet would (the test bed's nodes run no containers).
-    let hook = tokio::spawn(async {
-        let work = tempfile::tempdir()?;
-        pontoon_tests::kubelet::run_pods(
-            "pontoon-system",
-            pontoon_tests::kubelet::TERMINATE_MOUNTS_PODS,
-            Path::new(env!("CARGO_BIN_EXE_pontoon")),
-            work.path(),
-            Duration::from_secs(300),
-        )
-        .await
-    });
+    let work = tempfile::tempdir()?;
+    let hook = pontoon_tests::kubelet::run_pods_in_background(
+        "pontoon-system",
+        pontoon_tests::kubelet::TERMINATE_MOUNTS_PODS,
+        Path::new(env!("CARGO_BIN_EXE_pontoon")),
+        work.path().to_path_buf(),
+        Duration::from_secs(300),
+    );
     let out = tokio::task::block_in_place(|| shell.run(&readme.next("helm uninstall")?));
     let out = match out {
         Ok(out) => out,

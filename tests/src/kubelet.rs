@@ -58,6 +58,19 @@ pub fn as_service_account(namespace: &str, name: &str, dir: &Path) -> anyhow::Re
     Ok(path)
 }
 
+/// [`run_pods`] in the background, for a test that then starts the helm
+/// command whose hook waits for those pods; `work` must outlive the task.
+pub fn run_pods_in_background(
+    namespace: &str,
+    selector: &'static str,
+    binary: &Path,
+    work: PathBuf,
+    timeout: Duration,
+) -> tokio::task::JoinHandle<anyhow::Result<Vec<String>>> {
+    let (namespace, binary) = (namespace.to_string(), binary.to_path_buf());
+    tokio::spawn(async move { run_pods(&namespace, selector, &binary, &work, timeout).await })
+}
+
 /// Runs each pod of `namespace` selected by `selector` that is not
 /// finished, one after another, with `binary` (the container's arguments
 /// and `--kubeconfig` of the pod's ServiceAccount), until one succeeds or

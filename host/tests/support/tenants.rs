@@ -25,6 +25,39 @@ pub fn kubectl(args: &[&str], stdin: Option<&str>) -> anyhow::Result<std::proces
     Ok(child.wait_with_output()?)
 }
 
+/// The arguments of a merge patch of `resource` `name` in `namespace`.
+fn merge_patch_args(
+    namespace: &str,
+    resource: &str,
+    name: &str,
+    patch: &serde_json::Value,
+) -> Vec<String> {
+    [
+        "-n",
+        namespace,
+        "patch",
+        resource,
+        name,
+        "--type=merge",
+        "-p",
+        &patch.to_string(),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// A merge patch of `resource` `name` in `namespace` as the test bed's
+/// administrator (its own kubeconfig, in system:masters).
+pub fn merge_patch(
+    namespace: &str,
+    resource: &str,
+    name: &str,
+    patch: serde_json::Value,
+) -> anyhow::Result<std::process::Output> {
+    let args = merge_patch_args(namespace, resource, name, &patch);
+    kubectl(&args.iter().map(String::as_str).collect::<Vec<_>>(), None)
+}
+
 /// `kubectl apply` of `items` (as one List), failing with kubectl's words.
 pub fn apply(items: serde_json::Value) -> anyhow::Result<()> {
     let list = json!({ "apiVersion": "v1", "kind": "List", "items": items });
@@ -219,19 +252,8 @@ impl Tenant {
         name: &str,
         patch: serde_json::Value,
     ) -> anyhow::Result<std::process::Output> {
-        self.kubectl(
-            &[
-                "-n",
-                namespace,
-                "patch",
-                resource,
-                name,
-                "--type=merge",
-                "-p",
-                &patch.to_string(),
-            ],
-            None,
-        )
+        let args = merge_patch_args(namespace, resource, name, &patch);
+        self.kubectl(&args.iter().map(String::as_str).collect::<Vec<_>>(), None)
     }
 
     /// `kubectl ARGS` as this tenant.

@@ -123,18 +123,10 @@ pub fn install(ctx: &Ctx) -> Result<Progress, Error> {
     // runs Carrier2: first each pod's restore entry, all in one write, and
     // only then any pod patched.
     let mut data = plan.store.data()?;
-    let misplaced = restore::misplaced_entries(&data, ctx.target_namespace());
-    if !misplaced.is_empty() {
-        api::event(
-            EventType::Warning,
-            restore::IGNORED_REASON,
-            &format!(
-                "in {}: {}; left in place (remove them by hand)",
-                plan.store.describe(),
-                misplaced.join("; ")
-            ),
-        );
-    }
+    restore::report_ignored(
+        &plan.store,
+        &restore::misplaced_entries(&data, ctx.target_namespace()),
+    );
     let mut unsaved = BTreeMap::new();
     let containers = pods
         .iter()

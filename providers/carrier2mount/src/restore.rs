@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 
 use pontoon_provider_sdk::{
     bridge_mount::{CONFLICT_RETRY_SECONDS, Error, Mount},
-    cluster::{self, ClusterError, PatchType},
+    cluster::{self, ClusterError, EventType, PatchType},
     k8s_openapi::{api::core::v1::ConfigMap, apimachinery::pkg::apis::meta::v1::ObjectMeta},
 };
 use serde::{Deserialize, Serialize};
@@ -220,6 +220,23 @@ pub fn misplaced_entries(data: &BTreeMap<String, String>, namespace: &str) -> Ve
 
 /// The reason of the Warning Event that names ignored restore entries.
 pub const IGNORED_REASON: &str = "RestoreEntryIgnored";
+
+/// Says on the mount (a Warning Event) which entries of `store` no step
+/// uses, and why each; nothing when there are none. They stay where they
+/// are: an entry may be the only copy of something.
+pub fn report_ignored(store: &Store, problems: &[String]) {
+    if !problems.is_empty() {
+        crate::api::event(
+            EventType::Warning,
+            IGNORED_REASON,
+            &format!(
+                "in {}: {}; left in place (remove them by hand)",
+                store.describe(),
+                problems.join("; ")
+            ),
+        );
+    }
+}
 
 /// The entries of one target among all entries of the ConfigMap, by key;
 /// entries of this namespace that do not decode are reported with their error

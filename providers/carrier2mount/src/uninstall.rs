@@ -248,18 +248,7 @@ fn restore_plan(ctx: &Ctx, workload: Option<&Workload>) -> Result<RestorePlan, E
         .collect();
     data.extend(own.iter().map(|(k, v)| (k.clone(), v.clone())));
     let (entries, unreadable) = restore::of_target(&data, ns, &ctx.target_name());
-    if !unreadable.is_empty() {
-        // Said where the mount's owner looks: an Event on the mount.
-        api::event(
-            EventType::Warning,
-            restore::IGNORED_REASON,
-            &format!(
-                "in {}: {}; left in place, with the ConfigMap (remove them by hand)",
-                store.describe(),
-                unreadable.join("; ")
-            ),
-        );
-    }
+    restore::report_ignored(&store, &unreadable);
     let entries: BTreeMap<String, Entry> = entries
         .into_iter()
         .filter(|(_, e)| e.container.as_deref().is_none_or(|c| c == container))

@@ -96,10 +96,10 @@ impl Reconcile<'_> {
             // CRD older than the operator's let them) still holds what its
             // record names: its record is read too when the mount is past
             // admission, and it counts where the record says.
-            let admitted = match self.ctx.admissions.cached(&uid) {
-                Some(known) => Some(known),
-                None if asked_here || past_admission(mount) => self.ctx.admissions.of(&uid).await?,
-                None => None,
+            let admitted = if asked_here || past_admission(mount) {
+                self.ctx.admissions.of(&uid).await?
+            } else {
+                self.ctx.admissions.cached(&uid)
             };
             let recorded_here = admitted
                 .as_ref()

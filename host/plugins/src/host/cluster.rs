@@ -400,22 +400,16 @@ impl crate::bindings::provider::pontoon::provider::cluster::Host for CallState {
         // dropped (which ends them) and the call fails.
         let mut outputs = Vec::with_capacity(count);
         while let Some(output) = running.next().await {
-            let output = match output {
-                Ok(output) => {
-                    let bytes = output.stdout.len() + output.stderr.len();
-                    match self
-                        .hold_host(bytes, || "the outputs of exec-all".to_string())
-                        .await
-                    {
-                        Ok(()) => Ok(output),
-                        Err(refused) => {
-                            drop(running);
-                            return (0..count).map(|_| Err(refused.clone())).collect();
-                        }
-                    }
+            if let Ok(read) = &output {
+                let bytes = read.stdout.len() + read.stderr.len();
+                let held = self
+                    .hold_host(bytes, || "the outputs of exec-all".to_string())
+                    .await;
+                if let Err(refused) = held {
+                    drop(running);
+                    return (0..count).map(|_| Err(refused.clone())).collect();
                 }
-                Err(err) => Err(err),
-            };
+            }
             outputs.push(output);
         }
         outputs
