@@ -164,17 +164,10 @@ async fn bench() -> anyhow::Result<()> {
     // ACTIVE can wait a TCP retransmission (1 s) for kube-proxy to program
     // the new shadow Service's address, which belongs to the mount's start
     // (the series above), not to `pontoon bridge`.
-    let serving = Instant::now();
-    while !get(&net, &url, "x-none: 1").contains("echo-gefyra") {
-        ensure!(
-            serving.elapsed() < Duration::from_secs(60),
-            "the ACTIVE mount's shadow never answered"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let serving = on_the_shadow(&net, &url, "x-none: 1", Instant::now()).await?;
     println!(
         "mount `kept` ACTIVE and answered by its shadow {:.2} s later",
-        serving.elapsed().as_secs_f64()
+        serving.as_secs_f64()
     );
     let mut active = Vec::new();
     let mut active_steps = Vec::new();
@@ -286,20 +279,10 @@ async fn bench() -> anyhow::Result<()> {
     cli.kill()?;
     let killed = Instant::now();
     cli.wait()?;
-    loop {
-        let answer = get(&net, &url, "x-dev: bench");
-        if answer.contains("echo-gefyra") {
-            break;
-        }
-        ensure!(
-            killed.elapsed() < Duration::from_secs(60),
-            "never back on the shadow"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let fallback = on_the_shadow(&net, &url, "x-dev: bench", killed).await?;
     println!(
         "SIGKILL → requests with the header on the shadow: {:.2} s (goal ≤ grace + 1 s = 11 s)",
-        killed.elapsed().as_secs_f64()
+        fallback.as_secs_f64()
     );
     mounts.delete("kept", &Default::default()).await?;
     pontoon_tests::wait_for(
@@ -476,6 +459,24 @@ async fn first_local_answer(
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// How long after `since` a request with `header` was first answered by the
+/// shadow (polled every 50 ms, for at most a minute).
+async fn on_the_shadow(
+    net: &TestbedNet,
+    url: &str,
+    header: &str,
+    since: Instant,
+) -> anyhow::Result<Duration> {
+    while !get(net, url, header).contains("echo-gefyra") {
+        ensure!(
+            since.elapsed() < Duration::from_secs(60),
+            "requests with `{header}` never reached the shadow"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(since.elapsed())
 }
 
 /// When, within one round, the bench first saw the mount and the bridge
