@@ -288,6 +288,12 @@ struct RunArgs {
     /// deleted.
     #[arg(long, value_name = "SECONDS", default_value_t = pontoon::bridge::sessions::DEFAULT_SESSION_LIMIT.as_secs(), value_parser = clap::value_parser!(u64).range(10..=604800), env = "PONTOON_SESSION_LIMIT")]
     session_limit: u64,
+    /// How long what a connection provider set up for a developer (the
+    /// tunnel's relay pod and Service) stays after their last bridge is
+    /// gone, so that their next `pontoon bridge` finds it ready; 0 removes
+    /// it at once. At most 32 idle developers per provider are kept.
+    #[arg(long, value_name = "SECONDS", default_value_t = pontoon::bridge::sessions::DEFAULT_CLIENT_KEEP.as_secs(), value_parser = clap::value_parser!(u64).range(0..=86400), env = "PONTOON_CLIENT_KEEP")]
+    client_keep: u64,
     /// The cluster's DNS domain, for Service names as bridge destinations.
     #[arg(long, default_value = "cluster.local", env = "PONTOON_CLUSTER_DOMAIN")]
     cluster_domain: String,
@@ -456,6 +462,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                             relay_image: args.relay_image,
                             grace: Duration::from_secs(args.session_grace),
                             limit: Duration::from_secs(args.session_limit),
+                            keep: Duration::from_secs(args.client_keep),
                         },
                         sessions: Default::default(),
                     },

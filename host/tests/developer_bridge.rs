@@ -28,7 +28,10 @@ use kube::{
     Api, ResourceExt,
     api::{ListParams, PostParams},
 };
-use pontoon::bridge_mount::{GefyraBridge, GefyraBridgeMount};
+use pontoon::{
+    bridge::connections::CLIENT_LABEL,
+    bridge_mount::{GefyraBridge, GefyraBridgeMount},
+};
 use pontoon_tests::{
     TestNamespace, kubeconfig_path,
     traffic::{Answer, Request, TestbedNet, echo_container},
@@ -81,18 +84,21 @@ fn install_pontoon_in_pod_bin() -> anyhow::Result<()> {
 
 /// A bed whose operator runs the relay as the test bed's process image.
 async fn bed(prefix: &str) -> anyhow::Result<Bed> {
+    bed_with(prefix, &[]).await
+}
+
+/// The same with more operator flags.
+async fn bed_with(prefix: &str, flags: &[&str]) -> anyhow::Result<Bed> {
     install_relay_program()?;
     let grace = GRACE.as_secs().to_string();
-    Bed::with_flags(
-        prefix,
-        &[
-            "--relay-image",
-            "testbed.pontoon.dev/pontoon:relay",
-            "--session-grace",
-            &grace,
-        ],
-    )
-    .await
+    let mut all = vec![
+        "--relay-image",
+        "testbed.pontoon.dev/pontoon:relay",
+        "--session-grace",
+        &grace,
+    ];
+    all.extend_from_slice(flags);
+    Bed::with_flags(prefix, &all).await
 }
 
 /// Deployment `echo` (2 echo servers, a variable from a ConfigMap and one
@@ -433,7 +439,8 @@ async fn developers_get_their_requests_on_their_machines_and_ctrl_c_puts_everyth
         Ok(net) => net,
         Err(reason) => return pontoon_tests::skip::skip(prefix, &reason),
     };
-    let bed = bed(prefix).await?;
+    // Relays kept for none: the end shows them going with the last bridge.
+    let bed = bed_with(prefix, &["--client-keep", "0"]).await?;
     let service = workload(&bed.target).await?;
     let originals: Vec<String> = ready_pods(&bed.target, "app=echo", 2)
         .await?
@@ -569,7 +576,8 @@ async fn developers_get_their_requests_on_their_machines_and_ctrl_c_puts_everyth
         answers == ["original", "original"],
         "every request reaches the original again: {answers:?}"
     );
-    // No bridge names alice or bob any more: their relays go too.
+    // No bridge names alice or bob any more: their relays go too, at the
+    // next sweep with this bed's `--client-keep 0`.
     let relays: Api<Pod> = bed.gefyra.api();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -741,7 +749,45 @@ async fn a_killed_bridge_falls_back_to_the_shadow_within_the_grace_and_a_new_run
         mounts_left(&bed).await?,
         bridges_left(&bed).await?
     );
+
+    // No bridge names alice now. Past her grace and a sweep (every 10 s),
+    // her relay is still there (`--client-keep`, 10 min by default), and
+    // her next run is served by that same pod, away as her session is.
+    let relay = relays(&bed).await?;
+    ensure!(relay.len() == 1, "alice's relay stays after her last bridge: {relay:?}");
+    tokio::time::sleep(GRACE + Duration::from_secs(11)).await;
+    ensure!(
+        relays(&bed).await? == relay,
+        "alice's relay was removed or replaced within the keep: {relay:?} → {:?}",
+        relays(&bed).await?
+    );
+    let mut third = alice.bridge(&bed, &args)?;
+    third.wait_line("now reach this machine", TIMEOUT)?;
+    ensure!(send(&net, &service, &[ALICE])? == ["laptop-alice"]);
+    ensure!(
+        relays(&bed).await? == relay,
+        "the next run made a new relay instead of using the kept one: {relay:?} → {:?}",
+        relays(&bed).await?
+    );
+    third.signal("-TERM")?;
+    let (code, printed) = third.finish(TIMEOUT)?;
+    ensure!(code == Some(0), "SIGTERM exits 0:\n{printed}");
     Ok(())
+}
+
+/// The relay pods in the operator's namespace (the mounts' in these tests),
+/// by name and uid.
+async fn relays(bed: &Bed) -> anyhow::Result<Vec<(String, String)>> {
+    let pods = bed
+        .gefyra
+        .api::<Pod>()
+        .list(&ListParams::default().labels(CLIENT_LABEL))
+        .await?;
+    Ok(pods
+        .items
+        .iter()
+        .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
+        .collect())
 }
 
 /// `-- COMMAND` runs with the target container's environment, read with the

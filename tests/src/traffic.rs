@@ -39,6 +39,27 @@ impl TestbedNet {
         }
     }
 
+    /// The network namespace of a process pod (pod-runner names it after
+    /// the test bed's and the first 12 hex digits of the pod's uid): what
+    /// the pod's own process sees.
+    pub fn of_pod(&self, pod: &k8s_openapi::api::core::v1::Pod) -> anyhow::Result<Self> {
+        let uid: String = pod
+            .metadata
+            .uid
+            .as_deref()
+            .context("the pod has no uid")?
+            .chars()
+            .filter(|c| *c != '-')
+            .take(12)
+            .collect();
+        let netns = format!("{}-{uid}", self.netns);
+        ensure!(
+            std::path::Path::new("/run/netns").join(&netns).exists(),
+            "no network namespace {netns}: is the pod a running process pod?"
+        );
+        Ok(Self { netns })
+    }
+
     /// `GET url` from inside the namespace: the body, or why there is none.
     pub fn get(&self, url: &str) -> anyhow::Result<String> {
         let output = Command::new("nsenter")

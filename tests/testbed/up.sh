@@ -199,8 +199,23 @@ EOF
   # own timeout. Refuse it instead, as an unready load balancer does, so the
   # client's next attempt meets kube-proxy's rules. (An unprogrammed
   # ClusterIP is kube-proxy's own to drop, as in any cluster.)
+  #
+  # Hairpin: a pod reaching itself through a Service (the relay checks its
+  # own Service so). Each node's kube-proxy masquerades such connections
+  # for the endpoints on its node, so that the pod's answer comes back
+  # through the NAT; the test bed's one kube-proxy is one node's
+  # (kwok-node-0), so the pod-runner lists every pod here (`podIP .
+  # podIP`, added as it wires a pod and removed as it unwires it) and this
+  # table masquerades them, whichever node they are on.
   in_netns nft -f - <<EOF
 table inet pontoon-testbed {
+  set hairpin {
+    type ipv4_addr . ipv4_addr
+  }
+  chain hairpin-masquerade {
+    type nat hook postrouting priority srcnat + 10; policy accept;
+    ct status dnat ip saddr . ip daddr @hairpin masquerade
+  }
   chain unprogrammed-output {
     type filter hook output priority filter + 10; policy accept;
     ip daddr $load_balancer_cidr meta l4proto tcp ct status & dnat == 0 reject with tcp reset

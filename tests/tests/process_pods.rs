@@ -2,7 +2,7 @@
 //! `tests/testbed/process-images.yaml` (pod-runner), in its network
 //! namespace where kube-proxy serves Services. What a user of the cluster
 //! would notice: the pod answers on its IP, through its Service's ClusterIP
-//! and load-balancer address, with its volumes' files, only while it exists
+//! (from outside and from the pods themselves) and load-balancer address, with its volumes' files, only while it exists
 //! and is reported Ready only when its readiness probe passes.
 //!
 //! Reported as skipped, saying why, where the test bed has no network
@@ -182,6 +182,21 @@ async fn a_process_pod_serves_on_its_ip_its_service_and_its_load_balancer_addres
             answers(&net, &url, 40)?,
             names,
             "not every pod answered through {address}"
+        );
+    }
+
+    // From inside each pod, through the ClusterIP: both pods answer, the
+    // asking one too (a hairpin connection, masqueraded whichever node the
+    // pod is on, as its own node's kube-proxy does).
+    let url = format!("http://{cluster_ip}/pod/name");
+    for pod in &pods {
+        let inside = net.of_pod(pod)?;
+        assert_eq!(
+            answers(&inside, &url, 40)?,
+            names,
+            "not every pod answered {} through {cluster_ip} (node {:?})",
+            pod.name_any(),
+            pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
         );
     }
 

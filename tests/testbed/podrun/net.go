@@ -43,7 +43,7 @@ func ip(namespace string, lines ...string) error {
 // wirePod gives the pod a network namespace with its IP on eth0, routed
 // through a veth pair to the test bed's namespace.
 func wirePod(node, pod, veth, podIP string) error {
-	unwirePod(node, pod, veth)
+	unwirePod(node, pod, veth, podIP)
 	if err := ip("", "netns add "+pod); err != nil {
 		return err
 	}
@@ -62,20 +62,38 @@ func wirePod(node, pod, veth, podIP string) error {
 	}); err != nil {
 		return err
 	}
-	return ip(pod,
+	if err := ip(pod,
 		"link set lo up",
 		fmt.Sprintf("addr add %s/32 dev eth0", podIP),
 		"link set eth0 up",
 		fmt.Sprintf("route add %s dev eth0 scope link", nodeAddress),
 		fmt.Sprintf("route add default via %s dev eth0 src %s", nodeAddress, podIP),
-	)
+	); err != nil {
+		return err
+	}
+	return hairpin(node, "add", podIP)
 }
 
 // unwirePod removes the pod's veth pair (at once: a namespace's devices go
-// only some time after the namespace) and its namespace.
-func unwirePod(node, pod, veth string) {
+// only some time after the namespace), its namespace and its hairpin entry.
+func unwirePod(node, pod, veth, podIP string) {
+	_ = hairpin(node, "delete", podIP)
 	_ = ip(node, "link del "+veth)
 	deleteNetns(pod)
+}
+
+// hairpin adds ("add") or removes ("delete") the pod in the test bed's
+// hairpin set (tests/testbed/up.sh): its connections to itself through a
+// Service are masqueraded, as its own node's kube-proxy would do it.
+func hairpin(node, verb, podIP string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	element := fmt.Sprintf("%s element inet pontoon-testbed hairpin { %s . %s }", verb, podIP, podIP)
+	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", node, "nft", element).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("nft %s: %v: %s", element, err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 // deleteNetns kills what still runs in a pod's namespace and deletes it

@@ -108,7 +108,7 @@ func (a *agent) start(ctx context.Context, pod *corev1.Pod) (*podRun, error) {
 	}
 	r.veth = "pt" + short[:11]
 	if err := wirePod(a.netns, r.netns, r.veth, r.ip); err != nil {
-		unwirePod(a.netns, r.netns, r.veth)
+		unwirePod(a.netns, r.netns, r.veth, r.ip)
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -116,7 +116,7 @@ func (a *agent) start(ctx context.Context, pod *corev1.Pod) (*podRun, error) {
 	for _, c := range r.containers {
 		if err := r.run(c, launches[c.spec.Name]); err != nil {
 			cancel()
-			unwirePod(a.netns, r.netns, r.veth)
+			unwirePod(a.netns, r.netns, r.veth, r.ip)
 			return nil, err
 		}
 	}
@@ -673,7 +673,7 @@ func (r *podRun) stop(drain bool) {
 		}
 		<-done
 	}
-	unwirePod(r.agent.netns, r.netns, r.veth)
+	unwirePod(r.agent.netns, r.netns, r.veth, r.ip)
 	_ = os.RemoveAll(r.dir)
 }
 

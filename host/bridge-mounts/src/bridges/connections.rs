@@ -10,8 +10,10 @@
 //! than the grace (`--session-grace`), and removes them after: the judge
 //! then finds no endpoint, the mount renders the bridge no more, and its
 //! requests go to the shadow until the client comes back. A client gone for
-//! longer than the limit (`--session-limit`) has its bridges deleted. What
-//! no bridge names any more is removed (`disconnect`), after a restart too.
+//! longer than the limit (`--session-limit`) has its bridges deleted, each
+//! judged from its own creation when that is later ([`Standing::of_bridge`]).
+//! What no bridge names any more is removed (`disconnect`) once idle for
+//! `--client-keep` ([`Idle`]), after a restart too.
 //!
 //! The session's standing is kept in [`Sessions`] for the bridge
 //! controller, which says in each bridge's status why it waits.
@@ -39,6 +41,7 @@ use sha2::{Digest, Sha256};
 
 use super::{
     BridgeSettings,
+    idle::Idle,
     sessions::{Sessions, Standing},
 };
 use crate::{crd::GefyraBridge, watch_scope::WatchScope};
@@ -99,6 +102,7 @@ struct Context {
     discovery: Arc<pontoon_plugins::Discovery>,
     freshness: Arc<pontoon_plugins::Freshness>,
     writes: Arc<pontoon_plugins::WriteTurns>,
+    idle: Idle,
 }
 
 impl Context {
@@ -155,6 +159,7 @@ pub async fn run(
         discovery: Arc::default(),
         freshness: Arc::default(),
         writes: Arc::default(),
+        idle: Idle::default(),
     });
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
     let sweeper = tokio::spawn(sweep(ctx.clone(), shutdown.clone()));
@@ -273,15 +278,7 @@ async fn reconcile(bridge: Arc<GefyraBridge>, ctx: Arc<Context>) -> Result<Actio
     let session = module.session(ctx.access(&module, &id), &client).await?;
     let now = Timestamp::now();
     let settings = &ctx.settings.connections;
-    let standing = Standing::of(&session, now, settings);
-    ctx.sessions().set(module.name(), &name, standing.clone());
-    if standing == Standing::Expired {
-        for b in &group {
-            delete(&ctx, b, settings.limit).await?;
-        }
-        ctx.sessions().forget(module.name(), &name);
-        return Ok(Action::await_change());
-    }
+    ctx.sessions().set(module.name(), &name, session.clone());
     let mut endpoints: HashMap<String, BTreeMap<String, String>> = HashMap::new();
     for endpoint in &connection.endpoints {
         endpoints
@@ -289,22 +286,37 @@ async fn reconcile(bridge: Arc<GefyraBridge>, ctx: Arc<Context>) -> Result<Actio
             .or_default()
             .insert(endpoint.port.to_string(), endpoint.address.clone());
     }
+    let mut next = None;
+    let mut expired = 0;
     for b in &group {
+        let made = b.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        let own = Standing::of_bridge(&session, made, now, settings);
+        if own == Standing::Expired {
+            delete(&ctx, b, settings.limit).await?;
+            expired += 1;
+            continue;
+        }
         let known = endpoints
             .remove(&b.uid().unwrap_or_default())
             .unwrap_or_default();
-        let served = if standing.serves() {
+        let served = if own.serves() {
             known.clone()
         } else {
             BTreeMap::new()
         };
         write_endpoints(&ctx, b, served, &known).await?;
+        next = match (next, own.next_change(settings, now)) {
+            (Some(a), Some(b)) => Some(std::cmp::min(a, b)),
+            (a, b) => a.or(b),
+        };
     }
-    let next = if !connection.complete {
-        Some(INCOMPLETE_RETRY)
-    } else {
-        standing.next_change(settings, now)
-    };
+    if expired == group.len() {
+        ctx.sessions().forget(module.name(), &name);
+        return Ok(Action::await_change());
+    }
+    if !connection.complete {
+        next = Some(INCOMPLETE_RETRY);
+    }
     Ok(Action::requeue(
         next.unwrap_or(LIVE_RECHECK).min(LIVE_RECHECK),
     ))
@@ -450,13 +462,18 @@ async fn sweep_once(ctx: &Context) {
                 continue;
             }
         };
-        for id in ids.into_iter().filter(|id| !named.contains(id)) {
+        let unnamed: Vec<String> = ids.into_iter().filter(|id| !named.contains(id)).collect();
+        let keep = ctx.settings.connections.keep;
+        for id in ctx
+            .idle
+            .due(&name, &unnamed, std::time::Instant::now(), keep)
+        {
             match module
                 .disconnect(ctx.access(&module, &id), &settings, &id)
                 .await
             {
                 Ok(done) => {
-                    tracing::info!(module = %name, client_id = %id, done, "disconnected: no bridge names the client")
+                    tracing::info!(module = %name, client_id = %id, done, keep_s = keep.as_secs(), "disconnected: no bridge has named the client for the keep (or too many idle clients are kept)")
                 }
                 Err(err) => {
                     tracing::warn!(module = %name, client_id = %id, error = %err, "cannot disconnect")

@@ -338,7 +338,12 @@ fn connection_verdict(bridge: &GefyraBridge, ctx: &Context) -> Option<Verdict> {
     if has_endpoint {
         return None;
     }
-    let message = match ctx.settings.sessions.standing(provider, client) {
+    let made = bridge.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    let standing =
+        ctx.settings
+            .sessions
+            .standing(provider, client, made, &ctx.settings.connections);
+    let message = match standing {
         Some(sessions::Standing::Away { since, deleted_at }) => format!(
             "client `{client}` has been gone since {since}: requests go to the shadow until it \
              reconnects (`pontoon bridge`); the bridge is deleted at {deleted_at}"

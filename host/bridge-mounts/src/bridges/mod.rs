@@ -13,6 +13,7 @@ pub mod changes;
 pub mod connections;
 pub mod controller;
 pub mod destinations;
+mod idle;
 pub mod judge;
 pub mod lookup;
 pub mod sessions;

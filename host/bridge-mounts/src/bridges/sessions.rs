@@ -16,6 +16,11 @@ pub const DEFAULT_SESSION_GRACE: Duration = Duration::from_secs(10);
 /// The default of `--session-limit`: how long a client may be gone before
 /// its bridges are deleted.
 pub const DEFAULT_SESSION_LIMIT: Duration = Duration::from_secs(3600);
+/// The default of `--client-keep`: how long what a provider set up for a
+/// client (the tunnel's relay pod and Service) stays after no bridge names
+/// the client, so that the developer's next `pontoon bridge` finds it
+/// running, and its Service long routed by kube-proxy.
+pub const DEFAULT_CLIENT_KEEP: Duration = Duration::from_secs(600);
 
 /// How precisely a session's end is known. A provider reads it from what
 /// the cluster shows (the tunnel: its relay's Ready condition), which a
@@ -32,6 +37,8 @@ pub struct ConnectionSettings {
     pub relay_image: String,
     pub grace: Duration,
     pub limit: Duration,
+    /// How long an idle client's setup is kept (`--client-keep`).
+    pub keep: Duration,
 }
 
 impl Default for ConnectionSettings {
@@ -40,6 +47,7 @@ impl Default for ConnectionSettings {
             relay_image: default_relay_image(),
             grace: DEFAULT_SESSION_GRACE,
             limit: DEFAULT_SESSION_LIMIT,
+            keep: DEFAULT_CLIENT_KEEP,
         }
     }
 }
@@ -95,6 +103,29 @@ impl Standing {
         }
     }
 
+    /// The standing of one bridge of the client, made at `made`: a bridge
+    /// cannot have lost its client before it existed, so its grace starts
+    /// no earlier than its creation. A developer's new run makes a new
+    /// bridge and connects right after: its bridge takes the endpoints of
+    /// the relay kept from an earlier run at once, instead of waiting for
+    /// the relay's readiness probe to see the new session.
+    pub fn of_bridge(
+        session: &SessionState,
+        made: Option<Timestamp>,
+        now: Timestamp,
+        settings: &ConnectionSettings,
+    ) -> Self {
+        let later = match (session, made) {
+            (SessionState::Gone(Some(since)), Some(made))
+                if parse_timestamp(since).is_some_and(|since| made > since) =>
+            {
+                SessionState::Gone(Some(made.to_string()))
+            }
+            _ => session.clone(),
+        };
+        Self::of(&later, now, settings)
+    }
+
     /// Whether the bridges keep their endpoints.
     pub(super) fn serves(&self) -> bool {
         matches!(self, Standing::Live | Standing::Grace { .. })
@@ -115,21 +146,36 @@ impl Standing {
     }
 }
 
-/// The standing of each client, by `(provider, client)`: written by this
-/// controller before it changes a bridge, read by the bridge controller.
+/// What each client's provider last said of its session, by `(provider,
+/// client)`: written by the connection controller before it changes a
+/// bridge, read (as one bridge's standing) by the bridge controller.
 #[derive(Debug, Default)]
-pub struct Sessions(Mutex<HashMap<(String, String), Standing>>);
+pub struct Sessions(Mutex<HashMap<(String, String), SessionState>>);
 
 impl Sessions {
-    pub fn standing(&self, provider: &str, client: &str) -> Option<Standing> {
-        self.lock()
+    /// The standing of a bridge made at `made`, of this client, now.
+    pub fn standing(
+        &self,
+        provider: &str,
+        client: &str,
+        made: Option<Timestamp>,
+        settings: &ConnectionSettings,
+    ) -> Option<Standing> {
+        let session = self
+            .lock()
             .get(&(provider.to_string(), client.to_string()))
-            .cloned()
+            .cloned()?;
+        Some(Standing::of_bridge(
+            &session,
+            made,
+            Timestamp::now(),
+            settings,
+        ))
     }
 
-    pub(super) fn set(&self, provider: &str, client: &str, standing: Standing) {
+    pub(super) fn set(&self, provider: &str, client: &str, session: SessionState) {
         self.lock()
-            .insert((provider.to_string(), client.to_string()), standing);
+            .insert((provider.to_string(), client.to_string()), session);
     }
 
     pub(super) fn forget(&self, provider: &str, client: &str) {
@@ -137,7 +183,7 @@ impl Sessions {
             .remove(&(provider.to_string(), client.to_string()));
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Standing>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), SessionState>> {
         self.0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -153,6 +199,7 @@ mod tests {
             relay_image: "relay".into(),
             grace: Duration::from_secs(10),
             limit: Duration::from_secs(3600),
+            keep: Duration::from_secs(600),
         }
     }
 
@@ -183,6 +230,39 @@ mod tests {
         assert_eq!(
             Standing::of(&SessionState::Gone(None), now, &s),
             Standing::Starting
+        );
+    }
+
+    #[test]
+    fn a_bridge_made_after_its_client_left_has_its_own_grace() {
+        let now: Timestamp = "2026-12-06T10:00:00Z".parse().unwrap();
+        let s = settings();
+        // The relay's last session ended 20 minutes ago: its older bridges
+        // are away, a bridge made 2 s ago is in its grace.
+        let gone = SessionState::Gone(Some("2026-12-06T09:40:00Z".into()));
+        let old = "2026-12-06T09:00:00Z".parse().ok();
+        let new = "2026-12-06T09:59:58Z".parse().ok();
+        assert!(!Standing::of_bridge(&gone, old, now, &s).serves());
+        let fresh = Standing::of_bridge(&gone, new, now, &s);
+        assert!(fresh.serves(), "{fresh:?}");
+        assert_eq!(fresh.next_change(&s, now), Some(Duration::from_millis(7100)));
+        // Past its own grace it is away, and deleted a limit after its creation.
+        let later: Timestamp = "2026-12-06T10:00:10Z".parse().unwrap();
+        assert!(matches!(
+            Standing::of_bridge(&gone, new, later, &s),
+            Standing::Away { deleted_at, .. } if deleted_at == "2026-12-06T10:59:58Z".parse::<Timestamp>().unwrap()
+        ));
+        // A live client, and one with nothing set up yet, are what they are.
+        assert_eq!(Standing::of_bridge(&SessionState::Live, new, now, &s), Standing::Live);
+        assert_eq!(
+            Standing::of_bridge(&SessionState::Gone(None), new, now, &s),
+            Standing::Starting
+        );
+        // A bridge older than the session's end: the session's end counts.
+        let recent = SessionState::Gone(Some("2026-12-06T09:59:55Z".into()));
+        assert_eq!(
+            Standing::of_bridge(&recent, old, now, &s),
+            Standing::of(&recent, now, &s)
         );
     }
 }
