@@ -7,7 +7,10 @@
 //! - start → first matching request answered on this machine, 10 rounds,
 //!   with the mount already ACTIVE (and answered by its shadow) and with the
 //!   mount made by the command (each round ended with SIGTERM, which waits
-//!   until all is back);
+//!   until all is back); a developer's relay is kept between their runs
+//!   (`--client-keep`), so each round says whether its relay was new, and
+//!   5 more rounds with the mount ACTIVE start with no relay at all (a
+//!   developer's first run);
 //! - latency a request gains through the tunnel: the same request answered
 //!   by the shadow and by this machine, p50/p99, 1000 requests at 1 and at
 //!   32 connections (sent from inside the test bed's network by this
@@ -42,6 +45,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader as Tokio
 
 const ECHO_PORT: u16 = 3000;
 const ROUNDS: usize = 10;
+/// Rounds of a developer's first run (a relay made anew each time).
+const FIRST_RUNS: usize = 5;
 const REQUESTS: usize = 1000;
 const BIG: usize = 64 * 1024 * 1024;
 
@@ -124,13 +129,17 @@ async fn bench() -> anyhow::Result<()> {
     // Start → first request, the mount made by the command.
     let mut made = Vec::new();
     let mut made_steps = Vec::new();
+    // Which relay served each round: a developer's relay is kept after their
+    // run (`--client-keep`), so only a first run makes one.
+    let mut last_relay = None;
     for _ in 0..ROUNDS {
         let started = Instant::now();
         let milestones = Milestones::watch(gefyra.name(), started).await?;
         let mut cli = spawn(&binary, &bridge_args(&[]))?;
         let slowest = first_local_answer(&net, &url, started).await?;
         made.push(started.elapsed());
-        made_steps.push(milestones.report(slowest));
+        let relay = relay_of(gefyra.name(), &mut last_relay).await?;
+        made_steps.push(format!("{}; {relay}", milestones.report(slowest)));
         stop(&mut cli)?;
     }
     // The same with the mount already ACTIVE: one made beforehand (not by
@@ -177,8 +186,38 @@ async fn bench() -> anyhow::Result<()> {
         let mut cli = spawn(&binary, &bridge_args(&[]))?;
         let slowest = first_local_answer(&net, &url, started).await?;
         active.push(started.elapsed());
-        active_steps.push(milestones.report(slowest));
+        let relay = relay_of(gefyra.name(), &mut last_relay).await?;
+        active_steps.push(format!("{}; {relay}", milestones.report(slowest)));
         stop(&mut cli)?;
+    }
+    // A developer's first run, the mount ACTIVE: no relay yet (the kept one
+    // removed before each round, as `--client-keep` would after 10 min), so
+    // the operator makes its pod and a new Service.
+    let mut first = Vec::new();
+    let mut first_steps = Vec::new();
+    for _ in 0..FIRST_RUNS {
+        remove_relays(gefyra.name()).await?;
+        let started = Instant::now();
+        let milestones = Milestones::watch(gefyra.name(), started).await?;
+        let mut cli = spawn(&binary, &bridge_args(&[]))?;
+        let slowest = first_local_answer(&net, &url, started).await?;
+        first.push(started.elapsed());
+        let relay = relay_of(gefyra.name(), &mut last_relay).await?;
+        first_steps.push(format!("{}; {relay}", milestones.report(slowest)));
+        stop(&mut cli)?;
+    }
+    println!(
+        "start → first request answered here, a developer's first run (no relay yet), mount ACTIVE: p50 {:.3} s, slowest {:.3} s ({FIRST_RUNS} rounds: {})",
+        percentile(&first, 50),
+        percentile(&first, 99),
+        first
+            .iter()
+            .map(|t| format!("{:.2}", t.as_secs_f64()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    for (round, step) in first_steps.iter().enumerate() {
+        println!("  first run round {}: {step}", round + 1);
     }
     println!(
         "start → first request answered here: mount ACTIVE p50 {:.3} s p99 {:.3} s (goal ≤ 1 s); mount made by the command p50 {:.3} s p99 {:.3} s (goal ≤ 2 s); {ROUNDS} rounds each",
@@ -545,6 +584,56 @@ impl Milestones {
             slowest_try.as_secs_f64()
         )
     }
+}
+
+/// Removes every relay of the operator's namespace (pod, Service, Role,
+/// RoleBinding) and waits until its pod is gone.
+async fn remove_relays(namespace: &str) -> anyhow::Result<()> {
+    use k8s_openapi::api::{
+        core::v1::Pod,
+        rbac::v1::{Role, RoleBinding},
+    };
+    let client = pontoon_tests::client().await?;
+    let lp = kube::api::ListParams::default().labels(pontoon::bridge::connections::CLIENT_LABEL);
+    let dp = kube::api::DeleteParams::default();
+    let pods: kube::Api<Pod> = kube::Api::namespaced(client.clone(), namespace);
+    pods.delete_collection(&dp, &lp).await?;
+    kube::Api::<Service>::namespaced(client.clone(), namespace)
+        .delete_collection(&dp, &lp)
+        .await?;
+    kube::Api::<Role>::namespaced(client.clone(), namespace)
+        .delete_collection(&dp, &lp)
+        .await?;
+    kube::Api::<RoleBinding>::namespaced(client, namespace)
+        .delete_collection(&dp, &lp)
+        .await?;
+    let since = Instant::now();
+    while !pods.list(&lp).await?.items.is_empty() {
+        ensure!(
+            since.elapsed() < Duration::from_secs(60),
+            "the relay pod was not gone 60 s after its deletion"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+/// Whether the relay pod now serving (in the operator's namespace) is the
+/// one `last` names: "relay new" or "relay kept".
+async fn relay_of(namespace: &str, last: &mut Option<String>) -> anyhow::Result<&'static str> {
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(pontoon_tests::client().await?, namespace);
+    let lp = kube::api::ListParams::default().labels(pontoon::bridge::connections::CLIENT_LABEL);
+    let uid = pods
+        .list(&lp)
+        .await?
+        .items
+        .into_iter()
+        .find(|p| p.metadata.deletion_timestamp.is_none())
+        .and_then(|p| p.metadata.uid);
+    let kept = uid.is_some() && *last == uid;
+    *last = uid;
+    Ok(if kept { "relay kept" } else { "relay new" })
 }
 
 /// `GET url` with `header` from inside the test bed's network: the body,
