@@ -754,7 +754,10 @@ async fn a_killed_bridge_falls_back_to_the_shadow_within_the_grace_and_a_new_run
     // her relay is still there (`--client-keep`, 10 min by default), and
     // her next run is served by that same pod, away as her session is.
     let relay = relays(&bed).await?;
-    ensure!(relay.len() == 1, "alice's relay stays after her last bridge: {relay:?}");
+    ensure!(
+        relay.len() == 1,
+        "alice's relay stays after her last bridge: {relay:?}"
+    );
     tokio::time::sleep(GRACE + Duration::from_secs(11)).await;
     ensure!(
         relays(&bed).await? == relay,

@@ -551,6 +551,7 @@ impl Run {
     async fn connect(
         &self,
         relay: &Relay,
+        handshake: Duration,
     ) -> anyhow::Result<(Session, tokio::sync::mpsc::UnboundedReceiver<SessionEvent>)> {
         let stream = forward::open(
             &self.forwarding,
@@ -569,7 +570,7 @@ impl Run {
             ),
             _ => anyhow::Error::new(err).context("cannot port-forward to your relay"),
         })?;
-        Session::open(stream, &self.user, relay.routes.clone())
+        Session::open_within(stream, &self.user, relay.routes.clone(), handshake)
             .await
             .map_err(|err| match err {
                 SessionError::Refused(reason) => anyhow::Error::new(Refusal(reason)),
@@ -583,12 +584,18 @@ impl Run {
     ) -> anyhow::Result<(Session, tokio::sync::mpsc::UnboundedReceiver<SessionEvent>)> {
         let started = Instant::now();
         let deadline = started + self.wait;
+        // A listening relay answers the handshake within a few round trips;
+        // a port-forward opened before the relay's process listened may stay
+        // silent (the test bed's kwok keeps it open after the pod's port
+        // refused it) and is given up sooner at first: 1 s, doubling to 10 s.
+        let mut handshake = Duration::from_secs(1);
         loop {
-            match self.connect(relay).await {
+            match self.connect(relay, handshake).await {
                 Ok(session) => return Ok(session),
                 Err(err) if Instant::now() > deadline || err.is::<Refusal>() => return Err(err),
                 Err(err) => tracing::debug!(error = %err, "reconnect"),
             }
+            handshake = (handshake * 2).min(Duration::from_secs(10));
             // A relay pod that just started listens within moments: tried
             // often at first (a developer waits on it), then gently.
             let pause = if started.elapsed() < RECONNECT_EAGER {

@@ -136,9 +136,25 @@ impl Session {
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
+        Self::open_within(stream, client, routes, HANDSHAKE_TIMEOUT).await
+    }
+
+    /// [`Session::open`], the handshake bounded by `bound`: a caller that tries again soon
+    /// (a relay pod that has just started) gives up on a silent stream sooner. A relay that
+    /// listens answers in a few round trips; a port-forward whose far end never connected
+    /// can stay silent instead of closing.
+    pub async fn open_within<S>(
+        stream: S,
+        client: &str,
+        routes: BTreeMap<u16, String>,
+        bound: Duration,
+    ) -> Result<(Session, mpsc::UnboundedReceiver<SessionEvent>), SessionError>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
         let mux = Mux::start(stream, Side::Laptop);
         let ports: Vec<u16> = routes.keys().copied().collect();
-        let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&mux, client, ports));
+        let handshake = tokio::time::timeout(bound, handshake(&mux, client, ports));
         let (reader, writer, listening) = match handshake.await {
             Ok(Ok(opened)) => opened,
             Ok(Err(error)) => {
@@ -147,7 +163,7 @@ impl Session {
             }
             Err(_) => {
                 end_mux(&mux.handle).await;
-                return Err(SessionError::Timeout(HANDSHAKE_TIMEOUT));
+                return Err(SessionError::Timeout(bound));
             }
         };
         let Mux {

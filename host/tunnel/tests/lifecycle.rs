@@ -249,3 +249,29 @@ async fn unusable_ports_are_reported_and_set_routes_moves_the_listeners() {
     session.close().await;
     relay.stop().await;
 }
+
+/// A port-forward that opened but whose far end never answers (the relay's process was not
+/// listening yet): the handshake gives up at the bound the caller chose, so the caller can try
+/// again soon instead of waiting the default ten seconds.
+#[tokio::test]
+async fn a_silent_forward_fails_the_handshake_at_the_callers_bound() {
+    let (laptop, _silent) = tokio::io::duplex(1024);
+    let started = std::time::Instant::now();
+    let opened = Session::open_within(
+        laptop,
+        "test@laptop",
+        BTreeMap::new(),
+        Duration::from_millis(300),
+    )
+    .await;
+    let took = started.elapsed();
+    assert!(
+        matches!(opened, Err(SessionError::Timeout(bound)) if bound == Duration::from_millis(300)),
+        "{:?}",
+        opened.map(|_| ())
+    );
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(2),
+        "gave up after {took:?}"
+    );
+}

@@ -74,7 +74,10 @@ mod tests {
         let t0 = Instant::now();
         assert!(idle.due("tunnel", &ids(&["a"]), t0, keep).is_empty());
         let later = t0 + Duration::from_secs(599);
-        assert!(idle.due("tunnel", &ids(&["a", "b"]), later, keep).is_empty());
+        assert!(
+            idle.due("tunnel", &ids(&["a", "b"]), later, keep)
+                .is_empty()
+        );
         // `a` is due at its keep; `b`, idle since later, is not.
         let due = idle.due("tunnel", &ids(&["a", "b"]), t0 + keep, keep);
         assert_eq!(due, ids(&["a"]));

@@ -245,7 +245,10 @@ mod tests {
         assert!(!Standing::of_bridge(&gone, old, now, &s).serves());
         let fresh = Standing::of_bridge(&gone, new, now, &s);
         assert!(fresh.serves(), "{fresh:?}");
-        assert_eq!(fresh.next_change(&s, now), Some(Duration::from_millis(7100)));
+        assert_eq!(
+            fresh.next_change(&s, now),
+            Some(Duration::from_millis(7100))
+        );
         // Past its own grace it is away, and deleted a limit after its creation.
         let later: Timestamp = "2026-12-06T10:00:10Z".parse().unwrap();
         assert!(matches!(
@@ -253,7 +256,10 @@ mod tests {
             Standing::Away { deleted_at, .. } if deleted_at == "2026-12-06T10:59:58Z".parse::<Timestamp>().unwrap()
         ));
         // A live client, and one with nothing set up yet, are what they are.
-        assert_eq!(Standing::of_bridge(&SessionState::Live, new, now, &s), Standing::Live);
+        assert_eq!(
+            Standing::of_bridge(&SessionState::Live, new, now, &s),
+            Standing::Live
+        );
         assert_eq!(
             Standing::of_bridge(&SessionState::Gone(None), new, now, &s),
             Standing::Starting
