@@ -369,12 +369,33 @@ async fn write_endpoints(
     }
     let api: Api<GefyraBridge> =
         Api::namespaced(ctx.client.clone(), &bridge.namespace().unwrap_or_default());
-    api.patch(
-        &bridge.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
+    let name = bridge.name_any();
+    let mut tries = 0;
+    loop {
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => break,
+            // Bound to the version read, so that endpoints asked for by an
+            // older set of ports are never written. A bridge's creation races
+            // its status (the bridge controller writes it at the same time):
+            // when what the endpoints were asked from is unchanged, the write
+            // is made again on the newer version at once, instead of a
+            // requeue that let the mount install Carrier2 without the bridge.
+            Err(err) if tries < WRITE_TRIES && ApiFailure::of(&err) == ApiFailure::Raced => {
+                tries += 1;
+                let Some(fresh) = api.get_opt(&name).await? else {
+                    return Ok(());
+                };
+                if !asks_the_same(bridge, &fresh) {
+                    return Err(err.into());
+                }
+                patch["metadata"]["resourceVersion"] = json!(fresh.resource_version());
+            }
+            Err(err) => return Err(err.into()),
+        }
+    }
     tracing::info!(
         bridge = %key(bridge),
         endpoints = ?wanted,
@@ -405,6 +426,20 @@ async fn delete(ctx: &Context, bridge: &GefyraBridge, limit: Duration) -> Result
         Err(err) if pontoon_support::controller_support::not_found(&err) => Ok(()),
         Err(err) => Err(err.into()),
     }
+}
+
+/// How often an endpoint write that lost a race to another write of the
+/// bridge is made again at once.
+const WRITE_TRIES: usize = 3;
+
+/// Whether `fresh` is the bridge `read` was, asking for the same endpoints:
+/// same object, provider, client and ports.
+fn asks_the_same(read: &GefyraBridge, fresh: &GefyraBridge) -> bool {
+    read.uid() == fresh.uid()
+        && fresh.metadata.deletion_timestamp.is_none()
+        && read.bridge.connection_provider == fresh.bridge.connection_provider
+        && client_of(read) == client_of(fresh)
+        && read.bridge.port_mappings == fresh.bridge.port_mappings
 }
 
 /// Removes, every [`SWEEP_EVERY`], what the connection providers set up for
@@ -526,5 +561,36 @@ mod tests {
             .map(|p| (p.port, p.local_port))
             .collect();
         assert_eq!(ports, [(80, 8080), (443, 8443)]);
+    }
+
+    #[test]
+    fn an_endpoint_write_is_made_again_only_for_the_same_request() {
+        let bridge = |rv: &str, uid: &str, client: &str, ports: &[&str], status: &str| {
+            serde_json::from_value::<GefyraBridge>(json!({
+                "metadata": {"name": "b", "namespace": "gefyra", "uid": uid, "resourceVersion": rv},
+                "connectionProvider": "tunnel", "client": client, "portMappings": ports,
+                "state": status,
+            }))
+            .unwrap()
+        };
+        let read = bridge("1", "u1", "alice", &["8080:80"], "REQUESTED");
+        // Only its status changed meanwhile: the same request.
+        assert!(asks_the_same(
+            &read,
+            &bridge("2", "u1", "alice", &["8080:80"], "ACTIVE")
+        ));
+        // Its ports, its client, or the object itself changed: read afresh.
+        assert!(!asks_the_same(
+            &read,
+            &bridge("2", "u1", "alice", &["8080:81"], "REQUESTED")
+        ));
+        assert!(!asks_the_same(
+            &read,
+            &bridge("2", "u1", "bob", &["8080:80"], "REQUESTED")
+        ));
+        assert!(!asks_the_same(
+            &read,
+            &bridge("2", "u2", "alice", &["8080:80"], "REQUESTED")
+        ));
     }
 }
