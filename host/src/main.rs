@@ -5,6 +5,8 @@ use std::{
 };
 
 use anyhow::Context;
+
+mod connection_args;
 use clap::{Args, Parser, Subcommand};
 use pontoon::{
     bridge_mount::{self, WatchScope},
@@ -274,26 +276,8 @@ struct RunArgs {
         env = "PONTOON_BRIDGE_DESTINATIONS"
     )]
     bridge_destinations: Vec<String>,
-    /// Pontoon's own image, which the bundled `tunnel` connection provider
-    /// runs as each developer's relay (`pontoon relay`).
-    #[arg(long, value_name = "IMAGE", default_value_t = pontoon::bridge::sessions::default_relay_image(), env = "PONTOON_RELAY_IMAGE")]
-    relay_image: String,
-    /// How long a developer's session may be gone (`pontoon bridge` killed,
-    /// laptop asleep, network lost) before their bridges leave Carrier2's
-    /// config and their requests go to the shadow; they come back when the
-    /// developer reconnects.
-    #[arg(long, value_name = "SECONDS", default_value_t = pontoon::bridge::sessions::DEFAULT_SESSION_GRACE.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600), env = "PONTOON_SESSION_GRACE")]
-    session_grace: u64,
-    /// How long a developer's session may be gone before their bridges are
-    /// deleted.
-    #[arg(long, value_name = "SECONDS", default_value_t = pontoon::bridge::sessions::DEFAULT_SESSION_LIMIT.as_secs(), value_parser = clap::value_parser!(u64).range(10..=604800), env = "PONTOON_SESSION_LIMIT")]
-    session_limit: u64,
-    /// How long what a connection provider set up for a developer (the
-    /// tunnel's relay pod and Service) stays after their last bridge is
-    /// gone, so that their next `pontoon bridge` finds it ready; 0 removes
-    /// it at once. At most 32 idle developers per provider are kept.
-    #[arg(long, value_name = "SECONDS", default_value_t = pontoon::bridge::sessions::DEFAULT_CLIENT_KEEP.as_secs(), value_parser = clap::value_parser!(u64).range(0..=86400), env = "PONTOON_CLIENT_KEEP")]
-    client_keep: u64,
+    #[command(flatten)]
+    connections: connection_args::ConnectionArgs,
     /// The cluster's DNS domain, for Service names as bridge destinations.
     #[arg(long, default_value = "cluster.local", env = "PONTOON_CLUSTER_DOMAIN")]
     cluster_domain: String,
@@ -458,12 +442,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                             )
                             .map_err(anyhow::Error::msg)?,
                         ),
-                        connections: pontoon::bridge::sessions::ConnectionSettings {
-                            relay_image: args.relay_image,
-                            grace: Duration::from_secs(args.session_grace),
-                            limit: Duration::from_secs(args.session_limit),
-                            keep: Duration::from_secs(args.client_keep),
-                        },
+                        connections: args.connections.settings(),
                         sessions: Default::default(),
                     },
                     operator_namespace: args.namespace,
