@@ -103,7 +103,7 @@ async fn bench() -> anyhow::Result<()> {
     .await?;
     let service = workload(&target).await?;
     let laptop = laptop_server().await?;
-    let bridge_args = |extra: &[&str]| -> Vec<String> {
+    let bridge_args: Vec<String> = {
         let mut args: Vec<String> = [
             "bridge",
             "-n",
@@ -121,27 +121,22 @@ async fn bench() -> anyhow::Result<()> {
         .map(|s| s.to_string())
         .collect();
         args.push(kubeconfig_path().display().to_string());
-        args.extend(extra.iter().map(|s| s.to_string()));
         args
     };
     let url = format!("http://{service}/bench");
 
-    // Start → first request, the mount made by the command.
-    let mut made = Vec::new();
-    let mut made_steps = Vec::new();
-    // Which relay served each round: a developer's relay is kept after their
-    // run (`--client-keep`), so only a first run makes one.
+    // Start → first request, the mount made by the command. Each round says
+    // which relay served it: a developer's relay is kept after their run
+    // (`--client-keep`), so only a first run makes one.
+    let starts = Starts {
+        binary: &binary,
+        args: bridge_args,
+        net: &net,
+        url: &url,
+        namespace: gefyra.name(),
+    };
     let mut last_relay = None;
-    for _ in 0..ROUNDS {
-        let started = Instant::now();
-        let milestones = Milestones::watch(gefyra.name(), started).await?;
-        let mut cli = spawn(&binary, &bridge_args(&[]))?;
-        let slowest = first_local_answer(&net, &url, started).await?;
-        made.push(started.elapsed());
-        let relay = relay_of(gefyra.name(), &mut last_relay).await?;
-        made_steps.push(format!("{}; {relay}", milestones.report(slowest)));
-        stop(&mut cli)?;
-    }
+    let (made, made_steps) = starts.rounds(ROUNDS, false, &mut last_relay).await?;
     // The same with the mount already ACTIVE: one made beforehand (not by
     // the command, which therefore keeps it).
     let mounts = gefyra.api::<GefyraBridgeMount>();
@@ -178,43 +173,16 @@ async fn bench() -> anyhow::Result<()> {
         "mount `kept` ACTIVE and answered by its shadow {:.2} s later",
         serving.as_secs_f64()
     );
-    let mut active = Vec::new();
-    let mut active_steps = Vec::new();
-    for _ in 0..ROUNDS {
-        let started = Instant::now();
-        let milestones = Milestones::watch(gefyra.name(), started).await?;
-        let mut cli = spawn(&binary, &bridge_args(&[]))?;
-        let slowest = first_local_answer(&net, &url, started).await?;
-        active.push(started.elapsed());
-        let relay = relay_of(gefyra.name(), &mut last_relay).await?;
-        active_steps.push(format!("{}; {relay}", milestones.report(slowest)));
-        stop(&mut cli)?;
-    }
+    let (active, active_steps) = starts.rounds(ROUNDS, false, &mut last_relay).await?;
     // A developer's first run, the mount ACTIVE: no relay yet (the kept one
     // removed before each round, as `--client-keep` would after 10 min), so
     // the operator makes its pod and a new Service.
-    let mut first = Vec::new();
-    let mut first_steps = Vec::new();
-    for _ in 0..FIRST_RUNS {
-        remove_relays(gefyra.name()).await?;
-        let started = Instant::now();
-        let milestones = Milestones::watch(gefyra.name(), started).await?;
-        let mut cli = spawn(&binary, &bridge_args(&[]))?;
-        let slowest = first_local_answer(&net, &url, started).await?;
-        first.push(started.elapsed());
-        let relay = relay_of(gefyra.name(), &mut last_relay).await?;
-        first_steps.push(format!("{}; {relay}", milestones.report(slowest)));
-        stop(&mut cli)?;
-    }
+    let (first, first_steps) = starts.rounds(FIRST_RUNS, true, &mut last_relay).await?;
     println!(
         "start → first request answered here, a developer's first run (no relay yet), mount ACTIVE: p50 {:.3} s, slowest {:.3} s ({FIRST_RUNS} rounds: {})",
         percentile(&first, 50),
         percentile(&first, 99),
-        first
-            .iter()
-            .map(|t| format!("{:.2}", t.as_secs_f64()))
-            .collect::<Vec<_>>()
-            .join(" ")
+        in_order(&first)
     );
     for (round, step) in first_steps.iter().enumerate() {
         println!("  first run round {}: {step}", round + 1);
@@ -226,17 +194,10 @@ async fn bench() -> anyhow::Result<()> {
         percentile(&made, 50),
         percentile(&made, 99)
     );
-    let rounds = |times: &[Duration]| {
-        times
-            .iter()
-            .map(|t| format!("{:.2}", t.as_secs_f64()))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
     println!(
         "  rounds in order (s): mount ACTIVE {}; mount made {}",
-        rounds(&active),
-        rounds(&made)
+        in_order(&active),
+        in_order(&made)
     );
     for (case, steps) in [("mount ACTIVE", &active_steps), ("mount made", &made_steps)] {
         for (round, step) in steps.iter().enumerate() {
@@ -245,7 +206,7 @@ async fn bench() -> anyhow::Result<()> {
     }
 
     // Latency and throughput, with one bridge live.
-    let mut cli = spawn(&binary, &bridge_args(&[]))?;
+    let mut cli = spawn(&binary, &starts.args)?;
     wait_line(&mut cli, "now reach this machine")?;
     for conns in [1usize, 32] {
         let shadow = measure(&net, &url, "x-none: 1", conns).await?;
@@ -498,6 +459,54 @@ async fn first_local_answer(
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// What a round of start → first local answer needs.
+struct Starts<'a> {
+    binary: &'a std::path::Path,
+    args: Vec<String>,
+    net: &'a TestbedNet,
+    url: &'a str,
+    /// The operator's namespace, where the relays are.
+    namespace: &'a str,
+}
+
+impl Starts<'_> {
+    /// `count` rounds, each `pontoon bridge` started and ended with SIGTERM
+    /// (which waits until all is back), every relay removed before each when
+    /// `fresh_relay`: each round's time to the first local answer, and where
+    /// it went, with whether its relay was the one `last_relay` names.
+    async fn rounds(
+        &self,
+        count: usize,
+        fresh_relay: bool,
+        last_relay: &mut Option<String>,
+    ) -> anyhow::Result<(Vec<Duration>, Vec<String>)> {
+        let (mut times, mut steps) = (Vec::new(), Vec::new());
+        for _ in 0..count {
+            if fresh_relay {
+                remove_relays(self.namespace).await?;
+            }
+            let started = Instant::now();
+            let milestones = Milestones::watch(self.namespace, started).await?;
+            let mut cli = spawn(self.binary, &self.args)?;
+            let slowest = first_local_answer(self.net, self.url, started).await?;
+            times.push(started.elapsed());
+            let relay = relay_of(self.namespace, last_relay).await?;
+            steps.push(format!("{}; {relay}", milestones.report(slowest)));
+            stop(&mut cli)?;
+        }
+        Ok((times, steps))
+    }
+}
+
+/// Round times in seconds, in the order they ran.
+fn in_order(times: &[Duration]) -> String {
+    times
+        .iter()
+        .map(|t| format!("{:.2}", t.as_secs_f64()))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// How long after `since` a request with `header` was first answered by the

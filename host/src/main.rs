@@ -5,8 +5,6 @@ use std::{
 };
 
 use anyhow::Context;
-
-mod connection_args;
 use clap::{Args, Parser, Subcommand};
 use pontoon::{
     bridge_mount::{self, WatchScope},
@@ -16,6 +14,8 @@ use pontoon::{
     plugins::Limits,
     telemetry::{self, LogFormat},
 };
+
+mod connection_args;
 
 /// Pontoon: a Kubernetes operator whose providers are WebAssembly components.
 #[derive(Parser, Debug)]

@@ -305,10 +305,7 @@ async fn reconcile(bridge: Arc<GefyraBridge>, ctx: Arc<Context>) -> Result<Actio
             BTreeMap::new()
         };
         write_endpoints(&ctx, b, served, &known).await?;
-        next = match (next, own.next_change(settings, now)) {
-            (Some(a), Some(b)) => Some(std::cmp::min(a, b)),
-            (a, b) => a.or(b),
-        };
+        next = next.into_iter().chain(own.next_change(settings, now)).min();
     }
     if expired == group.len() {
         ctx.sessions().forget(module.name(), &name);
