@@ -135,8 +135,16 @@ async fn bench() -> anyhow::Result<()> {
         url: &url,
         namespace: gefyra.name(),
     };
+    // The developer's relay first: a developer's first run is measured on
+    // its own below; these rounds are their later runs.
+    let mut warm = spawn(&binary, &starts.args)?;
+    wait_line(&mut warm, "now reach this machine")?;
+    stop(&mut warm)?;
     let mut last_relay = None;
-    let (made, made_steps) = starts.rounds(ROUNDS, false, &mut last_relay).await?;
+    relay_of(gefyra.name(), &mut last_relay).await?;
+    let (made, made_steps) = starts
+        .rounds(ROUNDS, false, Answerer::Original, &mut last_relay)
+        .await?;
     // The same with the mount already ACTIVE: one made beforehand (not by
     // the command, which therefore keeps it).
     let mounts = gefyra.api::<GefyraBridgeMount>();
@@ -173,11 +181,15 @@ async fn bench() -> anyhow::Result<()> {
         "mount `kept` ACTIVE and answered by its shadow {:.2} s later",
         serving.as_secs_f64()
     );
-    let (active, active_steps) = starts.rounds(ROUNDS, false, &mut last_relay).await?;
+    let (active, active_steps) = starts
+        .rounds(ROUNDS, false, Answerer::Shadow, &mut last_relay)
+        .await?;
     // A developer's first run, the mount ACTIVE: no relay yet (the kept one
     // removed before each round, as `--client-keep` would after 10 min), so
     // the operator makes its pod and a new Service.
-    let (first, first_steps) = starts.rounds(FIRST_RUNS, true, &mut last_relay).await?;
+    let (first, first_steps) = starts
+        .rounds(FIRST_RUNS, true, Answerer::Shadow, &mut last_relay)
+        .await?;
     println!(
         "start → first request answered here, a developer's first run (no relay yet), mount ACTIVE: p50 {:.3} s, slowest {:.3} s ({FIRST_RUNS} rounds: {})",
         percentile(&first, 50),
@@ -404,13 +416,25 @@ async fn serve_http(conn: tokio::net::TcpStream) -> std::io::Result<()> {
     }
 }
 
+/// `pontoon bridge`; its progress and log (`RUST_LOG`) are appended to the
+/// file `BENCH_CLI_LOG` names, when set, to see where a slow round went.
 fn spawn(binary: &std::path::Path, args: &[String]) -> anyhow::Result<Child> {
+    let stderr = match std::env::var_os("BENCH_CLI_LOG") {
+        Some(path) => Stdio::from(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .with_context(|| format!("BENCH_CLI_LOG {}", path.display()))?,
+        ),
+        None => Stdio::null(),
+    };
     Ok(Command::new(binary)
         .args(args)
         .env_remove("KUBECONFIG")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()?)
 }
 
@@ -476,10 +500,15 @@ impl Starts<'_> {
     /// (which waits until all is back), every relay removed before each when
     /// `fresh_relay`: each round's time to the first local answer, and where
     /// it went, with whether its relay was the one `last_relay` names.
+    ///
+    /// A round starts once the workload answers steadily as `before` (see
+    /// [`steady`]): the previous round's command put everything back, but
+    /// its pods may have restarted a moment ago.
     async fn rounds(
         &self,
         count: usize,
         fresh_relay: bool,
+        before: Answerer,
         last_relay: &mut Option<String>,
     ) -> anyhow::Result<(Vec<Duration>, Vec<String>)> {
         let (mut times, mut steps) = (Vec::new(), Vec::new());
@@ -487,6 +516,7 @@ impl Starts<'_> {
             if fresh_relay {
                 remove_relays(self.namespace).await?;
             }
+            steady(self.net, self.url, before).await?;
             let started = Instant::now();
             let milestones = Milestones::watch(self.namespace, started).await?;
             let mut cli = spawn(self.binary, &self.args)?;
@@ -499,6 +529,57 @@ impl Starts<'_> {
         Ok((times, steps))
     }
 }
+
+/// Who answers a request without the header between rounds.
+#[derive(Clone, Copy, Debug)]
+enum Answerer {
+    /// The workload's own pods (no mount).
+    Original,
+    /// The mount's shadow.
+    Shadow,
+}
+
+impl Answerer {
+    /// Whether `body` (the echo server's JSON, `pod` its name) came from this answerer.
+    fn answered(self, body: &str) -> bool {
+        let name = serde_json::from_str::<serde_json::Value>(body)
+            .ok()
+            .and_then(|v| v["pod"].as_str().map(str::to_string))
+            .unwrap_or_default();
+        match self {
+            Self::Original => name.starts_with("echo-") && !name.starts_with("echo-gefyra"),
+            Self::Shadow => name.starts_with("echo-gefyra"),
+        }
+    }
+}
+
+/// Waits until requests without the header are answered by `by`
+/// [`STEADY`] times in a row, 100 ms apart: a second and more, so that
+/// kube-proxy (one sync a second at most) has caught up with pods that
+/// restarted when the previous round put them back. A developer starting
+/// their next run does not do so within a moment of the last one's end;
+/// back to back, a client's connection can meet the pods' restart (see the
+/// README's "What it costs").
+async fn steady(net: &TestbedNet, url: &str, by: Answerer) -> anyhow::Result<()> {
+    let since = Instant::now();
+    let mut streak = 0;
+    while streak < STEADY {
+        ensure!(
+            since.elapsed() < Duration::from_secs(60),
+            "the workload did not answer steadily ({by:?}) within 60 s"
+        );
+        streak = if by.answered(&get(net, url, "x-none: 1")) {
+            streak + 1
+        } else {
+            0
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+/// Answers in a row that make the workload steady.
+const STEADY: usize = 12;
 
 /// Round times in seconds, in the order they ran.
 fn in_order(times: &[Duration]) -> String {
