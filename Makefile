@@ -72,7 +72,7 @@ bench-gateway: testbed-up ## figures for Gateway API: 1000 routes' config via WA
 	cargo run --release --locked -p pontoon --example bench_config
 	cargo run --release --locked -p pontoon --example bench_gateway
 
-gateway-conformance: deps ## the official Gateway API conformance suite (GATEWAY-HTTP, GATEWAY-GRPC, GATEWAY-TLS) against Pontoon on the test bed; report in .testbed/conformance-report.yaml, filed in docs/conformance/ when it passes on a committed tree
+gateway-conformance: deps ## the official Gateway API conformance suite (GATEWAY-HTTP, GATEWAY-GRPC, GATEWAY-TLS, GATEWAY-TCP) against Pontoon on the test bed; report in .testbed/conformance-report.yaml, filed in docs/conformance/ when it passes on a committed tree
 	@scripts/gateway-conformance.sh --publish
 
 # The Gateway API suite's old name, kept for one release: "conformance" alone

@@ -8,4 +8,5 @@ pub mod resolve;
 pub mod route_kinds;
 pub mod routes;
 pub mod status;
+pub mod tcp_route;
 pub mod translate;

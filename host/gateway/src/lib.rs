@@ -1,5 +1,6 @@
-//! Gateway API for Praxis: GatewayClass, Gateway, HTTPRoute, GRPCRoute and
-//! TLSRoute controllers, and the Praxis configuration generated from them.
+//! Gateway API for Praxis: GatewayClass, Gateway, HTTPRoute, GRPCRoute,
+//! TLSRoute and TCPRoute controllers, and the Praxis configuration generated
+//! from them.
 //!
 //! One folder per layer, each importing only the ones below it: `edge` (watches,
 //! reconcilers, API reads and writes), `judgement` (pure, over the cluster

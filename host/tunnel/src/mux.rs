@@ -41,9 +41,12 @@ const RELAY_STREAM_SLACK: usize = 16;
 /// auto-tunes it from the measured RTT). 100 MiB/s over a port-forward of 1 ms RTT needs about
 /// 100 KiB in flight, 5 ms about 512 KiB: a few MiB leave ample room while keeping what a slow
 /// reader can make the receiver buffer small. The relay's is smaller: it aims at a resident size
-/// of about 16 MiB under load.
+/// of at most 16 MiB under load, and idles at 9–13 MiB (most of it the binary's own pages), so
+/// what the laptop's answers can make it hold is kept to 4 MiB beyond the streams' first
+/// credit (still 80 MiB/s over a port-forward of 50 ms). With 8 MiB, a 64 MiB download peaked
+/// at 16.6 MiB in one bench run of three.
 const LAPTOP_WINDOW_BUDGET: usize = 32 * 1024 * 1024;
-const RELAY_WINDOW_BUDGET: usize = 8 * 1024 * 1024;
+const RELAY_WINDOW_BUDGET: usize = 4 * 1024 * 1024;
 
 /// How long a closing session may take to flush its last frames (a `Refused`, a final `Pong`)
 /// before the byte stream is dropped anyway: a half-open port-forward never drains.

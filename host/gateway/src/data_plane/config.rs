@@ -23,6 +23,7 @@ mod placeholders;
 mod praxis;
 mod praxis_listeners;
 mod route_entries;
+mod tcp;
 
 #[cfg(test)]
 mod properties;
@@ -121,6 +122,10 @@ pub fn check_rule(kind: RouteKind, rule: &Rule) -> Result<Vec<CheckedMatch>, Str
         passthrough::check_rule(rule)?;
         return Ok(Vec::new());
     }
+    if kind == RouteKind::Tcp {
+        tcp::check_rule(rule)?;
+        return Ok(Vec::new());
+    }
     let matches = route_entries::check_matches(rule)?;
     filters::check(&rule.filters, &matches)?;
     clusters::protocol(&rule.backends)?;
@@ -161,11 +166,28 @@ pub fn generate(model: &GatewayModel, options: &GenerateOptions) -> Result<Strin
                 address: group.address(options.listen_ip),
                 protocol: Some("tcp"),
                 tcp_session_timeout_ms: passthrough::session_timeout(tcp_listeners),
+                upstream: None,
                 tls: None,
                 filter_chains: vec![name.clone()],
             });
             tcp_listeners += 1;
             config.filter_chains.push(passthrough::chain(group, &name));
+            config.insecure_options.allow_private_upstreams = true;
+            continue;
+        }
+        if group.protocol == Protocol::Tcp {
+            refused.extend(group_refusals(group));
+            // No filter chain: Praxis serves TCP listeners of one upstream
+            // and session timeout as one, and refuses them different chains.
+            config.listeners.push(praxis::Listener {
+                name: name.clone(),
+                address: group.address(options.listen_ip),
+                protocol: Some("tcp"),
+                tcp_session_timeout_ms: Some(tcp::SESSION_TIMEOUT_MS),
+                upstream: Some(tcp::upstream(group)),
+                tls: None,
+                filter_chains: Vec::new(),
+            });
             config.insecure_options.allow_private_upstreams = true;
             continue;
         }
@@ -176,6 +198,7 @@ pub fn generate(model: &GatewayModel, options: &GenerateOptions) -> Result<Strin
             address: group.address(options.listen_ip),
             protocol: None,
             tcp_session_timeout_ms: None,
+            upstream: None,
             tls: group.tls()?,
             filter_chains: chains.iter().map(|c| c.name.clone()).collect(),
         });

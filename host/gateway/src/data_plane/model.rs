@@ -17,10 +17,16 @@ pub enum RouteKind {
     Http,
     Grpc,
     Tls,
+    Tcp,
 }
 
 impl RouteKind {
-    pub const ALL: [RouteKind; 3] = [RouteKind::Http, RouteKind::Grpc, RouteKind::Tls];
+    pub const ALL: [RouteKind; 4] = [
+        RouteKind::Http,
+        RouteKind::Grpc,
+        RouteKind::Tls,
+        RouteKind::Tcp,
+    ];
 
     /// The kind's name, as routes, listeners and ReferenceGrants spell it.
     pub fn name(self) -> &'static str {
@@ -28,6 +34,7 @@ impl RouteKind {
             RouteKind::Http => "HTTPRoute",
             RouteKind::Grpc => "GRPCRoute",
             RouteKind::Tls => "TLSRoute",
+            RouteKind::Tcp => "TCPRoute",
         }
     }
 
@@ -39,9 +46,9 @@ impl RouteKind {
     }
 
     /// Whether its requests are HTTP (served by an HTTP or HTTPS listener's
-    /// router) rather than TLS streams routed by server name.
+    /// router) rather than streams (TLS routed by server name, or TCP).
     pub fn is_http(self) -> bool {
-        self != RouteKind::Tls
+        matches!(self, RouteKind::Http | RouteKind::Grpc)
     }
 }
 
@@ -68,6 +75,8 @@ pub enum Protocol {
     /// TLS passed through to the backend, routed by the ClientHello's
     /// server name (TLSRoutes).
     TlsPassthrough,
+    /// TCP streams sent to the backend of the listener's TCPRoute.
+    Tcp,
 }
 
 impl Protocol {
@@ -78,6 +87,7 @@ impl Protocol {
             Protocol::Http => "http",
             Protocol::Https => "https",
             Protocol::TlsPassthrough => "tls",
+            Protocol::Tcp => "tcp",
         }
     }
 }
@@ -249,6 +259,6 @@ mod tests {
             assert_eq!(RouteKind::from_name(GATEWAY_GROUP, kind.name()), Some(kind));
         }
         assert_eq!(RouteKind::from_name("other.io", "HTTPRoute"), None);
-        assert_eq!(RouteKind::from_name(GATEWAY_GROUP, "TCPRoute"), None);
+        assert_eq!(RouteKind::from_name(GATEWAY_GROUP, "UDPRoute"), None);
     }
 }

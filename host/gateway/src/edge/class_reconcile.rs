@@ -50,6 +50,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRouteSchemeRedirect",
     "ListenerSet",
     "ReferenceGrant",
+    "TCPRoute",
     "TLSRoute",
 ];
 

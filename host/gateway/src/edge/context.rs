@@ -36,6 +36,7 @@ use crate::{
         listener_sets::{self, SetRef},
         view::{ClusterView, SERVICE_NAME_LABEL},
     },
+    judgement::tcp_route::TcpRoute,
     judgement::translate::Translator,
 };
 
@@ -58,6 +59,7 @@ pub struct Stores {
     pub routes: Store<HttpRoute>,
     pub grpc_routes: Store<GrpcRoute>,
     pub tls_routes: Store<TlsRoute>,
+    pub tcp_routes: Store<TcpRoute>,
     pub grants: Store<ReferenceGrant>,
     pub services: Store<Service>,
     pub slices: Store<EndpointSlice>,

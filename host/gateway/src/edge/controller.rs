@@ -1,6 +1,6 @@
 //! The Gateway API controllers in one place: shared reflectors (one watch per
 //! kind, whichever controllers read it), then the GatewayClass, Gateway and
-//! route (HTTPRoute, GRPCRoute, TLSRoute) controllers, each woken by exactly
+//! route (HTTPRoute, GRPCRoute, TLSRoute, TCPRoute) controllers, each woken by exactly
 //! the changes that concern it.
 
 use std::{future::Future, sync::Arc};
@@ -42,6 +42,7 @@ use crate::{
         view::SERVICE_NAME_LABEL,
     },
     judgement::route_kinds::RouteResource,
+    judgement::tcp_route::TcpRoute,
     judgement::translate::Translator,
 };
 use pontoon_plugins::Registry;
@@ -84,6 +85,8 @@ pub async fn run(
         let by_grpc_route = move |route: Arc<GrpcRoute>| gateways_of_route(&c, &*route);
         let c = ctx.clone();
         let by_tls_route = move |route: Arc<TlsRoute>| gateways_of_route(&c, &*route);
+        let c = ctx.clone();
+        let by_tcp_route = move |route: Arc<TcpRoute>| gateways_of_route(&c, &*route);
         let c = ctx.clone();
         let all = move |_: Arc<ReferenceGrant>| our_gateways(&c);
         let c = ctx.clone();
@@ -147,6 +150,7 @@ pub async fn run(
             .watches_shared_stream(watches.routes.changes(), by_route)
             .watches_shared_stream(watches.grpc_routes.changes(), by_grpc_route)
             .watches_shared_stream(watches.tls_routes.changes(), by_tls_route)
+            .watches_shared_stream(watches.tcp_routes.changes(), by_tcp_route)
             .watches_shared_stream(watches.grants.changes(), all)
             .watches_shared_stream(watches.services.changes(), by_service)
             .watches_shared_stream(watches.slices.changes(), by_slice)
@@ -175,6 +179,10 @@ pub async fn run(
         .optional
         .tls_routes
         .then(|| route_controller(&mut watches.tls_routes, triggers()));
+    let tcp_route_controller = watches
+        .optional
+        .tcp_routes
+        .then(|| route_controller(&mut watches.tcp_routes, triggers()));
 
     watches.start(&client);
     watches.ready().await?;
@@ -206,14 +214,18 @@ pub async fn run(
         grpc_route_controller.map(|c| run_routes(c, shutdown.clone(), ctx.clone())),
     );
     let tls_routes_done = futures::future::OptionFuture::from(
-        tls_route_controller.map(|c| run_routes(c, shutdown, ctx)),
+        tls_route_controller.map(|c| run_routes(c, shutdown.clone(), ctx.clone())),
+    );
+    let tcp_routes_done = futures::future::OptionFuture::from(
+        tcp_route_controller.map(|c| run_routes(c, shutdown, ctx)),
     );
     tokio::join!(
         classes_done,
         gateways_done,
         routes_done,
         grpc_routes_done,
-        tls_routes_done
+        tls_routes_done,
+        tcp_routes_done
     );
     tracing::info!("Gateway API controllers stopped");
     Ok(())
@@ -269,6 +281,7 @@ fn run_routes<K: RouteResource>(
         RouteKind::Http => "http-route",
         RouteKind::Grpc => "grpc-route",
         RouteKind::Tls => "tls-route",
+        RouteKind::Tcp => "tcp-route",
     };
     controller
         .graceful_shutdown_on(shutdown)
@@ -433,6 +446,7 @@ fn gateways_for_service(
     naming(ctx, &ctx.stores.routes, &key, &mut out);
     naming(ctx, &ctx.stores.grpc_routes, &key, &mut out);
     naming(ctx, &ctx.stores.tls_routes, &key, &mut out);
+    naming(ctx, &ctx.stores.tcp_routes, &key, &mut out);
     out.sort_by_key(|r| (r.namespace.clone(), r.name.clone()));
     out.dedup();
     out

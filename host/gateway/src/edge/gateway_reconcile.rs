@@ -164,6 +164,9 @@ async fn cleanup(gateway: &Gateway, ctx: &GatewayContext) -> Result<(), Error> {
     for route in ctx.stores.tls_routes.state() {
         route_reconcile::forget_gateway(&route, gateway, ctx).await?;
     }
+    for route in ctx.stores.tcp_routes.state() {
+        route_reconcile::forget_gateway(&route, gateway, ctx).await?;
+    }
     backend_tls_policies::forget_gateway(gateway, ctx).await?;
     Ok(())
 }
@@ -364,6 +367,7 @@ async fn judge_and_serve(
         stores.routes.state(),
         stores.grpc_routes.state(),
         stores.tls_routes.state(),
+        stores.tcp_routes.state(),
     );
     let verdicts = routes::evaluate_all(&candidates, gateway, states, view, &ctx.translator).await;
     let built = one_gateway::build(gateway, states, &verdicts);

@@ -1,4 +1,4 @@
-//! HTTPRoute, GRPCRoute and TLSRoute: an entry in `status.parents` for each
+//! HTTPRoute, GRPCRoute, TLSRoute and TCPRoute: an entry in `status.parents` for each
 //! parent reference to a Gateway of ours, judged exactly as the Gateway
 //! controller judges it; entries of other controllers are kept, ours for
 //! Gateways that are gone (or no longer ours, or no longer referenced) are

@@ -21,6 +21,7 @@ use serde::de::DeserializeOwned;
 use crate::{
     data_plane::children,
     edge::{context::Stores, shared_watch::SharedWatch},
+    judgement::tcp_route::TcpRoute,
 };
 
 /// The kinds a cluster may lack (an older Gateway API, a channel without
@@ -29,6 +30,7 @@ use crate::{
 pub(crate) struct Optional {
     pub grpc_routes: bool,
     pub tls_routes: bool,
+    pub tcp_routes: bool,
     pub backend_tls_policies: bool,
     pub listener_sets: bool,
 }
@@ -39,6 +41,7 @@ pub(crate) struct Watches {
     pub routes: SharedWatch<HttpRoute>,
     pub grpc_routes: SharedWatch<GrpcRoute>,
     pub tls_routes: SharedWatch<TlsRoute>,
+    pub tcp_routes: SharedWatch<TcpRoute>,
     pub grants: SharedWatch<ReferenceGrant>,
     pub services: SharedWatch<Service>,
     pub slices: SharedWatch<EndpointSlice>,
@@ -62,6 +65,7 @@ impl Watches {
         let optional = Optional {
             grpc_routes: installed::<GrpcRoute>(client).await?,
             tls_routes: installed::<TlsRoute>(client).await?,
+            tcp_routes: installed::<TcpRoute>(client).await?,
             backend_tls_policies: installed::<BackendTlsPolicy>(client).await?,
             listener_sets: installed::<ListenerSet>(client).await?,
         };
@@ -71,6 +75,7 @@ impl Watches {
             routes: SharedWatch::new(),
             grpc_routes: SharedWatch::new(),
             tls_routes: SharedWatch::new(),
+            tcp_routes: SharedWatch::new(),
             grants: SharedWatch::new(),
             services: SharedWatch::new(),
             slices: SharedWatch::new(),
@@ -92,6 +97,7 @@ impl Watches {
             routes: self.routes.store.clone(),
             grpc_routes: self.grpc_routes.store.clone(),
             tls_routes: self.tls_routes.store.clone(),
+            tcp_routes: self.tcp_routes.store.clone(),
             grants: self.grants.store.clone(),
             services: self.services.store.clone(),
             slices: self.slices.store.clone(),
@@ -119,6 +125,10 @@ impl Watches {
         }
         if self.optional.tls_routes {
             self.tls_routes
+                .start(Api::all(client.clone()), config.clone());
+        }
+        if self.optional.tcp_routes {
+            self.tcp_routes
                 .start(Api::all(client.clone()), config.clone());
         }
         if self.optional.backend_tls_policies {
@@ -161,6 +171,10 @@ impl Watches {
             when(
                 optional.tls_routes,
                 self.tls_routes.store.wait_until_ready()
+            ),
+            when(
+                optional.tcp_routes,
+                self.tcp_routes.store.wait_until_ready()
             ),
             when(
                 optional.backend_tls_policies,

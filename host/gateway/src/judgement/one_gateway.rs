@@ -23,6 +23,7 @@ use crate::{
     },
     judgement::route_kinds::{AnyRoute, RouteResource},
     judgement::routes::RouteVerdict,
+    judgement::tcp_route::TcpRoute,
 };
 
 /// Why the Gateway is not accepted (reason, message), if it is not.
@@ -100,10 +101,12 @@ pub fn routes_in_precedence(
     http: impl IntoIterator<Item = Arc<HttpRoute>>,
     grpc: impl IntoIterator<Item = Arc<GrpcRoute>>,
     tls: impl IntoIterator<Item = Arc<TlsRoute>>,
+    tcp: impl IntoIterator<Item = Arc<TcpRoute>>,
 ) -> Vec<AnyRoute> {
     let mut routes = candidate_routes(gateway, sets, http);
     routes.extend(candidate_routes(gateway, sets, grpc));
     routes.extend(candidate_routes(gateway, sets, tls));
+    routes.extend(candidate_routes(gateway, sets, tcp));
     in_precedence_order(&mut routes);
     routes
 }

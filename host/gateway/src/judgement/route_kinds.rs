@@ -1,11 +1,12 @@
-//! The route kinds a Gateway takes: HTTPRoute, GRPCRoute and TLSRoute.
+//! The route kinds a Gateway takes: HTTPRoute, GRPCRoute, TLSRoute and
+//! TCPRoute.
 //!
 //! Attachment, ReferenceGrants, backends, filters and status are judged the
-//! same way for all three, so each route is read in HTTPRoute's shape, which
-//! holds every field the other two have: a GRPCRoute's method match is the
+//! same way for all four, so each route is read in HTTPRoute's shape, which
+//! holds every field the others have: a GRPCRoute's method match is the
 //! path its requests carry (`/{service}/{method}`), its header matches,
 //! filters and backend references are HTTPRoute's of the same names; a
-//! TLSRoute is hostnames and backends. What that shape cannot carry (a gRPC
+//! TLSRoute is hostnames and backends; a TCPRoute is backends. What that shape cannot carry (a gRPC
 //! method match Praxis's router cannot express) is refused rule by rule,
 //! with the reason, as a rule Praxis cannot express is.
 
@@ -22,6 +23,7 @@ use kube::{Resource, ResourceExt, core::NamespaceResourceScope};
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Value, json};
 
+use super::tcp_route::TcpRoute;
 use crate::data_plane::model::RouteKind;
 
 /// One route of any kind, in HTTPRoute's shape.
@@ -255,6 +257,56 @@ impl RouteResource for TlsRoute {
     }
 }
 
+impl RouteResource for TcpRoute {
+    const KIND: RouteKind = RouteKind::Tcp;
+
+    fn to_any(self: &Arc<Self>) -> AnyRoute {
+        let rules = self
+            .spec
+            .rules
+            .iter()
+            .map(|rule| HttpRouteRules {
+                name: rule.name.clone(),
+                backend_refs: Some(rule.backend_refs.clone()),
+                ..Default::default()
+            })
+            .collect();
+        let spec = HttpRouteSpec {
+            parent_refs: self.spec.parent_refs.clone(),
+            hostnames: None,
+            rules: Some(rules),
+        };
+        AnyRoute {
+            kind: RouteKind::Tcp,
+            route: Arc::new(http_shape(self.metadata.clone(), spec, &self.status)),
+            refused: BTreeMap::new(),
+        }
+    }
+
+    fn parent_names(&self) -> Vec<ParentName> {
+        parent_names!(self)
+    }
+
+    fn backend_services(&self) -> Vec<(String, String)> {
+        let ns = self.namespace().unwrap_or_default();
+        self.spec
+            .rules
+            .iter()
+            .flat_map(|rule| &rule.backend_refs)
+            .filter(|b| {
+                b.group.as_deref().unwrap_or("").is_empty()
+                    && b.kind.as_deref().unwrap_or("Service") == "Service"
+            })
+            .map(|b| {
+                (
+                    b.namespace.clone().unwrap_or_else(|| ns.clone()),
+                    b.name.clone(),
+                )
+            })
+            .collect()
+    }
+}
+
 fn http_shape<S: Serialize>(
     metadata: kube::core::ObjectMeta,
     spec: HttpRouteSpec,
@@ -452,5 +504,40 @@ mod tests {
             any.route.spec.hostnames.clone().unwrap(),
             ["db.example.com"]
         );
+    }
+
+    #[test]
+    fn a_tcp_route_is_its_backends_and_keeps_its_status() {
+        let route: Arc<TcpRoute> = Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": "TCPRoute",
+                "metadata": {"name": "db", "namespace": "apps"},
+                "spec": {
+                    "parentRefs": [{"name": "gw", "sectionName": "tcp"}],
+                    "rules": [{"backendRefs": [
+                        {"name": "db", "port": 5432},
+                        {"name": "db2", "namespace": "other", "port": 5432, "weight": 0}
+                    ]}]
+                },
+                "status": {"parents": [{
+                    "parentRef": {"name": "gw"},
+                    "controllerName": "pontoon.dev/gateway-controller",
+                    "conditions": []
+                }]}
+            }))
+            .unwrap(),
+        );
+        assert_eq!(
+            route.backend_services(),
+            [("apps".into(), "db".into()), ("other".into(), "db2".into())]
+        );
+        assert_eq!(route.parent_names()[0].name, "gw");
+        let any = route.to_any();
+        assert_eq!(any.kind, RouteKind::Tcp);
+        assert_eq!(any.route.spec.hostnames, None);
+        let rules = any.route.spec.rules.clone().unwrap();
+        assert_eq!(rules[0].backend_refs.as_ref().unwrap()[1].weight, Some(0));
+        assert_eq!(any.route.status.as_ref().unwrap().parents.len(), 1);
     }
 }

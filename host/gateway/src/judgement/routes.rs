@@ -1,4 +1,4 @@
-//! One route (HTTPRoute, GRPCRoute or TLSRoute, in HTTPRoute's shape: see
+//! One route (HTTPRoute, GRPCRoute, TLSRoute or TCPRoute, in HTTPRoute's shape: see
 //! `route_kinds`) judged against one of our Gateways: which of its parent
 //! references attach it to which listeners, whether its backends resolve,
 //! and its rules in the model's terms with their filters translated. The

@@ -33,6 +33,8 @@ pub(super) fn fill_str(s: &str, listener: ListenerFacts, match_prefix: Option<&s
         let default = match listener.protocol {
             Protocol::Http => 80,
             Protocol::Https | Protocol::TlsPassthrough => 443,
+            // No HTTP filter runs on a TCP listener: never filled.
+            Protocol::Tcp => 0,
         };
         if port == default {
             String::new()

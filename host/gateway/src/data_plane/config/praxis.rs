@@ -28,12 +28,17 @@ pub struct Admin {
 pub struct Listener {
     pub name: String,
     pub address: String,
-    /// `tcp` for TLS passthrough; absent (HTTP) otherwise.
+    /// `tcp` for TLS passthrough and TCP; absent (HTTP) otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub protocol: Option<&'static str>,
-    /// A TCP connection's idle timeout (Praxis's default: 300 000 ms).
+    /// How long a TCP session may last, whatever its traffic (Praxis's
+    /// default: 300 000 ms; at most 3 600 000).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tcp_session_timeout_ms: Option<u64>,
+    /// Where a TCP listener sends every connection (`ip:port`), dialled at
+    /// once, before the client has sent anything.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<Tls>,
     pub filter_chains: Vec<String>,

@@ -227,7 +227,8 @@ fn listener() -> impl Strategy<Value = Listener> {
         prop_oneof![
             Just(Protocol::Http),
             Just(Protocol::Https),
-            Just(Protocol::TlsPassthrough)
+            Just(Protocol::TlsPassthrough),
+            Just(Protocol::Tcp)
         ],
         any::<bool>(),
         // The controller does not accept a listener whose hostname is an IP.
@@ -240,24 +241,33 @@ fn listener() -> impl Strategy<Value = Listener> {
                 name,
                 port,
                 protocol,
-                hostname,
+                // The controller drops a TCP listener's hostname (the spec ignores it).
+                hostname: hostname.filter(|_| protocol != Protocol::Tcp),
                 client_validation: validation.filter(|_| protocol == Protocol::Https).map(
                     |required| ClientValidation {
                         ca_path: format!("/etc/praxis-tls/client-ca-{port}.pem"),
                         required,
                     },
                 ),
-                // TLS listeners take TLSRoutes: hostnames and backends.
-                routes: if protocol == Protocol::TlsPassthrough {
-                    routes
+                // TLS listeners take TLSRoutes: hostnames and backends;
+                // TCP ones TCPRoutes: backends.
+                routes: match protocol {
+                    Protocol::TlsPassthrough => routes
                         .into_iter()
                         .map(|r| Route {
                             kind: RouteKind::Tls,
                             ..r
                         })
-                        .collect()
-                } else {
-                    routes
+                        .collect(),
+                    Protocol::Tcp => routes
+                        .into_iter()
+                        .map(|r| Route {
+                            kind: RouteKind::Tcp,
+                            hostnames: Vec::new(),
+                            ..r
+                        })
+                        .collect(),
+                    _ => routes,
                 },
                 certificates: if protocol == Protocol::Https && certified {
                     vec![CertificateFiles {

@@ -1234,3 +1234,106 @@ fn a_tls_route_rule_takes_one_backend() {
         Err(ConfigError::UnsupportedRules(r)) if r.len() == 1
     ));
 }
+
+fn tcp(name: &str, port: u16, routes: Vec<Route>) -> Listener {
+    Listener {
+        protocol: Protocol::Tcp,
+        ..http(name, port, None, routes)
+    }
+}
+
+fn tcp_route(name: &str, backends: Vec<Backend>) -> Route {
+    Route {
+        kind: RouteKind::Tcp,
+        ..route(name, &[], vec![rule(Vec::new(), backends)])
+    }
+}
+
+#[test]
+fn a_tcp_listener_sends_every_connection_to_its_oldest_routes_service() {
+    let model = gateway(vec![
+        tcp(
+            "db",
+            5432,
+            vec![
+                tcp_route("oldest", vec![service("db", "10.96.0.20:5432")]),
+                // Attached too, but only the oldest route is served.
+                tcp_route("newer", vec![service("other", "10.96.0.21:5432")]),
+            ],
+        ),
+        // Its backend did not resolve: refused, never sent elsewhere.
+        tcp("broken", 9300, vec![tcp_route("broken", Vec::new())]),
+        tcp("idle", 9301, Vec::new()),
+        // A second port to the same Service: Praxis serves both with one
+        // pipeline, which it allows only when their chains are the same.
+        tcp(
+            "db-alt",
+            15432,
+            vec![tcp_route("alt", vec![service("db", "10.96.0.20:5432")])],
+        ),
+    ]);
+    let yaml = golden("tcp", &model, &options());
+    let config = praxis_loads(&yaml).unwrap();
+    assert!(config.insecure_options.allow_private_upstreams);
+    let value: serde_json::Value = serde_json::from_str(yaml.split_once('\n').unwrap().1).unwrap();
+    let listeners = value["listeners"].as_array().unwrap();
+    let upstreams: Vec<&str> = listeners
+        .iter()
+        .map(|l| l["upstream"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        upstreams,
+        [
+            "10.96.0.20:5432",
+            "127.0.0.1:9",
+            "127.0.0.1:9",
+            "10.96.0.20:5432"
+        ]
+    );
+    for listener in listeners {
+        assert_eq!(listener["protocol"], "tcp");
+        assert_eq!(listener["tcp_session_timeout_ms"], 3_600_000);
+        assert_eq!(listener["filter_chains"], json!([]));
+        assert!(listener.get("tls").is_none());
+    }
+    assert_eq!(listeners[0]["name"], "tcp-5432");
+}
+
+#[test]
+fn a_tcp_route_rule_takes_one_weighted_backend() {
+    let split = Rule {
+        backends: vec![
+            service("a", "10.96.0.20:3000"),
+            service("b", "10.96.0.21:3000"),
+        ],
+        ..rule(Vec::new(), Vec::new())
+    };
+    let why = check_rule(RouteKind::Tcp, &split).unwrap_err();
+    assert!(why.contains("a TCPRoute rule takes one backend"), "{why}");
+    let mut one = split.clone();
+    one.backends[1].weight = 0;
+    assert!(check_rule(RouteKind::Tcp, &one).is_ok());
+    let model = gateway(vec![tcp(
+        "tcp",
+        9300,
+        vec![Route {
+            kind: RouteKind::Tcp,
+            ..route("split", &[], vec![split])
+        }],
+    )]);
+    assert!(matches!(
+        generate(&model, &options()),
+        Err(ConfigError::UnsupportedRules(r)) if r.len() == 1
+    ));
+    // Weight 0 is no share: the other backend takes every connection.
+    let model = gateway(vec![tcp(
+        "tcp",
+        9300,
+        vec![Route {
+            kind: RouteKind::Tcp,
+            ..route("one", &[], vec![one])
+        }],
+    )]);
+    let yaml = generate(&model, &options()).unwrap();
+    assert!(yaml.contains(r#""upstream":"10.96.0.20:3000""#), "{yaml}");
+}

@@ -226,17 +226,18 @@ fn protocol(listener: &GatewayListeners) -> Result<Protocol, Issue> {
             "tls.mode Terminate is not supported on TLS listeners: Praxis passes TLS through \
              by server name; set tls.mode: Passthrough, or terminate HTTP on an HTTPS listener",
         )),
+        ("TCP", _) => Ok(Protocol::Tcp),
         ("UDP", _) => Err(Issue::new(
             "UnsupportedProtocol",
             "protocol UDP is not supported: Praxis, Pontoon's data plane, proxies no UDP, so \
-             UDPRoutes cannot be served; Pontoon serves HTTP, HTTPS and TLS (passthrough) \
+             UDPRoutes cannot be served; Pontoon serves HTTP, HTTPS, TLS (passthrough) and TCP \
              listeners",
         )),
         (other, _) => Err(Issue::new(
             "UnsupportedProtocol",
             format!(
-                "protocol {other} is not supported; Pontoon serves HTTP, HTTPS and TLS \
-                 (passthrough) listeners"
+                "protocol {other} is not supported; Pontoon serves HTTP, HTTPS, TLS \
+                 (passthrough) and TCP listeners"
             ),
         )),
     }
@@ -247,6 +248,7 @@ pub fn kinds_of(protocol: Protocol) -> &'static [RouteKind] {
     match protocol {
         Protocol::Http | Protocol::Https => &[RouteKind::Http, RouteKind::Grpc],
         Protocol::TlsPassthrough => &[RouteKind::Tls],
+        Protocol::Tcp => &[RouteKind::Tcp],
     }
 }
 
@@ -293,6 +295,11 @@ fn one(
             return state;
         }
     };
+    // A TCP stream carries no host name to match: the spec ignores the
+    // field there, so one TCP listener takes a port whatever it names.
+    if protocol == Protocol::Tcp {
+        state.hostname = None;
+    }
     if port == 0 {
         state.accepted = Err(Issue::new(
             "PortUnavailable",
@@ -546,11 +553,15 @@ mod tests {
             "spec": { "gatewayClassName": "pontoon", "listeners": [
                 { "name": "http", "port": 80, "protocol": "HTTP" },
                 { "name": "alt", "port": 80, "protocol": "HTTP", "hostname": "alt.com" },
-                { "name": "tcp", "port": 9000, "protocol": "TCP" }
+                { "name": "udp", "port": 9000, "protocol": "UDP" },
+                { "name": "tcp", "port": 9001, "protocol": "TCP" }
             ] }
         }))
         .unwrap();
-        assert_eq!(served_ports(&evaluate(&gw, &ListView::default())), [80, 80]);
+        assert_eq!(
+            served_ports(&evaluate(&gw, &ListView::default())),
+            [80, 80, 9001]
+        );
     }
     use crate::judgement::resolve::view::ListView;
 
@@ -739,7 +750,7 @@ mod tests {
     }
 
     #[test]
-    fn http_and_https_are_served_other_protocols_refused() {
+    fn http_https_and_tcp_are_served_other_protocols_refused() {
         let view = ListView {
             secrets: vec![secret("infra", "cert", "kubernetes.io/tls", CERT, KEY)],
             ..Default::default()
@@ -749,11 +760,15 @@ mod tests {
                 { "name": "http", "port": 80, "protocol": "HTTP" },
                 { "name": "https", "port": 443, "protocol": "HTTPS",
                   "tls": { "certificateRefs": [{ "name": "cert" }] } },
-                { "name": "tcp", "port": 9000, "protocol": "TCP" }
+                { "name": "sctp", "port": 9000, "protocol": "SCTP" },
+                { "name": "tcp", "port": 9001, "protocol": "TCP", "hostname": "ignored.example" }
             ])),
             &view,
         );
         assert!(states[0].programmable());
+        assert!(states[3].programmable(), "{:?}", states[3]);
+        assert_eq!(states[3].supported_kinds, [RouteKind::Tcp]);
+        assert_eq!(states[3].hostname, None, "TCP ignores the hostname");
         assert!(states[1].programmable(), "{:?}", states[1]);
         assert_eq!(
             states[1].certificates,
