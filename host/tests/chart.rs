@@ -1140,7 +1140,8 @@ async fn run_installed(
                     "listeners": [
                         {"name": "web", "port": 80, "protocol": "HTTP"},
                         {"name": "tls", "port": 443, "protocol": "TLS",
-                         "tls": {"mode": "Passthrough"}}
+                         "tls": {"mode": "Passthrough"}},
+                        {"name": "tcp", "port": 5432, "protocol": "TCP"}
                     ]
                 }
             }))?,
@@ -1189,6 +1190,19 @@ async fn run_installed(
             }))?,
         )
         .await?;
+    let tcp_routes: Api<pontoon::gateway::judgement::tcp_route::TcpRoute> = ns.api();
+    tcp_routes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "tcp"},
+                "spec": {
+                    "parentRefs": [{"name": "edge", "sectionName": "tcp"}],
+                    "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]
+                }
+            }))?,
+        )
+        .await?;
     fn accepted<K: serde::Serialize>(r: Option<&K>) -> bool {
         let status = r
             .and_then(|r| serde_json::to_value(r).ok())
@@ -1217,6 +1231,7 @@ async fn run_installed(
         wait_for(&routes, "web", accepted, TIMEOUT).await?;
         wait_for(&grpc_routes, "grpc", accepted, TIMEOUT).await?;
         wait_for(&tls_routes, "tls", accepted, TIMEOUT).await?;
+        wait_for(&tcp_routes, "tcp", accepted, TIMEOUT).await?;
         anyhow::Ok(())
     }
     .await;
