@@ -102,6 +102,13 @@ async fn bench() -> anyhow::Result<()> {
     )
     .await?;
     let service = workload(&target).await?;
+    // Requests are sent from a pod, as the workload's users in the cluster
+    // send them: the test bed's own network namespace is a node's, and
+    // there kube-proxy's refusal of a Service without ready endpoints (the
+    // workload while Carrier2 replaces its containers) drops the connection
+    // silently instead (no ICMP comes back), so a probe from there waited
+    // out its timeout where a pod is refused at once and tries again.
+    let client = client_pod(&target, &net).await?;
     let laptop = laptop_server().await?;
     let bridge_args: Vec<String> = {
         let mut args: Vec<String> = [
@@ -131,7 +138,7 @@ async fn bench() -> anyhow::Result<()> {
     let starts = Starts {
         binary: &binary,
         args: bridge_args,
-        net: &net,
+        net: &client,
         url: &url,
         namespace: gefyra.name(),
     };
@@ -176,7 +183,7 @@ async fn bench() -> anyhow::Result<()> {
     // ACTIVE can wait a TCP retransmission (1 s) for kube-proxy to program
     // the new shadow Service's address, which belongs to the mount's start
     // (the series above), not to `pontoon bridge`.
-    let serving = on_the_shadow(&net, &url, "x-none: 1", Instant::now()).await?;
+    let serving = on_the_shadow(&client, &url, "x-none: 1", Instant::now()).await?;
     println!(
         "mount `kept` ACTIVE and answered by its shadow {:.2} s later",
         serving.as_secs_f64()
@@ -291,7 +298,7 @@ async fn bench() -> anyhow::Result<()> {
     cli.kill()?;
     let killed = Instant::now();
     cli.wait()?;
-    let fallback = on_the_shadow(&net, &url, "x-dev: bench", killed).await?;
+    let fallback = on_the_shadow(&client, &url, "x-dev: bench", killed).await?;
     println!(
         "SIGKILL → requests with the header on the shadow: {:.2} s (goal ≤ grace + 1 s = 11 s)",
         fallback.as_secs_f64()
@@ -334,6 +341,31 @@ async fn workload(ns: &TestNamespace) -> anyhow::Result<String> {
         .and_then(|s| s.cluster_ip)
         .context("no ClusterIP")?;
     Ok(format!("{ip}:80"))
+}
+
+/// A pod of the cluster to send requests from (an echo server, idle), and
+/// its network namespace.
+async fn client_pod(ns: &TestNamespace, net: &TestbedNet) -> anyhow::Result<TestbedNet> {
+    use k8s_openapi::api::core::v1::Pod;
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "client", "labels": { "app": "client" } },
+        "spec": { "containers": [echo_container("client", ECHO_PORT)] }
+    }))?;
+    let pods = ns.api::<Pod>();
+    pods.create(&PostParams::default(), &pod).await?;
+    let running = pontoon_tests::wait_for(
+        &pods,
+        "client",
+        |p: Option<&Pod>| {
+            p.and_then(|p| p.status.as_ref())
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        },
+        Duration::from_secs(120),
+    )
+    .await?
+    .context("the client pod is gone")?;
+    net.of_pod(&running)
 }
 
 /// This machine's service: `{"pod": "laptop"}`; `x-size: N` answers N
