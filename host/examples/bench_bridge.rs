@@ -356,11 +356,7 @@ async fn client_pod(ns: &TestNamespace, net: &TestbedNet) -> anyhow::Result<Test
     let running = pontoon_tests::wait_for(
         &pods,
         "client",
-        |p: Option<&Pod>| {
-            p.and_then(|p| p.status.as_ref())
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        },
+        |p: Option<&Pod>| p.is_some_and(pontoon_tests::pod_ready),
         Duration::from_secs(120),
     )
     .await?

@@ -124,15 +124,30 @@ macro_rules! parent_names {
     };
 }
 
+/// The Services a route's backend references name: HTTPRoute's and
+/// GRPCRoute's rules and references are optional lists, TLSRoute's and
+/// TCPRoute's required ones.
 macro_rules! backend_services {
-    ($route:expr) => {{
+    ($route:expr) => {
+        backend_services!(
+            $route,
+            $route
+                .spec
+                .rules
+                .iter()
+                .flatten()
+                .flat_map(|rule| rule.backend_refs.iter().flatten())
+        )
+    };
+    ($route:expr, required) => {
+        backend_services!(
+            $route,
+            $route.spec.rules.iter().flat_map(|rule| &rule.backend_refs)
+        )
+    };
+    ($route:expr, $refs:expr) => {{
         let ns = $route.namespace().unwrap_or_default();
-        $route
-            .spec
-            .rules
-            .iter()
-            .flatten()
-            .flat_map(|rule| rule.backend_refs.iter().flatten())
+        $refs
             .filter(|b| {
                 b.group.as_deref().unwrap_or("").is_empty()
                     && b.kind.as_deref().unwrap_or("Service") == "Service"
@@ -238,22 +253,7 @@ impl RouteResource for TlsRoute {
     }
 
     fn backend_services(&self) -> Vec<(String, String)> {
-        let ns = self.namespace().unwrap_or_default();
-        self.spec
-            .rules
-            .iter()
-            .flat_map(|rule| &rule.backend_refs)
-            .filter(|b| {
-                b.group.as_deref().unwrap_or("").is_empty()
-                    && b.kind.as_deref().unwrap_or("Service") == "Service"
-            })
-            .map(|b| {
-                (
-                    b.namespace.clone().unwrap_or_else(|| ns.clone()),
-                    b.name.clone(),
-                )
-            })
-            .collect()
+        backend_services!(self, required)
     }
 }
 
@@ -288,22 +288,7 @@ impl RouteResource for TcpRoute {
     }
 
     fn backend_services(&self) -> Vec<(String, String)> {
-        let ns = self.namespace().unwrap_or_default();
-        self.spec
-            .rules
-            .iter()
-            .flat_map(|rule| &rule.backend_refs)
-            .filter(|b| {
-                b.group.as_deref().unwrap_or("").is_empty()
-                    && b.kind.as_deref().unwrap_or("Service") == "Service"
-            })
-            .map(|b| {
-                (
-                    b.namespace.clone().unwrap_or_else(|| ns.clone()),
-                    b.name.clone(),
-                )
-            })
-            .collect()
+        backend_services!(self, required)
     }
 }
 

@@ -98,8 +98,9 @@ fn hosts(route: &Route, listener_host: &HostPattern) -> Vec<Option<String>> {
 }
 
 /// Where a route's streams go: its backend Service's cluster address (else
-/// one of its endpoints), or, when it has none, nowhere.
-fn upstream(route: &Route) -> String {
+/// one of its endpoints), or, when it has none, nowhere. (A TCP listener's
+/// too: `tcp::upstream`.)
+pub(super) fn upstream(route: &Route) -> String {
     route
         .rules
         .iter()

@@ -17,8 +17,8 @@
 //! upstream where nothing listens: the connection is refused (the spec:
 //! rejected), never sent elsewhere.
 
-use super::{clusters::PLACEHOLDER_ENDPOINT, praxis_listeners::PortGroup};
-use crate::data_plane::model::{Backend, Rule};
+use super::{clusters::PLACEHOLDER_ENDPOINT, passthrough, praxis_listeners::PortGroup};
+use crate::data_plane::model::Rule;
 
 /// How long Praxis lets a TCP session last: its most (1 h). Praxis cuts a
 /// session at this age whatever its traffic (it is not an idle timeout), and
@@ -40,25 +40,12 @@ pub fn check_rule(rule: &Rule) -> Result<(), String> {
     Ok(())
 }
 
-/// Where a TCP port's connections go.
+/// Where a TCP port's connections go: as a passed-through TLS stream's,
+/// to its route's backend, or nowhere.
 pub fn upstream(group: &PortGroup<'_>) -> String {
     group
         .listeners
         .first()
         .and_then(|listener| listener.routes.first())
-        .and_then(|route| {
-            route
-                .rules
-                .iter()
-                .flat_map(|r| &r.backends)
-                .filter(|b| b.weight > 0)
-                .find_map(address)
-        })
-        .map_or_else(|| PLACEHOLDER_ENDPOINT.to_string(), |a| a.to_string())
-}
-
-fn address(backend: &Backend) -> Option<std::net::SocketAddr> {
-    backend
-        .service_address
-        .or_else(|| backend.endpoints.first().copied())
+        .map_or_else(|| PLACEHOLDER_ENDPOINT.to_string(), passthrough::upstream)
 }
