@@ -76,7 +76,7 @@ async fn main() -> anyhow::Result<()> {
         "bench-gateway-faked",
         &ns,
         &faked_controller,
-        &["--praxis-image", FAKED_IMAGE],
+        &["--data-plane-image", FAKED_IMAGE],
     )
     .await?;
     let timeline = Timeline::watch(&ns);

@@ -9,7 +9,10 @@ use clap::{Args, Parser, Subcommand};
 use pontoon::{
     bridge_mount::{self, WatchScope},
     conformance, crds,
-    gateway::{data_plane::config::GenerateOptions, edge::context::GatewaySettings},
+    gateway::{
+        data_plane::{config::GenerateOptions, program::DataPlane},
+        edge::context::GatewaySettings,
+    },
     operator,
     plugins::Limits,
     telemetry::{self, LogFormat},
@@ -138,7 +141,11 @@ enum Command {
 }
 
 const DEFAULT_CARRIER_IMAGE: &str = "quay.io/gefyra/carrier2:latest";
-const DEFAULT_PRAXIS_IMAGE: &str = "ghcr.io/praxis-proxy/praxis:0.7.5";
+/// Pontoon's data plane (`dataplane/`): Praxis 0.7.5 and Pontoon's filters.
+const DEFAULT_DATA_PLANE_IMAGE: &str = concat!(
+    "ghcr.io/pontoon-operator/pontoon-dataplane:",
+    env!("CARGO_PKG_VERSION")
+);
 
 #[derive(Args, Debug)]
 struct RunArgs {
@@ -208,9 +215,15 @@ struct RunArgs {
         env = "PONTOON_GATEWAY_CONTROLLER_NAME"
     )]
     gateway_controller_name: String,
-    /// The image of the Praxis data plane each Gateway gets.
-    #[arg(long, default_value = DEFAULT_PRAXIS_IMAGE, env = "PRAXIS_IMAGE")]
-    praxis_image: String,
+    /// The image each Gateway's pods run: Pontoon's data plane (Praxis with
+    /// Pontoon's filters, which serve the features Praxis lacks).
+    #[arg(long, default_value = DEFAULT_DATA_PLANE_IMAGE, env = "PONTOON_DATA_PLANE_IMAGE")]
+    data_plane_image: String,
+    /// Run stock Praxis from this image instead (e.g.
+    /// ghcr.io/praxis-proxy/praxis:0.7.5): the GatewayClass then claims only
+    /// what Praxis serves, and rules needing Pontoon's filters are refused.
+    #[arg(long, env = "PRAXIS_IMAGE", conflicts_with = "data_plane_image")]
+    praxis_image: Option<String>,
     /// Generated Praxis configs allow running as root (`insecure_options.allow_root`).
     /// Only for tests that run praxis as root; never in a cluster.
     #[arg(long, hide = true)]
@@ -410,6 +423,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     env!("CARGO_PKG_VERSION")
                 ))?,
             ));
+            // --praxis-image: stock Praxis, whose configs may not use
+            // Pontoon's filters.
+            let data_plane = match args.praxis_image {
+                Some(_) => DataPlane::StockPraxis,
+                None => DataPlane::Pontoon,
+            };
             let options = operator::Options {
                 providers: args.providers,
                 custom_providers: args.custom_providers,
@@ -462,13 +481,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 controllers: args.controllers,
                 gateway: GatewaySettings {
                     controller_name: args.gateway_controller_name,
-                    praxis_image: args.praxis_image,
+                    data_plane,
+                    data_plane_image: args.praxis_image.unwrap_or(args.data_plane_image),
                     config: GenerateOptions {
                         health_address: Some(std::net::SocketAddr::from((
                             [0, 0, 0, 0],
                             u16::try_from(pontoon::gateway::data_plane::children::ADMIN_PORT)?,
                         ))),
                         allow_root: args.praxis_allow_root,
+                        data_plane,
                         ..GenerateOptions::default()
                     },
                 },

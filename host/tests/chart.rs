@@ -169,7 +169,7 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
         "--metrics-addr=0.0.0.0:8080",
         "--providers=/usr/lib/pontoon/providers",
         "--carrier-image=quay.io/gefyra/carrier2:latest",
-        "--praxis-image=ghcr.io/praxis-proxy/praxis:0.7.5",
+        "--data-plane-image=ghcr.io/pontoon-operator/pontoon-dataplane:0.1.0",
         "--grants=/etc/pontoon/grants.yaml",
         "--max-provider-calls=6",
         "--provider-memory-budget=192",
@@ -182,6 +182,25 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
     ] {
         assert!(args.iter().any(|a| a == expected), "{expected} in {args:?}");
     }
+    assert!(!args.iter().any(|a| a.starts_with("--praxis-image")), "{args:?}");
+    // Stock Praxis instead of Pontoon's data plane, and only with a tag.
+    let stock = render(&[
+        "--set",
+        "gateway.praxis.repository=ghcr.io/praxis-proxy/praxis,gateway.praxis.tag=0.7.5",
+    ])?;
+    let stock_args = args_of(deployment_of(&stock)?);
+    assert!(
+        stock_args
+            .iter()
+            .any(|a| a == "--praxis-image=ghcr.io/praxis-proxy/praxis:0.7.5"),
+        "{stock_args:?}"
+    );
+    assert!(
+        !stock_args.iter().any(|a| a.starts_with("--data-plane-image")),
+        "{stock_args:?}"
+    );
+    let untagged = template(&["--set", "gateway.praxis.repository=example.org/praxis"])?;
+    assert!(!untagged.status.success(), "a Praxis image without a tag renders");
     assert!(
         !args.iter().any(|a| a == "--leader-elect"),
         "one replica: no election"

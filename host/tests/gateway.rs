@@ -46,6 +46,11 @@ struct Bed {
 
 impl Bed {
     async fn new(prefix: &str) -> anyhow::Result<Self> {
+        Self::with_args(prefix, &[]).await
+    }
+
+    /// A Bed whose operator gets `extra` arguments too.
+    async fn with_args(prefix: &str, extra: &[&str]) -> anyhow::Result<Self> {
         crds::install_crds().await?;
         let ns = TestNamespace::new(prefix).await?;
         let class = ns.name().to_string();
@@ -54,11 +59,15 @@ impl Bed {
             Path::new(env!("CARGO_BIN_EXE_pontoon")),
             ns.name(),
             &[
-                "--controllers",
-                "gateway-api",
-                "--gateway-controller-name",
-                &controller_name,
-            ],
+                &[
+                    "--controllers",
+                    "gateway-api",
+                    "--gateway-controller-name",
+                    &controller_name,
+                ],
+                extra,
+            ]
+            .concat(),
         )?;
         let bed = Self {
             ns,
@@ -294,15 +303,19 @@ async fn the_class_is_accepted_with_the_features_pontoon_supports() -> anyhow::R
         .collect();
     assert!(features.contains(&"Gateway".to_string()), "{features:?}");
     assert!(features.contains(&"HTTPRoute".to_string()), "{features:?}");
-    // What gateway_traffic.rs shows, and not what Praxis cannot do.
+    // What gateway_traffic.rs shows (through Pontoon's data plane, the
+    // default), and not what it cannot do.
     for shown in [
         "HTTPRouteMethodMatching",
         "HTTPRoutePathRewrite",
+        "HTTPRouteQueryParamMatching",
+        "HTTPRoute303RedirectStatusCode",
+        "HTTPRoutePathRedirect",
         "ReferenceGrant",
     ] {
         assert!(features.iter().any(|f| f == shown), "{shown}: {features:?}");
     }
-    for missing in ["HTTPRouteQueryParamMatching", "HTTPRouteRequestMirror"] {
+    for missing in ["HTTPRouteRequestMirror"] {
         assert!(
             !features.iter().any(|f| f == missing),
             "{missing}: {features:?}"
@@ -1152,6 +1165,91 @@ async fn other_controllers_gateways_and_refused_parameters() -> anyhow::Result<(
     Api::<GatewayClass>::all(bed.ns.client.clone())
         .delete(&foreign_class, &DeleteParams::default())
         .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn with_stock_praxis_the_class_claims_less_and_routes_needing_pontoons_filters_are_refused()
+-> anyhow::Result<()> {
+    let bed = Bed::with_args(
+        "gw-stock",
+        &["--praxis-image", "ghcr.io/praxis-proxy/praxis:0.7.5"],
+    )
+    .await?;
+    let classes: Api<GatewayClass> = Api::all(bed.ns.client.clone());
+    let has_features = |c: Option<&GatewayClass>| {
+        c.and_then(|c| c.status.as_ref())
+            .is_some_and(|s| s.supported_features.is_some())
+    };
+    let class = wait_for(&classes, &bed.class, has_features, TIMEOUT)
+        .await?
+        .context("class vanished")?;
+    let features: Vec<String> = class
+        .status
+        .and_then(|s| s.supported_features)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|f| f.name)
+        .collect();
+    assert!(features.iter().any(|f| f == "HTTPRoute"), "{features:?}");
+    for missing in [
+        "HTTPRouteQueryParamMatching",
+        "HTTPRoute303RedirectStatusCode",
+        "HTTPRoutePathRedirect",
+    ] {
+        assert!(!features.iter().any(|f| f == missing), "{missing}: {features:?}");
+    }
+
+    let own = bed.ns.name().to_string();
+    service(&bed.ns, "web").await?;
+    bed.gateway(
+        "gw",
+        json!([{ "name": "http", "port": 80, "protocol": "HTTP" }]),
+    )
+    .await?;
+    bed.route(
+        &own,
+        "by-query",
+        json!({ "parentRefs": [{ "name": "gw" }],
+        "rules": [{ "matches": [{ "queryParams": [{ "name": "animal", "value": "whale" }] }],
+                    "backendRefs": [{ "name": "web", "port": 80 }] }] }),
+    )
+    .await?;
+    bed.route(
+        &own,
+        "see-other",
+        json!({ "parentRefs": [{ "name": "gw" }],
+        "rules": [{ "matches": [{ "path": { "type": "PathPrefix", "value": "/old" } }],
+                    "filters": [{ "type": "RequestRedirect",
+                                  "requestRedirect": { "statusCode": 303 } }] }] }),
+    )
+    .await?;
+    for (route, names) in [("by-query", "queryParams (animal)"), ("see-other", "RequestRedirect")] {
+        let entry = bed
+            .wait_route(&own, route, "Accepted=False", |c| {
+                is(c, "Accepted", "False", "UnsupportedValue")
+            })
+            .await?;
+        let accepted = condition(&entry.conditions, "Accepted").context("Accepted")?;
+        assert!(
+            accepted.message.contains(names)
+                && accepted.message.contains("needs Pontoon's data plane")
+                && accepted.message.contains("--praxis-image"),
+            "{route}: {}",
+            accepted.message
+        );
+    }
+    // The Gateway's pods run stock Praxis.
+    let deployments = bed.ns.api::<Deployment>();
+    let deployment = wait_for(&deployments, "praxis-gw", |d| d.is_some(), TIMEOUT)
+        .await?
+        .context("no data plane")?;
+    let image = deployment
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|s| s.containers.into_iter().next())
+        .and_then(|c| c.image);
+    assert_eq!(image.as_deref(), Some("ghcr.io/praxis-proxy/praxis:0.7.5"));
     Ok(())
 }
 

@@ -1,5 +1,9 @@
-//! The Praxis proxy (crates.io `praxis-proxy`, binary `praxis`), built once
-//! per machine by `scripts/praxis.sh` into the per-user cache.
+//! The Gateways' data plane: Pontoon's (`dataplane/`, binary
+//! `pontoon-dataplane`, Praxis with Pontoon's filters), built from the
+//! checkout by `scripts/dataplane.sh`, as [`binary`]; and stock Praxis
+//! (crates.io `praxis-proxy`, binary `praxis`), built once per machine by
+//! `scripts/praxis.sh` into the per-user cache, as [`stock_binary`]. Both
+//! take the same command line and config.
 //!
 //! `praxis -c FILE` serves FILE; `praxis -t -c FILE` only checks it (exit
 //! status 1 and `invalid configuration: ...` on stderr otherwise). Run as
@@ -23,32 +27,48 @@ use crate::repo_root;
 /// The praxis-proxy release scripts/praxis.sh builds.
 pub const VERSION: &str = "0.7.5";
 
-/// The `praxis` binary: `PRAXIS_BIN` if set, else the one scripts/praxis.sh
-/// built (building it first, about 7 minutes on two cores, if this machine never
-/// did; `make test` does that before the tests). Once per process.
+/// The `pontoon-dataplane` binary, what the Gateways run by default:
+/// `PONTOON_DATAPLANE_BIN` if set, else the one scripts/dataplane.sh builds
+/// from the checkout (the test bed's `up.sh` runs it first). Once per process.
 pub fn binary() -> anyhow::Result<PathBuf> {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     BUILT
-        .get_or_init(|| find().map_err(|err| format!("{err:#}")))
+        .get_or_init(|| {
+            find("PONTOON_DATAPLANE_BIN", "scripts/dataplane.sh").map_err(|err| format!("{err:#}"))
+        })
         .clone()
         .map_err(|message| anyhow!(message))
 }
 
-fn find() -> anyhow::Result<PathBuf> {
-    if let Some(path) = std::env::var_os("PRAXIS_BIN").filter(|p| !p.is_empty()) {
+/// The stock `praxis` binary: `PRAXIS_BIN` if set, else the one
+/// scripts/praxis.sh built (building it first, about 7 minutes on two cores,
+/// if this machine never did; `make test` does that before the tests). Once
+/// per process.
+pub fn stock_binary() -> anyhow::Result<PathBuf> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| find("PRAXIS_BIN", "scripts/praxis.sh").map_err(|err| format!("{err:#}")))
+        .clone()
+        .map_err(|message| anyhow!(message))
+}
+
+/// `$env` if set, else what `script` (which builds the binary) prints.
+fn find(env: &str, script: &str) -> anyhow::Result<PathBuf> {
+    if let Some(path) = std::env::var_os(env).filter(|p| !p.is_empty()) {
         let path = PathBuf::from(path);
         if !path.is_file() {
-            bail!("PRAXIS_BIN={} does not exist", path.display());
+            bail!("{env}={} does not exist", path.display());
         }
         return Ok(path);
     }
-    let script = repo_root().join("scripts/praxis.sh");
+    let script = repo_root().join(script);
     let output = Command::new(&script)
         .output()
         .with_context(|| format!("cannot run {}", script.display()))?;
     if !output.status.success() {
         bail!(
-            "scripts/praxis.sh failed ({}):\n{}",
+            "{} failed ({}):\n{}",
+            script.display(),
             output.status,
             String::from_utf8_lossy(&output.stderr)
         );
@@ -56,17 +76,27 @@ fn find() -> anyhow::Result<PathBuf> {
     let path = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
     if !path.is_file() {
         bail!(
-            "scripts/praxis.sh printed {}, which does not exist",
+            "{} printed {}, which does not exist",
+            script.display(),
             path.display()
         );
     }
     Ok(path)
 }
 
-/// Checks a config with `praxis -t -c FILE` (on the host; it binds nothing).
-/// The error carries what praxis said.
+/// Checks a config with `pontoon-dataplane -t -c FILE` (on the host; it
+/// binds nothing), which checks as `praxis -t` does, with Pontoon's filters
+/// known. The error carries what it said.
 pub fn check_config(config: &Path) -> anyhow::Result<()> {
-    let praxis = binary()?;
+    check_config_with(&binary()?, config)
+}
+
+/// Checks a config with stock `praxis -t -c FILE`.
+pub fn check_stock_config(config: &Path) -> anyhow::Result<()> {
+    check_config_with(&stock_binary()?, config)
+}
+
+fn check_config_with(praxis: &Path, config: &Path) -> anyhow::Result<()> {
     let output = Command::new(&praxis)
         .arg("-t")
         .arg("-c")
@@ -75,7 +105,8 @@ pub fn check_config(config: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("cannot run {}", praxis.display()))?;
     if !output.status.success() {
         bail!(
-            "`praxis -t -c {}` failed ({}): {}{}",
+            "`{} -t -c {}` failed ({}): {}{}",
+            praxis.display(),
             config.display(),
             output.status,
             String::from_utf8_lossy(&output.stderr).trim(),

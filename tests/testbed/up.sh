@@ -80,8 +80,10 @@ fingerprint() {
 }
 
 "$here/build.sh"
-# Process pods of Pontoon's data-plane image run the real praxis.
+# Process pods of stock Praxis's image run the real praxis, and those of
+# Pontoon's data-plane image the data plane built from this checkout.
 ! can_run_processes || "$root/scripts/praxis.sh" >/dev/null
+! can_run_processes || dataplane=$("$root/scripts/dataplane.sh")
 
 # --- certificates and keys (kept across restarts, remade by a new recipe) ---
 if [[ "$(cat "$pki/version" 2>/dev/null)" != "$pki_version" ]]; then
@@ -242,7 +244,7 @@ if can_run_processes; then
   # The API server is relayed into the namespace at the same address, so
   # kube-proxy and clients there use the same kubeconfig.
   start pod-runner "$bin/pod-runner" --kubeconfig "$kubeconfig" "${process_images[@]}" \
-    --bin-dirs "$bin:$pod_bin:${praxis%/*}" --state "$tb/process-pods" --logs "$logs/pods" \
+    --bin-dirs "$bin:$pod_bin:${praxis%/*}:${dataplane%/*}" --state "$tb/process-pods" --logs "$logs/pods" \
     --netns "$netns" --api-relay "127.0.0.1:$apiserver_port" \
     --exec-root "$tb/pods" --dns "$cluster_dns"
   wait_until 30 "the API server inside the network namespace" \

@@ -9,3 +9,4 @@ pub mod children;
 pub mod config;
 pub mod model;
 pub mod ownership;
+pub mod program;

@@ -45,7 +45,10 @@ use self::{
     praxis_listeners::PortGroup,
     route_entries::{Candidate, CheckedMatch},
 };
-use super::model::{GatewayModel, Protocol, Route, RouteKind, Rule};
+use super::{
+    model::{GatewayModel, Protocol, Route, RouteKind, Rule},
+    program::DataPlane,
+};
 
 /// What the generated config depends on besides the model.
 #[derive(Clone, Debug)]
@@ -58,6 +61,8 @@ pub struct GenerateOptions {
     /// `insecure_options.allow_root`: Praxis refuses to run as root without
     /// it. For tests, which run praxis as root; never in a cluster.
     pub allow_root: bool,
+    /// The program that runs the config: what it may ask for.
+    pub data_plane: DataPlane,
 }
 
 impl Default for GenerateOptions {
@@ -66,20 +71,21 @@ impl Default for GenerateOptions {
             listen_ip: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             health_address: None,
             allow_root: false,
+            data_plane: DataPlane::default(),
         }
     }
 }
 
-/// The rules of `model` that Praxis cannot express, each once (a route on
+/// The rules of `model` that `plane` cannot serve, each once (a route on
 /// several listeners is judged once), in route and rule order.
-pub fn refusals(model: &GatewayModel) -> Vec<RuleRefusal> {
+pub fn refusals(model: &GatewayModel, plane: DataPlane) -> Vec<RuleRefusal> {
     let mut out: Vec<RuleRefusal> = model
         .listeners
         .iter()
         .flat_map(|l| &l.routes)
         .flat_map(|route| route.rules.iter().map(move |rule| (route, rule)))
         .filter_map(|(route, rule)| {
-            check_rule(route.kind, rule)
+            check_rule(route.kind, rule, plane)
                 .err()
                 .map(|why| refusal(route, rule, &why))
         })
@@ -100,8 +106,8 @@ fn refusal(route: &Route, rule: &Rule, why: &str) -> RuleRefusal {
 
 /// `model` without the rules Praxis cannot express, and those rules.
 #[cfg(test)]
-pub fn split_refused(model: &GatewayModel) -> (GatewayModel, Vec<RuleRefusal>) {
-    let refused = refusals(model);
+pub fn split_refused(model: &GatewayModel, plane: DataPlane) -> (GatewayModel, Vec<RuleRefusal>) {
+    let refused = refusals(model, plane);
     let mut kept = model.clone();
     for route in kept.listeners.iter_mut().flat_map(|l| &mut l.routes) {
         route.rules.retain(|rule| {
@@ -115,9 +121,13 @@ pub fn split_refused(model: &GatewayModel) -> (GatewayModel, Vec<RuleRefusal>) {
     (kept, refused)
 }
 
-/// Whether Praxis can express `rule` of a route of `kind`: its matches,
+/// Whether `plane` can serve `rule` of a route of `kind`: its matches,
 /// checked, or why not.
-pub fn check_rule(kind: RouteKind, rule: &Rule) -> Result<Vec<CheckedMatch>, String> {
+pub fn check_rule(
+    kind: RouteKind,
+    rule: &Rule,
+    plane: DataPlane,
+) -> Result<Vec<CheckedMatch>, String> {
     if kind == RouteKind::Tls {
         passthrough::check_rule(rule)?;
         return Ok(Vec::new());
@@ -126,8 +136,8 @@ pub fn check_rule(kind: RouteKind, rule: &Rule) -> Result<Vec<CheckedMatch>, Str
         tcp::check_rule(rule)?;
         return Ok(Vec::new());
     }
-    let matches = route_entries::check_matches(rule)?;
-    filters::check(&rule.filters, &matches)?;
+    let matches = route_entries::check_matches(rule, plane)?;
+    filters::check(&rule.filters, &matches, plane)?;
     clusters::protocol(&rule.backends)?;
     clusters::tls(&rule.backends)?;
     clusters::check_timeouts(rule)?;
@@ -160,7 +170,7 @@ pub fn generate(model: &GatewayModel, options: &GenerateOptions) -> Result<Strin
     for group in &groups {
         let name = group.name();
         if group.protocol == Protocol::TlsPassthrough {
-            refused.extend(group_refusals(group));
+            refused.extend(group_refusals(group, options.data_plane));
             config.listeners.push(praxis::Listener {
                 name: name.clone(),
                 address: group.address(options.listen_ip),
@@ -176,7 +186,7 @@ pub fn generate(model: &GatewayModel, options: &GenerateOptions) -> Result<Strin
             continue;
         }
         if group.protocol == Protocol::Tcp {
-            refused.extend(group_refusals(group));
+            refused.extend(group_refusals(group, options.data_plane));
             // No filter chain: Praxis serves TCP listeners of one upstream
             // and session timeout as one, and refuses them different chains.
             config.listeners.push(praxis::Listener {
@@ -191,7 +201,13 @@ pub fn generate(model: &GatewayModel, options: &GenerateOptions) -> Result<Strin
             config.insecure_options.allow_private_upstreams = true;
             continue;
         }
-        let (filters, security) = pipeline(group, &name, &mut tags, &mut refused);
+        let (filters, security) = pipeline(
+            group,
+            &name,
+            &mut tags,
+            &mut refused,
+            options.data_plane,
+        );
         let chains = chunks(&name, filters);
         config.listeners.push(praxis::Listener {
             name: name.clone(),
@@ -244,14 +260,14 @@ pub fn generate(model: &GatewayModel, options: &GenerateOptions) -> Result<Strin
 }
 
 /// The rules of a port's routes that Praxis cannot express.
-fn group_refusals(group: &PortGroup<'_>) -> Vec<RuleRefusal> {
+fn group_refusals(group: &PortGroup<'_>, plane: DataPlane) -> Vec<RuleRefusal> {
     group
         .listeners
         .iter()
         .flat_map(|l| &l.routes)
         .flat_map(|route| route.rules.iter().map(move |rule| (route, rule)))
         .filter_map(|(route, rule)| {
-            check_rule(route.kind, rule)
+            check_rule(route.kind, rule, plane)
                 .err()
                 .map(|why| refusal(route, rule, &why))
         })
@@ -311,6 +327,7 @@ fn pipeline<'a>(
     name: &str,
     tags: &mut usize,
     refused: &mut Vec<RuleRefusal>,
+    plane: DataPlane,
 ) -> (Vec<Filter<'a>>, bool) {
     let facts = ListenerFacts {
         protocol: group.protocol,
@@ -325,7 +342,7 @@ fn pipeline<'a>(
         for (r, route) in listener.routes.iter().enumerate() {
             let hosts = route_hosts(route, &listener_host);
             for rule in &route.rules {
-                let matches = match check_rule(route.kind, rule) {
+                let matches = match check_rule(route.kind, rule, plane) {
                     Ok(matches) => matches,
                     Err(why) => {
                         refused.push(refusal(route, rule, &why));
@@ -360,6 +377,8 @@ fn pipeline<'a>(
                             method: m.method.clone(),
                             exact_headers: m.exact_headers.clone(),
                             regex_headers: m.regex_headers.clone(),
+                            exact_query: m.exact_query.clone(),
+                            regex_query: m.regex_query.clone(),
                             cluster: cluster.clone(),
                             order: [l, r, rule.index, k, h],
                         });
@@ -398,6 +417,8 @@ fn pipeline<'a>(
             method: None,
             exact_headers: Vec::new(),
             regex_headers: Vec::new(),
+            exact_query: Vec::new(),
+            regex_query: Vec::new(),
             cluster,
             order: [0; 5],
         });

@@ -1,5 +1,6 @@
 //! GatewayClass: `Accepted` for the classes with our `controllerName`, with
-//! the features Pontoon supports; other classes are left alone.
+//! the features Pontoon supports on the data plane it runs; other classes
+//! are left alone.
 
 use pontoon_support::controller_support::trace_id;
 use std::sync::Arc;
@@ -16,43 +17,6 @@ use serde_json::json;
 use crate::{Error, edge::context::GatewayContext};
 use pontoon_support::conditions::{Observed, merged};
 
-/// The Gateway API features the tests show working (`host/tests/gateway.rs`,
-/// `gateway_traffic.rs`, `gateway_protocols.rs`, and the official suite,
-/// which `make gateway-conformance` runs for exactly these), sorted as the
-/// spec asks. docs/gateway-api-support.md says why each other one is not
-/// claimed (most are what Praxis 0.7.5 cannot express).
-pub const SUPPORTED_FEATURES: &[&str] = &[
-    "BackendTLSPolicy",
-    "GRPCRoute",
-    "Gateway",
-    "GatewayAddressEmpty",
-    "GatewayBackendClientCertificate",
-    "GatewayFrontendClientCertificateValidation",
-    "GatewayHTTPListenerIsolation",
-    "GatewayInfrastructure",
-    "GatewayPort8080",
-    "GatewayStaticAddresses",
-    "HTTPRoute",
-    "HTTPRoute307RedirectStatusCode",
-    "HTTPRoute308RedirectStatusCode",
-    "HTTPRouteBackendProtocolH2C",
-    "HTTPRouteBackendProtocolWebSocket",
-    "HTTPRouteBackendTimeout",
-    "HTTPRouteDestinationPortMatching",
-    "HTTPRouteHostRewrite",
-    "HTTPRouteMethodMatching",
-    "HTTPRouteNamedRouteRule",
-    "HTTPRouteParentRefPort",
-    "HTTPRoutePathRewrite",
-    "HTTPRoutePortRedirect",
-    "HTTPRouteRequestTimeout",
-    "HTTPRouteResponseHeaderModification",
-    "HTTPRouteSchemeRedirect",
-    "ListenerSet",
-    "ReferenceGrant",
-    "TCPRoute",
-    "TLSRoute",
-];
 
 #[tracing::instrument(name = "reconcile", skip_all, fields(class = %class.metadata.name.as_deref().unwrap_or_default(), trace_id = %trace_id()))]
 pub async fn reconcile(
@@ -85,7 +49,12 @@ pub async fn reconcile(
         class.metadata.generation,
         Timestamp::now(),
     );
-    let features: Vec<GatewayClassStatusSupportedFeatures> = SUPPORTED_FEATURES
+    // The features of the data plane the Gateways run (data_plane::program),
+    // each shown by the tests and the official suite.
+    let features: Vec<GatewayClassStatusSupportedFeatures> = ctx
+        .settings
+        .data_plane
+        .supported_features()
         .iter()
         .map(|name| GatewayClassStatusSupportedFeatures {
             name: (*name).into(),

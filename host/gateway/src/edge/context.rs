@@ -28,7 +28,7 @@ use kube::{
 };
 
 use crate::{
-    data_plane::apply_plan::Applied,
+    data_plane::{apply_plan::Applied, program::DataPlane},
     data_plane::config::GenerateOptions,
     data_plane::model::RouteKind,
     judgement::one_gateway::References,
@@ -45,8 +45,10 @@ use crate::{
 pub struct GatewaySettings {
     /// The `controllerName` of the GatewayClasses Pontoon serves.
     pub controller_name: String,
-    /// The image of the Praxis data plane.
-    pub praxis_image: String,
+    /// The image the Gateways' pods run.
+    pub data_plane_image: String,
+    /// The program in that image: what the configs may ask of it.
+    pub data_plane: DataPlane,
     /// How configs are generated (listen address, admin address).
     pub config: GenerateOptions,
 }

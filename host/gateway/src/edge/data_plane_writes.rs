@@ -188,7 +188,7 @@ impl Children {
             config_map: children::config_map(gateway, config),
             deployment: children::deployment(
                 gateway,
-                &ctx.settings.praxis_image,
+                &ctx.settings.data_plane_image,
                 &hash,
                 &served_ports,
                 certificate_secret.is_some(),
@@ -521,7 +521,7 @@ fn pods_serve(ctx: &GatewayContext, gateway: &Gateway, config_hash: &str) -> boo
                 && pod.spec.as_ref().is_some_and(|s| {
                     s.containers
                         .iter()
-                        .any(|c| c.image.as_deref() == Some(&ctx.settings.praxis_image))
+                        .any(|c| c.image.as_deref() == Some(&ctx.settings.data_plane_image))
                 });
             let ready = pod
                 .status

@@ -369,7 +369,15 @@ async fn judge_and_serve(
         stores.tls_routes.state(),
         stores.tcp_routes.state(),
     );
-    let verdicts = routes::evaluate_all(&candidates, gateway, states, view, &ctx.translator).await;
+    let verdicts = routes::evaluate_all(
+        &candidates,
+        gateway,
+        states,
+        view,
+        &ctx.translator,
+        ctx.settings.data_plane,
+    )
+    .await;
     let built = one_gateway::build(gateway, states, &verdicts);
     let mut model = built.model;
     let client = client_certificate.and_then(|c| c.as_ref().ok());

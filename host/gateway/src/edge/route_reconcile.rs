@@ -91,6 +91,7 @@ pub async fn reconcile<K: RouteResource>(
             &states,
             &view,
             &ctx.translator,
+            ctx.settings.data_plane,
         )
         .await;
         let judged = verdicts

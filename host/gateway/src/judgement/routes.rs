@@ -12,6 +12,7 @@ use gateway_api::{
 
 use crate::{
     data_plane::config,
+    data_plane::program::DataPlane,
     data_plane::model::RouteKind,
     data_plane::model::{Match, Rule, TranslatedFilter},
     judgement::resolve::{
@@ -70,6 +71,7 @@ pub async fn evaluate_all(
     listeners: &[ListenerState],
     view: &dyn ClusterView,
     translator: &Translator,
+    plane: DataPlane,
 ) -> Vec<RouteVerdict> {
     let gateway_namespace = gateway.metadata.namespace.clone().unwrap_or_default();
     let gateway_name = gateway.metadata.name.clone().unwrap_or_default();
@@ -105,7 +107,7 @@ pub async fn evaluate_all(
     routes
         .iter()
         .zip(translated)
-        .map(|(route, per_rule)| judge(route, gateway, listeners, view, per_rule))
+        .map(|(route, per_rule)| judge(route, gateway, listeners, view, plane, per_rule))
         .collect()
 }
 
@@ -115,6 +117,7 @@ fn judge(
     gateway: &Gateway,
     listeners: &[ListenerState],
     view: &dyn ClusterView,
+    plane: DataPlane,
     mut per_rule: Vec<Vec<Result<TranslatedFilter, Issue>>>,
 ) -> RouteVerdict {
     let (kind, route) = (any.kind, &any.route);
@@ -194,7 +197,7 @@ fn judge(
             ));
         }
         if refused.is_none()
-            && let Err(why) = config::check_rule(kind, &model)
+            && let Err(why) = config::check_rule(kind, &model, plane)
         {
             refused = Some(Issue::new(
                 UNSUPPORTED_VALUE,

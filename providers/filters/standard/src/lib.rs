@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `RequestHeaderModifier` | `headers` (`request_set`, `request_add`, `request_remove`) |
 //! | `ResponseHeaderModifier` | `headers` (`response_set`, `response_add`, `response_remove`) |
-//! | `RequestRedirect` | `redirect` (`location` template, `status`) |
+//! | `RequestRedirect` | `redirect` (`location` template, `status`); 303 and `ReplacePrefixMatch`: `pontoon_redirect` (Pontoon's data plane) |
 //! | `URLRewrite` | `url_rewrite` (path) and `headers` (`Host`) |
 //! | `RequestMirror` | unsupported: Praxis has no request mirroring |
 //!

@@ -9,8 +9,12 @@
 //!   listener's; left out of `Location` when it is the scheme's default;
 //! - status: 302.
 //!
-//! `ReplacePrefixMatch` has no template equivalent (Praxis substitutes the
-//! whole path only), and Praxis answers 301, 302, 307 or 308, not 303.
+//! Praxis's `redirect` has no `ReplacePrefixMatch` (its template substitutes
+//! the whole path only) and answers 301, 302, 307 or 308, not 303. Those two
+//! are written as `pontoon_redirect`, a filter of Pontoon's own data plane
+//! (`dataplane/`) with the same template and a path rewrite, the one
+//! URLRewrite's `ReplacePrefixMatch` uses ([`crate::rewrite`]); on stock
+//! Praxis the host refuses the rule, saying it needs Pontoon's data plane.
 
 use serde_json::json;
 
@@ -18,7 +22,7 @@ use crate::{
     Error,
     entry::Entry,
     input::{PathChange, Redirect},
-    placeholders, text,
+    placeholders, rewrite, text,
 };
 
 pub fn translate(r: &Redirect) -> Result<Vec<Entry<'static>>, Error> {
@@ -42,18 +46,14 @@ pub fn translate(r: &Redirect) -> Result<Vec<Entry<'static>>, Error> {
         })?),
     };
     let status = match r.status_code.unwrap_or(302) {
-        s @ (301 | 302 | 307 | 308) => s,
-        303 => {
-            return Err(Error::unsupported(
-                "requestRedirect.statusCode: Praxis redirects with 301, 302, 307 or 308, not 303",
-            ));
-        }
+        s @ (301 | 302 | 303 | 307 | 308) => s,
         other => {
             return Err(Error::invalid(format!(
                 "requestRedirect.statusCode: {other} is not a redirect status"
             )));
         }
     };
+    let mut path_regex_replace = None;
     let path = match r
         .path
         .as_ref()
@@ -62,11 +62,14 @@ pub fn translate(r: &Redirect) -> Result<Vec<Entry<'static>>, Error> {
     {
         None => "${path}",
         Some(PathChange::FullPath(p)) => text::path(p, "requestRedirect.path.replaceFullPath")?,
-        Some(PathChange::PrefixMatch(_)) => {
-            return Err(Error::unsupported(
-                "requestRedirect.path: ReplacePrefixMatch cannot be expressed: Praxis's redirect \
-                 template substitutes the whole request path only",
-            ));
+        Some(PathChange::PrefixMatch(p)) => {
+            let p = if p.is_empty() {
+                p
+            } else {
+                text::path(p, "requestRedirect.path.replacePrefixMatch")?
+            };
+            path_regex_replace = Some(rewrite::prefix_replacement(p));
+            "${path}"
         }
     };
     let port_part = match (scheme, port) {
@@ -76,11 +79,25 @@ pub fn translate(r: &Redirect) -> Result<Vec<Entry<'static>>, Error> {
         (None, None) => placeholders::PORT_SUFFIX.to_string(),
     };
     let scheme = scheme.unwrap_or(placeholders::LISTENER_SCHEME);
-    Ok(vec![Entry::Value(json!({
-        "filter": "redirect",
-        "status": status,
-        "location": format!("{scheme}://{host}{port_part}{path}${{query}}"),
-    }))])
+    let location = format!("{scheme}://{host}{port_part}{path}${{query}}");
+    Ok(vec![Entry::Value(match path_regex_replace {
+        None if status != 303 => json!({
+            "filter": "redirect",
+            "status": status,
+            "location": location,
+        }),
+        None => json!({
+            "filter": "pontoon_redirect",
+            "status": status,
+            "location": location,
+        }),
+        Some((pattern, replacement)) => json!({
+            "filter": "pontoon_redirect",
+            "status": status,
+            "location": location,
+            "path_regex_replace": {"pattern": pattern, "replacement": replacement},
+        }),
+    })])
 }
 
 fn default_port(scheme: &str) -> u16 {
@@ -154,15 +171,30 @@ mod tests {
         );
     }
 
+    fn entry(redirect: serde_json::Value) -> serde_json::Value {
+        let filter = json!({"type": "RequestRedirect", "requestRedirect": redirect});
+        let mut entries = translate_values(&filter.to_string()).unwrap();
+        assert_eq!(entries.len(), 1);
+        entries.remove(0)
+    }
+
     #[test]
-    fn what_praxis_cannot_do_is_unsupported() {
-        let err =
-            error(json!({"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/new"}}));
-        assert!(
-            matches!(err, Error::Unsupported(m) if m.starts_with("requestRedirect.path: ReplacePrefixMatch"))
+    fn what_praxis_cannot_do_goes_to_pontoons_redirect() {
+        assert_eq!(
+            entry(json!({"statusCode": 303, "scheme": "https"})),
+            json!({"filter": "pontoon_redirect", "status": 303,
+                   "location": "https://${host}${path}${query}"})
         );
-        let err = error(json!({"statusCode": 303}));
-        assert!(matches!(err, Error::Unsupported(m) if m.contains("not 303")));
+        assert_eq!(
+            entry(json!({"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/new/"}})),
+            json!({"filter": "pontoon_redirect", "status": 302,
+                   "location": "${pontoon_listener_scheme}://${host}${pontoon_port_suffix}${path}${query}",
+                   "path_regex_replace": {"pattern": "^${pontoon_match_prefix}(/.*)?$",
+                                          "replacement": "/new${1}"}})
+        );
+        let to_root =
+            entry(json!({"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}));
+        assert_eq!(to_root["path_regex_replace"]["replacement"], "${1}");
     }
 
     #[test]

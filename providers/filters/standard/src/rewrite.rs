@@ -40,13 +40,7 @@ pub fn translate(r: &UrlRewrite) -> Result<Vec<Entry<'static>>, Error> {
                 } else {
                     text::path(p, "urlRewrite.path.replacePrefixMatch")?
                 };
-                (
-                    format!("^{}(/.*)?$", placeholders::MATCH_PREFIX),
-                    format!(
-                        "{}${{1}}",
-                        text::replacement_literal(p.trim_end_matches('/'))
-                    ),
-                )
+                prefix_replacement(p)
             }
         };
         entries.push(Entry::Value(json!({
@@ -55,6 +49,18 @@ pub fn translate(r: &UrlRewrite) -> Result<Vec<Entry<'static>>, Error> {
         })));
     }
     Ok(entries)
+}
+
+/// The regular expression replacement of a `ReplacePrefixMatch` by `with`
+/// (a checked path, or empty), for `url_rewrite` and `pontoon_redirect`.
+pub fn prefix_replacement(with: &str) -> (String, String) {
+    (
+        format!("^{}(/.*)?$", placeholders::MATCH_PREFIX),
+        format!(
+            "{}${{1}}",
+            text::replacement_literal(with.trim_end_matches('/'))
+        ),
+    )
 }
 
 #[cfg(test)]

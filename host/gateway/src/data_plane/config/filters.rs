@@ -22,7 +22,7 @@ use super::{
     praxis::{Filter, StaticResponse, Timeout},
     route_entries::CheckedMatch,
 };
-use crate::data_plane::model::TranslatedFilter;
+use crate::data_plane::{model::TranslatedFilter, program::DataPlane};
 
 /// Praxis's security filters: gated on a rule, Praxis reports them as a
 /// bypass risk unless `skip_pipeline_checks.conditional_security` is set.
@@ -39,8 +39,13 @@ const SECURITY_FILTERS: [&str; 10] = [
     "rate_limit",
 ];
 
-/// Checks a rule's translated filters; `Err` says what is wrong with them.
-pub fn check(filters: &[TranslatedFilter], matches: &[CheckedMatch]) -> Result<(), String> {
+/// Checks a rule's translated filters; `Err` says what is wrong with them,
+/// or that they need a filter `plane` lacks.
+pub fn check(
+    filters: &[TranslatedFilter],
+    matches: &[CheckedMatch],
+    plane: DataPlane,
+) -> Result<(), String> {
     for (index, filter) in filters.iter().enumerate() {
         let at = || {
             format!(
@@ -52,8 +57,13 @@ pub fn check(filters: &[TranslatedFilter], matches: &[CheckedMatch]) -> Result<(
             let object = entry
                 .as_object()
                 .ok_or_else(|| format!("{}: an entry is not a JSON object", at()))?;
-            if !object.get("filter").is_some_and(Value::is_string) {
+            let Some(name) = object.get("filter").and_then(Value::as_str) else {
                 return Err(format!("{}: an entry has no `filter` name", at()));
+            };
+            if !plane.has_filter(name)
+                && let Some(why) = plane.lacks(&format!("its entry `{name}`"))
+            {
+                return Err(format!("{}: {why}", at()));
             }
             if object.get("conditions").is_some_and(|c| !c.is_array()) {
                 return Err(format!("{}: an entry's `conditions` is not a list", at()));
@@ -205,6 +215,8 @@ mod tests {
             method: None,
             exact_headers: Vec::new(),
             regex_headers: Vec::new(),
+            exact_query: Vec::new(),
+            regex_query: Vec::new(),
         };
         let exact = CheckedMatch {
             path: PathSpec::Exact("/a".into()),
@@ -215,28 +227,49 @@ mod tests {
         assert!(
             check(
                 std::slice::from_ref(&uses_prefix),
-                std::slice::from_ref(&prefix)
+                std::slice::from_ref(&prefix),
+                DataPlane::Pontoon
             )
             .is_ok()
         );
-        let why = check(&[uses_prefix], &[prefix, exact]).unwrap_err();
+        let why = check(&[uses_prefix], &[prefix, exact], DataPlane::Pontoon).unwrap_err();
         assert!(why.contains("not a PathPrefix"), "{why}");
         let why = check(
             &[filter(json!({"filter": "x", "v": "${pontoon_nope}"}))],
             &[],
+            DataPlane::Pontoon,
         )
         .unwrap_err();
         assert!(
             why.contains("unknown placeholder `${pontoon_nope}`"),
             "{why}"
         );
-        let why = check(&[filter(json!({"no": "filter"}))], &[]).unwrap_err();
+        let why = check(&[filter(json!({"no": "filter"}))], &[], DataPlane::Pontoon).unwrap_err();
         assert!(
             why.contains("filter 0 (URLRewrite, from module m): an entry has no `filter`"),
             "{why}"
         );
-        let why = check(&[filter(json!("headers"))], &[]).unwrap_err();
+        let why = check(&[filter(json!("headers"))], &[], DataPlane::Pontoon).unwrap_err();
         assert!(why.contains("not a JSON object"), "{why}");
+    }
+
+    #[test]
+    fn entries_of_pontoons_filters_are_refused_on_stock_praxis() {
+        let redirect = TranslatedFilter {
+            kind: "RequestRedirect".into(),
+            module: "standard-filters".into(),
+            entries: vec![json!({"filter": "pontoon_redirect", "status": 303, "location": "/"})]
+                .into(),
+        };
+        let filters = std::slice::from_ref(&redirect);
+        assert!(check(filters, &[], DataPlane::Pontoon).is_ok());
+        let why = check(filters, &[], DataPlane::StockPraxis).unwrap_err();
+        assert!(
+            why.contains("filter 0 (RequestRedirect, from module standard-filters): its entry \
+                 `pontoon_redirect` needs Pontoon's data plane"),
+            "{why}"
+        );
+        assert!(why.contains("--praxis-image"), "{why}");
     }
 
     #[test]

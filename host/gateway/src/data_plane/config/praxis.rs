@@ -120,7 +120,32 @@ pub enum Filter<'a> {
     StaticResponse(StaticResponse),
     Timeout(Timeout),
     SniRouter(SniRouter),
+    QueryParams(QueryParams),
     Module(super::module_entry::ModuleEntry<'a>),
+}
+
+/// Pontoon's data plane's `pontoon_query_params` (`dataplane/`): query
+/// parameters into internal headers, for the router.
+#[derive(Debug, Serialize)]
+pub struct QueryParams {
+    pub filter: &'static str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub copy: Vec<QueryCopy>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub test: Vec<QueryTest>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct QueryCopy {
+    pub name: String,
+    pub header: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct QueryTest {
+    pub name: String,
+    pub pattern: String,
+    pub header: String,
 }
 
 #[derive(Debug, Serialize)]

@@ -307,7 +307,7 @@ fn any_gateway_gives_a_config_praxis_loads_or_a_refusal_with_a_reason() {
     let (loaded, refused_configs, refused_rules) =
         (Cell::new(0u32), Cell::new(0u32), Cell::new(0u32));
     let outcome = runner.run(&gateway(), |model| {
-        let (kept, refused) = split_refused(&model);
+        let (kept, refused) = split_refused(&model, DataPlane::Pontoon);
         for refusal in &refused {
             prop_assert!(refusal.message.len() > "rule 0: ".len(), "{refusal:?}");
         }

@@ -19,8 +19,14 @@
 //! Every entry is padded with always-set headers to the same number of
 //! constraints, so Praxis's ranking reduces to (exact, path length, config
 //! order), and config order is the spec's: hostname, method, headers, route
-//! age, rule and match order. Query parameter and path RegularExpression
-//! matches have no Praxis equivalent: such rules are refused.
+//! age, rule and match order.
+//!
+//! Query parameters: Pontoon's data plane's `pontoon_query_params` copies a
+//! parameter's value into `x-praxis-pontoon-query-<name in hex>` (hex keeps
+//! the name's case, which the spec says counts), or sets a flag when it
+//! matches a regular expression, and the entries require those. Stock Praxis
+//! has nothing that reads the query string: there such rules are refused, as
+//! path RegularExpression matches are everywhere.
 
 use std::{
     cmp::Reverse,
@@ -32,10 +38,13 @@ use super::{
     host_precedence::HostPattern,
     praxis::{
         Branch, Guardrails, GuardrailsRule, HeaderPair, Headers, InlineChain, OnResult,
-        ResultMatch, Route as RouterRoute,
+        QueryCopy, QueryParams, QueryTest, ResultMatch, Route as RouterRoute,
     },
 };
-use crate::data_plane::model::{Match, MatchKind, PathMatch, Rule};
+use crate::data_plane::{
+    model::{Match, MatchKind, PathMatch, Rule},
+    program::DataPlane,
+};
 
 /// Prefix of every internal header Pontoon sets (reserved by Praxis).
 pub const INTERNAL_HEADER_PREFIX: &str = "x-praxis-pontoon-";
@@ -81,26 +90,32 @@ pub struct CheckedMatch {
     pub exact_headers: Vec<(String, String)>,
     /// Lower-case names; anchored full-value patterns.
     pub regex_headers: Vec<(String, String)>,
+    /// Query parameters (name, value), first occurrence of a name only.
+    pub exact_query: Vec<(String, String)>,
+    /// Query parameters (name, anchored full-value pattern).
+    pub regex_query: Vec<(String, String)>,
 }
 
 /// Checks a rule's matches; `Err` says why Praxis cannot express the rule.
-pub fn check_matches(rule: &Rule) -> Result<Vec<CheckedMatch>, String> {
+pub fn check_matches(rule: &Rule, plane: DataPlane) -> Result<Vec<CheckedMatch>, String> {
     if rule.matches.is_empty() {
         return Ok(vec![CheckedMatch {
             path: PathSpec::Prefix("/".into()),
             method: None,
             exact_headers: Vec::new(),
             regex_headers: Vec::new(),
+            exact_query: Vec::new(),
+            regex_query: Vec::new(),
         }]);
     }
     rule.matches
         .iter()
         .enumerate()
-        .map(|(index, m)| check_match(m).map_err(|why| format!("match {index}: {why}")))
+        .map(|(index, m)| check_match(m, plane).map_err(|why| format!("match {index}: {why}")))
         .collect()
 }
 
-fn check_match(m: &Match) -> Result<CheckedMatch, String> {
+fn check_match(m: &Match, plane: DataPlane) -> Result<CheckedMatch, String> {
     let path = match &m.path {
         None => PathSpec::Prefix("/".into()),
         Some(PathMatch::Exact(p)) => PathSpec::Exact(check_path(p, "Exact")?),
@@ -114,13 +129,16 @@ fn check_match(m: &Match) -> Result<CheckedMatch, String> {
             );
         }
     };
-    if let Some(q) = m.query_params.first() {
-        return Err(format!(
-            "queryParams ({}) are not supported: neither Praxis 0.7.5's router nor its filter \
-             conditions read the query string",
+    if let Some(q) = m.query_params.first()
+        && let Some(why) = plane.lacks(&format!(
+            "queryParams ({}): matching the query string (Praxis's router and conditions do not \
+             read it)",
             q.name
-        ));
+        ))
+    {
+        return Err(why);
     }
+    let (exact_query, regex_query) = check_query(m)?;
     let method = match &m.method {
         Some(method) if !is_token(method) => {
             return Err(format!("method {method:?} is not an HTTP method token"));
@@ -160,7 +178,51 @@ fn check_match(m: &Match) -> Result<CheckedMatch, String> {
         method,
         exact_headers,
         regex_headers,
+        exact_query,
+        regex_query,
     })
+}
+
+/// A match's query parameters: (exact, regular expression), first entry of
+/// a name only (the spec's rule for repeated names).
+type QueryTests = (Vec<(String, String)>, Vec<(String, String)>);
+
+fn check_query(m: &Match) -> Result<QueryTests, String> {
+    let mut seen = BTreeSet::new();
+    let (mut exact, mut regex) = (Vec::new(), Vec::new());
+    for q in &m.query_params {
+        if q.name.is_empty() {
+            return Err("a queryParams name is empty".into());
+        }
+        if !seen.insert(q.name.as_str()) {
+            continue;
+        }
+        match q.kind {
+            MatchKind::Exact => {
+                // The router compares it with a header's value.
+                if !q.value.bytes().all(|b| b == b'\t' || (0x20..0x7f).contains(&b)) {
+                    return Err(format!(
+                        "queryParams {}: the value has characters other than printable ASCII, \
+                         which the data plane cannot compare",
+                        q.name
+                    ));
+                }
+                exact.push((q.name.clone(), q.value.clone()));
+            }
+            MatchKind::RegularExpression => {
+                let pattern = anchored(&q.value);
+                check_regex(&pattern).map_err(|why| format!("queryParams {}: {why}", q.name))?;
+                regex.push((q.name.clone(), pattern));
+            }
+        }
+    }
+    Ok((exact, regex))
+}
+
+/// The internal header `pontoon_query_params` copies parameter `name` into.
+fn query_header(name: &str) -> String {
+    let hex: String = name.bytes().map(|b| format!("{b:02x}")).collect();
+    flag(&format!("query-{hex}"))
 }
 
 fn check_path(path: &str, kind: &str) -> Result<String, String> {
@@ -208,6 +270,8 @@ pub struct Candidate {
     pub method: Option<String>,
     pub exact_headers: Vec<(String, String)>,
     pub regex_headers: Vec<(String, String)>,
+    pub exact_query: Vec<(String, String)>,
+    pub regex_query: Vec<(String, String)>,
     pub cluster: String,
     /// (listener, route, rule, match, hostname) positions: the spec's
     /// tie-breakers after the match's own precedence.
@@ -222,6 +286,7 @@ impl Candidate {
             self.host.precedence(),
             Reverse(self.method.is_some()),
             Reverse(self.exact_headers.len() + self.regex_headers.len()),
+            Reverse(self.exact_query.len() + self.regex_query.len()),
             self.order,
         )
     }
@@ -260,6 +325,18 @@ pub fn routing(chain: &str, mut candidates: Vec<Candidate>) -> Routing {
         .enumerate()
         .map(|(i, k)| (*k, i))
         .collect();
+    let query_copies: BTreeSet<&str> = candidates
+        .iter()
+        .flat_map(|c| c.exact_query.iter().map(|(n, _)| n.as_str()))
+        .collect();
+    let query_tests: BTreeMap<(&str, &str), usize> = candidates
+        .iter()
+        .flat_map(|c| c.regex_query.iter().map(|(n, p)| (n.as_str(), p.as_str())))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .enumerate()
+        .map(|(i, k)| (k, i))
+        .collect();
     let mut exclusion_sets: Vec<&BTreeSet<HostPattern>> =
         exclusions.iter().filter(|e| !e.is_empty()).collect();
     exclusion_sets.sort();
@@ -274,6 +351,14 @@ pub fn routing(chain: &str, mut candidates: Vec<Candidate>) -> Routing {
         for (name, pattern) in &candidate.regex_headers {
             if let Some(i) = regex_index.get(&(name.as_str(), pattern.as_str())) {
                 headers.insert(flag(&format!("header-{i}")), "1".into());
+            }
+        }
+        for (name, value) in &candidate.exact_query {
+            headers.insert(query_header(name), value.clone());
+        }
+        for (name, pattern) in &candidate.regex_query {
+            if let Some(i) = query_tests.get(&(name.as_str(), pattern.as_str())) {
+                headers.insert(flag(&format!("query-re-{i}")), "1".into());
             }
         }
         if !excluded.is_empty()
@@ -370,6 +455,27 @@ pub fn routing(chain: &str, mut candidates: Vec<Candidate>) -> Routing {
         ));
     }
 
+    if !query_copies.is_empty() || !query_tests.is_empty() {
+        classifiers.push(super::praxis::Filter::QueryParams(QueryParams {
+            filter: "pontoon_query_params",
+            copy: query_copies
+                .iter()
+                .map(|name| QueryCopy {
+                    name: (*name).to_string(),
+                    header: query_header(name),
+                })
+                .collect(),
+            test: query_tests
+                .iter()
+                .map(|((name, pattern), i)| QueryTest {
+                    name: (*name).to_string(),
+                    pattern: (*pattern).to_string(),
+                    header: flag(&format!("query-re-{i}")),
+                })
+                .collect(),
+        }));
+    }
+
     Routing {
         classifiers,
         routes,
@@ -453,110 +559,4 @@ fn host_exclusions(candidates: &[Candidate]) -> Vec<BTreeSet<HostPattern>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::data_plane::model::ValueMatch;
-
-    fn rule(matches: Vec<Match>) -> Rule {
-        Rule {
-            index: 0,
-            matches,
-            backends: Vec::new(),
-            filters: Vec::new(),
-            timeouts: Default::default(),
-        }
-    }
-
-    fn refused(m: Match) -> String {
-        check_matches(&rule(vec![m])).unwrap_err()
-    }
-
-    #[test]
-    fn regex_paths_and_query_params_are_refused_with_the_reason() {
-        let why = refused(Match {
-            path: Some(PathMatch::RegularExpression("/a.*".into())),
-            ..Match::default()
-        });
-        assert!(
-            why.starts_with("match 0: path type RegularExpression"),
-            "{why}"
-        );
-        let why = refused(Match {
-            query_params: vec![ValueMatch {
-                name: "q".into(),
-                value: "1".into(),
-                kind: MatchKind::Exact,
-            }],
-            ..Match::default()
-        });
-        assert!(why.contains("queryParams (q)"), "{why}");
-    }
-
-    #[test]
-    fn bad_regexes_methods_and_reserved_headers_are_refused() {
-        let header = |name: &str, value: &str, kind| Match {
-            headers: vec![ValueMatch {
-                name: name.into(),
-                value: value.into(),
-                kind,
-            }],
-            ..Match::default()
-        };
-        let why = refused(header("x-a", "(", MatchKind::RegularExpression));
-        assert!(
-            why.contains("header x-a: invalid regular expression"),
-            "{why}"
-        );
-        let why = refused(header(
-            "x-a",
-            &"a".repeat(1100),
-            MatchKind::RegularExpression,
-        ));
-        assert!(why.contains("longer than Praxis's limit"), "{why}");
-        let why = refused(header("X-Praxis-Route", "a", MatchKind::Exact));
-        assert!(why.contains("reserves `x-praxis-*`"), "{why}");
-        let why = refused(Match {
-            method: Some("GE T".into()),
-            ..Match::default()
-        });
-        assert!(why.contains("not an HTTP method"), "{why}");
-        let why = refused(Match {
-            path: Some(PathMatch::Prefix("api".into())),
-            ..Match::default()
-        });
-        assert!(why.contains("does not start with `/`"), "{why}");
-    }
-
-    #[test]
-    fn only_the_first_header_of_a_name_counts() {
-        let checked = check_matches(&rule(vec![Match {
-            headers: vec![
-                ValueMatch {
-                    name: "X-A".into(),
-                    value: "1".into(),
-                    kind: MatchKind::Exact,
-                },
-                ValueMatch {
-                    name: "x-a".into(),
-                    value: "2".into(),
-                    kind: MatchKind::Exact,
-                },
-            ],
-            ..Match::default()
-        }]))
-        .unwrap();
-        assert_eq!(
-            checked[0].exact_headers,
-            [("x-a".to_string(), "1".to_string())]
-        );
-        assert_eq!(checked[0].path, PathSpec::Prefix("/".into()));
-    }
-
-    #[test]
-    fn prefix_specificity_ignores_a_trailing_slash() {
-        assert_eq!(PathSpec::Prefix("/foo/".into()).specificity(), 4);
-        assert_eq!(PathSpec::Prefix("/".into()).specificity(), 1);
-        assert_eq!(PathSpec::Exact("/foo/".into()).specificity(), 5);
-        assert_eq!(PathSpec::Prefix("/foo/".into()).prefix(), Some("/foo"));
-    }
-}
+mod tests;

@@ -218,6 +218,7 @@ fn options_for_tests_and_health_probes() {
         listen_ip: "127.0.0.1".parse().unwrap(),
         health_address: Some("0.0.0.0:9901".parse().unwrap()),
         allow_root: true,
+        data_plane: DataPlane::Pontoon,
     };
     let yaml = golden("options", &model, &options);
     let config = praxis_loads(&yaml).unwrap();
@@ -629,7 +630,17 @@ fn unsupported_rules_are_refused_by_name_and_can_be_left_out() {
             )],
         ),
     ]);
-    let Err(ConfigError::UnsupportedRules(refused)) = generate(&model, &options()) else {
+    // Query parameters need Pontoon's data plane.
+    let stock = GenerateOptions {
+        data_plane: DataPlane::StockPraxis,
+        ..options()
+    };
+    let Err(ConfigError::UnsupportedRules(on_pontoon)) = generate(&model, &options()) else {
+        panic!("expected the regular expression path to be refused");
+    };
+    let indexes: Vec<usize> = on_pontoon.iter().map(|r| r.rule_index).collect();
+    assert_eq!(indexes, [1]);
+    let Err(ConfigError::UnsupportedRules(refused)) = generate(&model, &stock) else {
         panic!("expected the unsupported rules to be refused");
     };
     let summary: Vec<(usize, &str)> = refused.iter().map(|r| (r.rule_index, r.reason())).collect();
@@ -651,10 +662,10 @@ fn unsupported_rules_are_refused_by_name_and_can_be_left_out() {
         format!("HTTPRoute shop/mixed {}", refused[0].message)
     );
 
-    let (kept, split) = split_refused(&model);
+    let (kept, split) = split_refused(&model, DataPlane::StockPraxis);
     assert_eq!(split, refused);
     assert_eq!(kept.listeners[0].routes[0].rules.len(), 1);
-    let yaml = generate(&kept, &options()).unwrap();
+    let yaml = generate(&kept, &stock).unwrap();
     praxis_loads(&yaml).unwrap();
     assert!(!yaml.contains("/re/"), "refused rules are left out");
 }
@@ -1038,7 +1049,7 @@ fn backends_of_one_rule_must_share_their_tls() {
             backend("web", 1, &["10.244.1.10:8080"]),
         ],
     );
-    let why = check_rule(RouteKind::Http, &mixed).unwrap_err();
+    let why = check_rule(RouteKind::Http, &mixed, DataPlane::Pontoon).unwrap_err();
     assert!(why.contains("different TLS"), "{why}");
 }
 
@@ -1051,7 +1062,7 @@ fn backends_of_one_rule_must_speak_one_protocol() {
             backend("web", 1, &["10.244.1.10:8080"]),
         ],
     );
-    let why = check_rule(RouteKind::Http, &mixed).unwrap_err();
+    let why = check_rule(RouteKind::Http, &mixed, DataPlane::Pontoon).unwrap_err();
     assert!(why.contains("speak different protocols"), "{why}");
     // A backend with weight 0 takes no request, so it does not count.
     let weightless = rule(
@@ -1061,7 +1072,7 @@ fn backends_of_one_rule_must_speak_one_protocol() {
             backend("web", 0, &["10.244.1.10:8080"]),
         ],
     );
-    assert!(check_rule(RouteKind::Http, &weightless).is_ok());
+    assert!(check_rule(RouteKind::Http, &weightless, DataPlane::Pontoon).is_ok());
 }
 
 #[test]
@@ -1218,7 +1229,7 @@ fn a_tls_route_rule_takes_one_backend() {
         ],
         ..rule(Vec::new(), Vec::new())
     };
-    let why = check_rule(RouteKind::Tls, &two).unwrap_err();
+    let why = check_rule(RouteKind::Tls, &two, DataPlane::Pontoon).unwrap_err();
     assert!(why.contains("sends a server name to one address"), "{why}");
     let model = gateway(vec![passthrough(
         "tls",
@@ -1308,11 +1319,11 @@ fn a_tcp_route_rule_takes_one_weighted_backend() {
         ],
         ..rule(Vec::new(), Vec::new())
     };
-    let why = check_rule(RouteKind::Tcp, &split).unwrap_err();
+    let why = check_rule(RouteKind::Tcp, &split, DataPlane::Pontoon).unwrap_err();
     assert!(why.contains("a TCPRoute rule takes one backend"), "{why}");
     let mut one = split.clone();
     one.backends[1].weight = 0;
-    assert!(check_rule(RouteKind::Tcp, &one).is_ok());
+    assert!(check_rule(RouteKind::Tcp, &one, DataPlane::Pontoon).is_ok());
     let model = gateway(vec![tcp(
         "tcp",
         9300,

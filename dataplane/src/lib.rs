@@ -1,0 +1,58 @@
+//! Pontoon's data plane: Praxis 0.7.5 (its crates from crates.io,
+//! unmodified) with filters registered through Praxis's own extension API,
+//! for what the Gateway API asks and Praxis's default build lacks.
+//!
+//! | filter | Gateway API |
+//! |---|---|
+//! | `pontoon_query_params` | HTTPRoute `matches.queryParams` |
+//! | `pontoon_redirect` | RequestRedirect with status 303 or `ReplacePrefixMatch` |
+//!
+//! The operator writes these only when its Gateways run this binary
+//! (`--data-plane-image`); with stock Praxis (`--praxis-image`) it refuses
+//! what needs them.
+
+use std::sync::Arc;
+
+use praxis_core::config::Config;
+use praxis_filter::FilterRegistry;
+
+pub mod query_params;
+pub mod redirect;
+#[cfg(test)]
+mod test_context;
+
+/// The names of the filters this crate adds: every one starts with
+/// `pontoon_`, which is how the operator knows an entry needs this binary.
+pub const FILTERS: [&str; 2] = [query_params::NAME, redirect::NAME];
+
+praxis_filter::register_filters! {
+    http query_params::NAME => query_params::QueryParams::from_config,
+    http redirect::NAME => redirect::Redirect::from_config,
+}
+
+/// Praxis's built-in filters and Pontoon's.
+pub fn registry() -> FilterRegistry {
+    custom_registry()
+}
+
+/// What `praxis -t` checks, with this registry: the config parses, every
+/// filter builds from its entry, chains resolve and are in a valid order,
+/// and TCP listeners that share a group agree. Certificates and sockets are
+/// only met at start.
+pub fn validate(config: &Config) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let registry = registry();
+    let health = praxis_core::health::build_health_registry(&config.clusters);
+    let kv_stores = praxis_core::kv::KvStoreRegistry::new();
+    let subrequests = praxis::build_subrequest_client(config)?;
+    let sessions = Arc::new(praxis_filter::SessionStoreRegistry::new());
+    praxis::resolve_pipelines(
+        config,
+        &registry,
+        &health,
+        &kv_stores,
+        &sessions,
+        &subrequests,
+    )?;
+    praxis_protocol::tcp::validate_tcp_groups(config)?;
+    Ok(())
+}
