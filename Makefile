@@ -24,12 +24,15 @@ testbed-clean: testbed-down ## wipe the test bed's data (binaries are kept)
 test: deps ## unit + integration tests on the test bed (started and stopped as needed)
 	@scripts/test.sh
 
-lint: ## formatting and clippy, warnings are errors
+lint: ## formatting and clippy, warnings are errors (the workspace, and dataplane/, a workspace of its own)
 	cargo fmt --all --check
+	cargo fmt --manifest-path dataplane/Cargo.toml --all --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
+	cargo clippy --manifest-path dataplane/Cargo.toml --all-targets --locked -- -D warnings
 
 fmt:
 	cargo fmt --all
+	cargo fmt --manifest-path dataplane/Cargo.toml --all
 
 run: deps ## test bed + CRDs + providers + operator, a sample mount to ACTIVE; Ctrl-C stops the operator
 	@scripts/run.sh

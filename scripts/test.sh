@@ -49,6 +49,8 @@ suite_failures=$(mktemp)
 export PONTOON_TEST_SKIPS=$test_skips
 status=0
 KUBECONFIG="$kubeconfig" cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log" || status=$?
+# Pontoon's data plane is a cargo workspace of its own (dataplane/Cargo.toml).
+cargo test --manifest-path dataplane/Cargo.toml --locked --no-fail-fast 2>&1 | tee -a "$log" || status=$?
 # Then the official Gateway API conformance suite against the same operator
 # (it needs the test bed's process pods, hence root).
 conformance=""

@@ -29,7 +29,9 @@ use std::borrow::Cow;
 
 use async_trait::async_trait;
 use http::{HeaderName, HeaderValue};
-use praxis_filter::{FilterAction, FilterError, HttpFilter, HttpFilterContext, parse_filter_config};
+use praxis_filter::{
+    FilterAction, FilterError, HttpFilter, HttpFilterContext, parse_filter_config,
+};
 use regex::Regex;
 use serde::Deserialize;
 
@@ -136,11 +138,11 @@ impl QueryParams {
             let value = HeaderValue::from_str(value(*i)?).ok()?;
             Some((header.clone(), value))
         });
-        let tests = self.test.iter().filter_map(|(i, regex, header)| {
-            regex
-                .is_match(value(*i)?)
-                .then(|| (header.clone(), HeaderValue::from_static("1")))
-        });
+        let tests = self
+            .test
+            .iter()
+            .filter(|(i, regex, _)| value(*i).is_some_and(|v| regex.is_match(v)))
+            .map(|(_, _, header)| (header.clone(), HeaderValue::from_static("1")));
         copies.chain(tests).collect()
     }
 }
@@ -166,7 +168,10 @@ impl HttpFilter for QueryParams {
         NAME
     }
 
-    async fn on_request(&self, ctx: &mut HttpFilterContext<'_>) -> Result<FilterAction, FilterError> {
+    async fn on_request(
+        &self,
+        ctx: &mut HttpFilterContext<'_>,
+    ) -> Result<FilterAction, FilterError> {
         if let Some(query) = ctx.request.uri.query() {
             let headers = self.headers(query);
             ctx.request_headers_to_set.extend(headers);

@@ -125,7 +125,10 @@ impl HttpFilter for Redirect {
         NAME
     }
 
-    async fn on_request(&self, ctx: &mut HttpFilterContext<'_>) -> Result<FilterAction, FilterError> {
+    async fn on_request(
+        &self,
+        ctx: &mut HttpFilterContext<'_>,
+    ) -> Result<FilterAction, FilterError> {
         Ok(FilterAction::Reject(match self.location(ctx) {
             Some(location) => Rejection::status(self.status).with_header("Location", &location),
             None => Rejection::status(400),
@@ -163,7 +166,10 @@ mod tests {
             "example.com:8080",
         );
         assert_eq!(status, 303);
-        assert_eq!(location.as_deref(), Some("https://example.com:8443/a/b?x=1"));
+        assert_eq!(
+            location.as_deref(),
+            Some("https://example.com:8443/a/b?x=1")
+        );
     }
 
     #[test]
@@ -183,7 +189,10 @@ mod tests {
         let to_root = r#"{status: 301, location: "http://${host}${path}",
             path_regex_replace: {pattern: "^/old(/.*)?$", replacement: "${1}"}}"#;
         assert_eq!(answer(to_root, "/old", "h").1.as_deref(), Some("http://h/"));
-        assert_eq!(answer(to_root, "/old/x", "h").1.as_deref(), Some("http://h/x"));
+        assert_eq!(
+            answer(to_root, "/old/x", "h").1.as_deref(),
+            Some("http://h/x")
+        );
     }
 
     #[test]

@@ -141,11 +141,6 @@ enum Command {
 }
 
 const DEFAULT_CARRIER_IMAGE: &str = "quay.io/gefyra/carrier2:latest";
-/// Pontoon's data plane (`dataplane/`): Praxis 0.7.5 and Pontoon's filters.
-const DEFAULT_DATA_PLANE_IMAGE: &str = concat!(
-    "ghcr.io/pontoon-operator/pontoon-dataplane:",
-    env!("CARGO_PKG_VERSION")
-);
 
 #[derive(Args, Debug)]
 struct RunArgs {
@@ -217,7 +212,7 @@ struct RunArgs {
     gateway_controller_name: String,
     /// The image each Gateway's pods run: Pontoon's data plane (Praxis with
     /// Pontoon's filters, which serve the features Praxis lacks).
-    #[arg(long, default_value = DEFAULT_DATA_PLANE_IMAGE, env = "PONTOON_DATA_PLANE_IMAGE")]
+    #[arg(long, default_value = DataPlane::DEFAULT_IMAGE, env = "PONTOON_DATA_PLANE_IMAGE")]
     data_plane_image: String,
     /// Run stock Praxis from this image instead (e.g.
     /// ghcr.io/praxis-proxy/praxis:0.7.5): the GatewayClass then claims only
@@ -423,12 +418,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     env!("CARGO_PKG_VERSION")
                 ))?,
             ));
-            // --praxis-image: stock Praxis, whose configs may not use
-            // Pontoon's filters.
-            let data_plane = match args.praxis_image {
-                Some(_) => DataPlane::StockPraxis,
-                None => DataPlane::Pontoon,
-            };
+            let (data_plane, data_plane_image) =
+                DataPlane::chosen(args.praxis_image, args.data_plane_image);
             let options = operator::Options {
                 providers: args.providers,
                 custom_providers: args.custom_providers,
@@ -482,7 +473,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 gateway: GatewaySettings {
                     controller_name: args.gateway_controller_name,
                     data_plane,
-                    data_plane_image: args.praxis_image.unwrap_or(args.data_plane_image),
+                    data_plane_image,
                     config: GenerateOptions {
                         health_address: Some(std::net::SocketAddr::from((
                             [0, 0, 0, 0],

@@ -182,7 +182,10 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
     ] {
         assert!(args.iter().any(|a| a == expected), "{expected} in {args:?}");
     }
-    assert!(!args.iter().any(|a| a.starts_with("--praxis-image")), "{args:?}");
+    assert!(
+        !args.iter().any(|a| a.starts_with("--praxis-image")),
+        "{args:?}"
+    );
     // Stock Praxis instead of Pontoon's data plane, and only with a tag.
     let stock = render(&[
         "--set",
@@ -196,11 +199,16 @@ fn the_chart_lints_and_renders_for_default_and_other_values() -> anyhow::Result<
         "{stock_args:?}"
     );
     assert!(
-        !stock_args.iter().any(|a| a.starts_with("--data-plane-image")),
+        !stock_args
+            .iter()
+            .any(|a| a.starts_with("--data-plane-image")),
         "{stock_args:?}"
     );
     let untagged = template(&["--set", "gateway.praxis.repository=example.org/praxis"])?;
-    assert!(!untagged.status.success(), "a Praxis image without a tag renders");
+    assert!(
+        !untagged.status.success(),
+        "a Praxis image without a tag renders"
+    );
     assert!(
         !args.iter().any(|a| a == "--leader-elect"),
         "one replica: no election"

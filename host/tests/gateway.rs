@@ -315,7 +315,7 @@ async fn the_class_is_accepted_with_the_features_pontoon_supports() -> anyhow::R
     ] {
         assert!(features.iter().any(|f| f == shown), "{shown}: {features:?}");
     }
-    for missing in ["HTTPRouteRequestMirror"] {
+    for missing in ["HTTPRouteRequestMirror", "HTTPRouteCORS"] {
         assert!(
             !features.iter().any(|f| f == missing),
             "{missing}: {features:?}"
@@ -1197,7 +1197,10 @@ async fn with_stock_praxis_the_class_claims_less_and_routes_needing_pontoons_fil
         "HTTPRoute303RedirectStatusCode",
         "HTTPRoutePathRedirect",
     ] {
-        assert!(!features.iter().any(|f| f == missing), "{missing}: {features:?}");
+        assert!(
+            !features.iter().any(|f| f == missing),
+            "{missing}: {features:?}"
+        );
     }
 
     let own = bed.ns.name().to_string();
@@ -1224,7 +1227,10 @@ async fn with_stock_praxis_the_class_claims_less_and_routes_needing_pontoons_fil
                                   "requestRedirect": { "statusCode": 303 } }] }] }),
     )
     .await?;
-    for (route, names) in [("by-query", "queryParams (animal)"), ("see-other", "RequestRedirect")] {
+    for (route, names) in [
+        ("by-query", "queryParams (animal)"),
+        ("see-other", "RequestRedirect"),
+    ] {
         let entry = bed
             .wait_route(&own, route, "Accepted=False", |c| {
                 is(c, "Accepted", "False", "UnsupportedValue")
@@ -1241,9 +1247,14 @@ async fn with_stock_praxis_the_class_claims_less_and_routes_needing_pontoons_fil
     }
     // The Gateway's pods run stock Praxis.
     let deployments = bed.ns.api::<Deployment>();
-    let deployment = wait_for(&deployments, "praxis-gw", |d| d.is_some(), TIMEOUT)
-        .await?
-        .context("no data plane")?;
+    let deployment = wait_for(
+        &deployments,
+        "praxis-gw",
+        |d: Option<&Deployment>| d.is_some(),
+        TIMEOUT,
+    )
+    .await?
+    .context("no data plane")?;
     let image = deployment
         .spec
         .and_then(|s| s.template.spec)

@@ -318,10 +318,18 @@ async fn requests_reach_the_backends_their_routes_match() -> anyhow::Result<()> 
                   "backendRefs": [backend("green")] },
                 { "matches": [{ "path": { "type": "PathPrefix", "value": "/submit" }, "method": "POST" }],
                   "backendRefs": [backend("green")] },
-                // Praxis cannot match on the query: refused on the status,
-                // the other rules served.
+                // Query parameters (Pontoon's data plane), exact and
+                // regular expression.
                 { "matches": [{ "path": { "type": "PathPrefix", "value": "/q" },
                                 "queryParams": [{ "name": "v", "value": "2" }] }],
+                  "backendRefs": [backend("green")] },
+                { "matches": [{ "path": { "type": "PathPrefix", "value": "/q" },
+                                "queryParams": [{ "type": "RegularExpression", "name": "Tier",
+                                                  "value": "gold|silver" }] }],
+                  "backendRefs": [backend("green")] },
+                // A path regular expression: refused on the status, the
+                // other rules served.
+                { "matches": [{ "path": { "type": "RegularExpression", "value": "/re/.*" } }],
                   "backendRefs": [backend("green")] }
             ]
         }),
@@ -344,10 +352,10 @@ async fn requests_reach_the_backends_their_routes_match() -> anyhow::Result<()> 
     let partially = bed
         .partially_invalid("shop")
         .await
-        .context("the query rule is reported")?;
+        .context("the regular expression rule is reported")?;
     assert_eq!(partially.reason, "UnsupportedValue");
     assert!(
-        partially.message.contains("rule 5"),
+        partially.message.contains("rule 7"),
         "{}",
         partially.message
     );
@@ -389,8 +397,32 @@ async fn requests_reach_the_backends_their_routes_match() -> anyhow::Result<()> 
         (post.app(), post.json["method"].as_str()),
         ("green", Some("POST"))
     );
-    // The refused query rule widens nothing: its requests go where the rest send them.
-    assert_eq!(bed.backend("shop.example", "/q?v=2", &[])?.app(), "blue");
+    // Query parameters: the first of a name counts, names are
+    // case-sensitive, patterns match the whole value; the query reaches the
+    // backend as sent, and the data plane's internal headers do not.
+    let query = bed.backend("shop.example", "/q?x=1&v=2&v=3", &[])?;
+    assert_eq!(query.app(), "green");
+    assert_eq!(query.json["query"], "x=1&v=2&v=3");
+    let internal: Vec<&String> = query.json["headers"]
+        .as_object()
+        .into_iter()
+        .flat_map(|h| h.keys())
+        .filter(|name| name.to_ascii_lowercase().starts_with("x-praxis"))
+        .collect();
+    assert!(internal.is_empty(), "{internal:?}");
+    for (uri, app) in [
+        ("/q?v=3&v=2", "blue"),
+        ("/q?V=2", "blue"),
+        ("/q/deeper?v=%32", "green"),
+        ("/q?Tier=silver", "green"),
+        ("/q?Tier=golden", "blue"),
+        ("/q?tier=gold", "blue"),
+        ("/other?v=2", "blue"),
+    ] {
+        assert_eq!(bed.backend("shop.example", uri, &[])?.app(), app, "{uri}");
+    }
+    // The refused rule widens nothing: its requests go where the rest send them.
+    assert_eq!(bed.backend("shop.example", "/re/x", &[])?.app(), "blue");
     // Hostnames: a wildcard covers subdomains; an unknown host gets 404.
     assert_eq!(bed.backend("a.wild.example", "/", &[])?.app(), "green");
     assert_eq!(bed.backend("a.b.wild.example", "/x", &[])?.app(), "green");
@@ -523,6 +555,13 @@ async fn weights_and_filters_shape_the_traffic_of_their_rule_only() -> anyhow::R
                   "filters": [{ "type": "ExtensionRef", "extensionRef": {
                       "group": "stamp.pontoon.dev", "kind": "HeaderStamp", "name": "from-module" } }],
                   "backendRefs": [backend("blue")] },
+                { "matches": [{ "path": { "type": "PathPrefix", "value": "/see-other" } }],
+                  "filters": [{ "type": "RequestRedirect", "requestRedirect": {
+                      "statusCode": 303,
+                      "path": { "type": "ReplacePrefixMatch", "replacePrefixMatch": "/elsewhere" } } }] },
+                { "matches": [{ "path": { "type": "PathPrefix", "value": "/flat/" } }],
+                  "filters": [{ "type": "RequestRedirect", "requestRedirect": {
+                      "path": { "type": "ReplacePrefixMatch", "replacePrefixMatch": "/" } } }] },
                 { "matches": [{ "path": { "type": "PathPrefix", "value": "/mirror" } }],
                   "filters": [{ "type": "RequestMirror", "requestMirror": {
                       "backendRef": backend("green") } }],
@@ -544,7 +583,7 @@ async fn weights_and_filters_shape_the_traffic_of_their_rule_only() -> anyhow::R
         .await
         .context("the mirror rule is reported")?;
     assert!(
-        partially.message.contains("rule 9") && partially.message.contains("RequestMirror"),
+        partially.message.contains("rule 11") && partially.message.contains("RequestMirror"),
         "{}",
         partially.message
     );
@@ -629,6 +668,27 @@ async fn weights_and_filters_shape_the_traffic_of_their_rule_only() -> anyhow::R
     assert_eq!(
         moved.header("location"),
         Some("http://shop.example:8443/new-home?a=b")
+    );
+
+    // Pontoon's data plane: 303, and the matched prefix replaced (at
+    // segment boundaries, query kept, no `//` left by a `/` replacement).
+    for (uri, status, location) in [
+        (
+            "/see-other/a?b=c",
+            303,
+            "http://shop.example/elsewhere/a?b=c",
+        ),
+        ("/see-other", 303, "http://shop.example/elsewhere"),
+        ("/flat/x/y", 302, "http://shop.example/x/y"),
+        ("/flat/", 302, "http://shop.example/"),
+    ] {
+        let answer = bed.request("shop.example", uri, &[])?;
+        assert_eq!(answer.status, status, "{uri}: {answer:?}");
+        assert_eq!(answer.header("location"), Some(location), "{uri}");
+    }
+    assert_eq!(
+        bed.backend("shop.example", "/see-otherwise", &[])?.app(),
+        "blue"
     );
 
     // Praxis's request_id runs on every request: the backend gets an id.

@@ -97,7 +97,7 @@ pub fn check_stock_config(config: &Path) -> anyhow::Result<()> {
 }
 
 fn check_config_with(praxis: &Path, config: &Path) -> anyhow::Result<()> {
-    let output = Command::new(&praxis)
+    let output = Command::new(praxis)
         .arg("-t")
         .arg("-c")
         .arg(config)

@@ -106,10 +106,15 @@ fn sources(repo: &Path, dir: &Path, into: &mut BTreeSet<PathBuf>) {
     }
 }
 
-/// The source roots of every crate under `host/` and `providers/`.
+/// The source roots of every crate under `host/`, `providers/` and
+/// `dataplane/`.
 fn crate_roots(repo: &Path) -> BTreeSet<PathBuf> {
     let mut roots = BTreeSet::new();
-    let mut pending = vec![PathBuf::from("host"), PathBuf::from("providers")];
+    let mut pending = vec![
+        PathBuf::from("host"),
+        PathBuf::from("providers"),
+        PathBuf::from("dataplane"),
+    ];
     while let Some(dir) = pending.pop() {
         if repo.join(&dir).join("Cargo.toml").is_file() {
             roots.insert(dir.join("src"));

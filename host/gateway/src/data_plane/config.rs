@@ -201,13 +201,8 @@ pub fn generate(model: &GatewayModel, options: &GenerateOptions) -> Result<Strin
             config.insecure_options.allow_private_upstreams = true;
             continue;
         }
-        let (filters, security) = pipeline(
-            group,
-            &name,
-            &mut tags,
-            &mut refused,
-            options.data_plane,
-        );
+        let (filters, security) =
+            pipeline(group, &name, &mut tags, &mut refused, options.data_plane);
         let chains = chunks(&name, filters);
         config.listeners.push(praxis::Listener {
             name: name.clone(),

@@ -64,6 +64,22 @@ pub enum DataPlane {
 }
 
 impl DataPlane {
+    /// Pontoon's data-plane image of this release (`dataplane/`, built
+    /// with the operator's version).
+    pub const DEFAULT_IMAGE: &str = concat!(
+        "ghcr.io/pontoon-operator/pontoon-dataplane:",
+        env!("CARGO_PKG_VERSION")
+    );
+
+    /// The data plane and image the operator's flags choose: stock Praxis
+    /// from `--praxis-image` when given, else Pontoon's data plane.
+    pub fn chosen(praxis_image: Option<String>, data_plane_image: String) -> (Self, String) {
+        match praxis_image {
+            Some(image) => (Self::StockPraxis, image),
+            None => (Self::Pontoon, data_plane_image),
+        }
+    }
+
     /// The GatewayClass's `supportedFeatures` with this data plane, sorted.
     pub fn supported_features(self) -> Vec<&'static str> {
         let mut features = COMMON_FEATURES.to_vec();

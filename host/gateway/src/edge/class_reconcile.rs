@@ -17,7 +17,6 @@ use serde_json::json;
 use crate::{Error, edge::context::GatewayContext};
 use pontoon_support::conditions::{Observed, merged};
 
-
 #[tracing::instrument(name = "reconcile", skip_all, fields(class = %class.metadata.name.as_deref().unwrap_or_default(), trace_id = %trace_id()))]
 pub async fn reconcile(
     class: Arc<GatewayClass>,

@@ -28,9 +28,9 @@ use kube::{
 };
 
 use crate::{
-    data_plane::{apply_plan::Applied, program::DataPlane},
     data_plane::config::GenerateOptions,
     data_plane::model::RouteKind,
+    data_plane::{apply_plan::Applied, program::DataPlane},
     judgement::one_gateway::References,
     judgement::resolve::{
         listener_sets::{self, SetRef},

@@ -12,9 +12,9 @@ use gateway_api::{
 
 use crate::{
     data_plane::config,
-    data_plane::program::DataPlane,
     data_plane::model::RouteKind,
     data_plane::model::{Match, Rule, TranslatedFilter},
+    data_plane::program::DataPlane,
     judgement::resolve::{
         attach::{self, Attachment},
         backends, durations,

@@ -265,8 +265,10 @@ mod tests {
         assert!(check(filters, &[], DataPlane::Pontoon).is_ok());
         let why = check(filters, &[], DataPlane::StockPraxis).unwrap_err();
         assert!(
-            why.contains("filter 0 (RequestRedirect, from module standard-filters): its entry \
-                 `pontoon_redirect` needs Pontoon's data plane"),
+            why.contains(
+                "filter 0 (RequestRedirect, from module standard-filters): its entry \
+                 `pontoon_redirect` needs Pontoon's data plane"
+            ),
             "{why}"
         );
         assert!(why.contains("--praxis-image"), "{why}");

@@ -37,8 +37,8 @@ use super::{
     conditions::{Condition, ConditionMatch},
     host_precedence::HostPattern,
     praxis::{
-        Branch, Guardrails, GuardrailsRule, HeaderPair, Headers, InlineChain, OnResult,
-        QueryCopy, QueryParams, QueryTest, ResultMatch, Route as RouterRoute,
+        Branch, Guardrails, GuardrailsRule, HeaderPair, Headers, InlineChain, OnResult, QueryCopy,
+        QueryParams, QueryTest, ResultMatch, Route as RouterRoute,
     },
 };
 use crate::data_plane::{
@@ -200,7 +200,11 @@ fn check_query(m: &Match) -> Result<QueryTests, String> {
         match q.kind {
             MatchKind::Exact => {
                 // The router compares it with a header's value.
-                if !q.value.bytes().all(|b| b == b'\t' || (0x20..0x7f).contains(&b)) {
+                if !q
+                    .value
+                    .bytes()
+                    .all(|b| b == b'\t' || (0x20..0x7f).contains(&b))
+                {
                     return Err(format!(
                         "queryParams {}: the value has characters other than printable ASCII, \
                          which the data plane cannot compare",

@@ -79,21 +79,24 @@ fn bad_regexes_methods_and_reserved_headers_are_refused() {
 
 #[test]
 fn only_the_first_header_of_a_name_counts() {
-    let checked = check_matches(&rule(vec![Match {
-        headers: vec![
-            ValueMatch {
-                name: "X-A".into(),
-                value: "1".into(),
-                kind: MatchKind::Exact,
-            },
-            ValueMatch {
-                name: "x-a".into(),
-                value: "2".into(),
-                kind: MatchKind::Exact,
-            },
-        ],
-        ..Match::default()
-    }]), DataPlane::Pontoon)
+    let checked = check_matches(
+        &rule(vec![Match {
+            headers: vec![
+                ValueMatch {
+                    name: "X-A".into(),
+                    value: "1".into(),
+                    kind: MatchKind::Exact,
+                },
+                ValueMatch {
+                    name: "x-a".into(),
+                    value: "2".into(),
+                    kind: MatchKind::Exact,
+                },
+            ],
+            ..Match::default()
+        }]),
+        DataPlane::Pontoon,
+    )
     .unwrap();
     assert_eq!(
         checked[0].exact_headers,
