@@ -23,3 +23,7 @@ cargo clean -q --target wasm32-wasip2 --profile wasm-release $(members Cargo.tom
 # shellcheck disable=SC2046
 cargo clean -q --manifest-path tests/modules/Cargo.toml --target-dir "$target/test-modules" \
   $(members tests/modules/Cargo.toml) -p pontoon-provider-sdk
+# Pontoon's data plane, a workspace of its own (dataplane/), in the profiles
+# it is built with: dev (the test bed) and release (the bench).
+cargo clean -q --manifest-path dataplane/Cargo.toml -p pontoon-dataplane
+cargo clean -q --manifest-path dataplane/Cargo.toml --release -p pontoon-dataplane

@@ -6,6 +6,7 @@
 //! |---|---|
 //! | `pontoon_query_params` | HTTPRoute `matches.queryParams` |
 //! | `pontoon_redirect` | RequestRedirect with status 303 or `ReplacePrefixMatch` |
+//! | `pontoon_cors` | HTTPRoute's CORS filter, as the Gateway API defines it |
 //!
 //! The operator writes these only when its Gateways run this binary
 //! (`--data-plane-image`); with stock Praxis (`--praxis-image`) it refuses
@@ -16,6 +17,7 @@ use std::sync::Arc;
 use praxis_core::config::Config;
 use praxis_filter::FilterRegistry;
 
+pub mod cors;
 pub mod query_params;
 pub mod redirect;
 #[cfg(test)]
@@ -23,11 +25,12 @@ mod test_context;
 
 /// The names of the filters this crate adds: every one starts with
 /// `pontoon_`, which is how the operator knows an entry needs this binary.
-pub const FILTERS: [&str; 2] = [query_params::NAME, redirect::NAME];
+pub const FILTERS: [&str; 3] = [query_params::NAME, redirect::NAME, cors::NAME];
 
 praxis_filter::register_filters! {
     http query_params::NAME => query_params::QueryParams::from_config,
     http redirect::NAME => redirect::Redirect::from_config,
+    http cors::NAME => cors::Cors::from_config,
 }
 
 /// Praxis's built-in filters and Pontoon's.

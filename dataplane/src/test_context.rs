@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
 use praxis_core::{id::IdGenerator, time::SystemTimeSource};
 use praxis_filter::{
-    BodyMode, FilterAction, HttpFilter, HttpFilterContext, Request, RequestExtensions,
+    BodyMode, FilterAction, HttpFilter, HttpFilterContext, Request, RequestExtensions, Response,
     SubRequestResponseMode,
 };
 
@@ -55,6 +55,27 @@ pub fn run(
         .block_on(filter.on_request(&mut ctx))
         .unwrap();
     (action, ctx.request_headers_to_set)
+}
+
+/// The filter's `on_response` for `request`, answered 200 by the backend:
+/// the response's headers after it.
+pub fn run_response(filter: &dyn HttpFilter, request: &Request) -> HeaderMap {
+    let ids = IdGenerator::with_seed(0);
+    let mut response = Response {
+        headers: HeaderMap::new(),
+        status: http::StatusCode::OK,
+    };
+    {
+        let mut ctx = context(request, &ids);
+        ctx.response_header = Some(&mut response);
+        let action = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(filter.on_response(&mut ctx))
+            .unwrap();
+        assert!(matches!(action, FilterAction::Continue));
+    }
+    response.headers
 }
 
 fn context<'a>(request: &'a Request, ids: &'a IdGenerator) -> HttpFilterContext<'a> {

@@ -311,11 +311,15 @@ async fn the_class_is_accepted_with_the_features_pontoon_supports() -> anyhow::R
         "HTTPRouteQueryParamMatching",
         "HTTPRoute303RedirectStatusCode",
         "HTTPRoutePathRedirect",
+        "HTTPRouteCORS",
         "ReferenceGrant",
     ] {
         assert!(features.iter().any(|f| f == shown), "{shown}: {features:?}");
     }
-    for missing in ["HTTPRouteRequestMirror", "HTTPRouteCORS"] {
+    for missing in [
+        "HTTPRouteRequestMirror",
+        "HTTPRouteBackendRequestHeaderModification",
+    ] {
         assert!(
             !features.iter().any(|f| f == missing),
             "{missing}: {features:?}"
@@ -1196,6 +1200,7 @@ async fn with_stock_praxis_the_class_claims_less_and_routes_needing_pontoons_fil
         "HTTPRouteQueryParamMatching",
         "HTTPRoute303RedirectStatusCode",
         "HTTPRoutePathRedirect",
+        "HTTPRouteCORS",
     ] {
         assert!(
             !features.iter().any(|f| f == missing),

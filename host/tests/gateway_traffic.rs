@@ -559,6 +559,15 @@ async fn weights_and_filters_shape_the_traffic_of_their_rule_only() -> anyhow::R
                   "filters": [{ "type": "RequestRedirect", "requestRedirect": {
                       "statusCode": 303,
                       "path": { "type": "ReplacePrefixMatch", "replacePrefixMatch": "/elsewhere" } } }] },
+                { "matches": [{ "path": { "type": "PathPrefix", "value": "/cors" } }],
+                  "filters": [{ "type": "CORS", "cors": {
+                      "allowOrigins": ["https://www.foo.com", "https://*.bar.com"],
+                      "allowMethods": ["GET", "PUT"],
+                      "allowHeaders": ["x-header-1"],
+                      "exposeHeaders": ["x-header-3"],
+                      "allowCredentials": true,
+                      "maxAge": 600 } }],
+                  "backendRefs": [backend("green")] },
                 { "matches": [{ "path": { "type": "PathPrefix", "value": "/flat/" } }],
                   "filters": [{ "type": "RequestRedirect", "requestRedirect": {
                       "path": { "type": "ReplacePrefixMatch", "replacePrefixMatch": "/" } } }] },
@@ -583,7 +592,7 @@ async fn weights_and_filters_shape_the_traffic_of_their_rule_only() -> anyhow::R
         .await
         .context("the mirror rule is reported")?;
     assert!(
-        partially.message.contains("rule 11") && partially.message.contains("RequestMirror"),
+        partially.message.contains("rule 12") && partially.message.contains("RequestMirror"),
         "{}",
         partially.message
     );
@@ -689,6 +698,53 @@ async fn weights_and_filters_shape_the_traffic_of_their_rule_only() -> anyhow::R
     assert_eq!(
         bed.backend("shop.example", "/see-otherwise", &[])?.app(),
         "blue"
+    );
+
+    // CORS (Pontoon's data plane): a preflight from an allowed origin, any
+    // depth under a `*.`, is answered here with every header; one from
+    // another origin gets none; a request's answer gets the origin back.
+    let preflight = |origin: &str| {
+        bed.request(
+            "shop.example",
+            "/cors/x",
+            &[
+                "-X",
+                "OPTIONS",
+                "-H",
+                &format!("origin: {origin}"),
+                "-H",
+                "access-control-request-method: PUT",
+            ],
+        )
+    };
+    let allowed = preflight("https://a.b.bar.com")?;
+    assert_eq!(allowed.status, 204, "{allowed:?}");
+    for (name, value) in [
+        ("access-control-allow-origin", "https://a.b.bar.com"),
+        ("access-control-allow-methods", "GET, PUT"),
+        ("access-control-allow-headers", "x-header-1"),
+        ("access-control-expose-headers", "x-header-3"),
+        ("access-control-max-age", "600"),
+        ("access-control-allow-credentials", "true"),
+    ] {
+        assert_eq!(allowed.header(name), Some(value), "{name}: {allowed:?}");
+    }
+    let foreign = preflight("https://bar.com")?;
+    assert_eq!(foreign.status, 204, "{foreign:?}");
+    assert_eq!(foreign.header("access-control-allow-origin"), None);
+    let simple = bed.backend(
+        "shop.example",
+        "/cors/y",
+        &["-H", "origin: https://www.foo.com"],
+    )?;
+    assert_eq!(simple.app(), "green");
+    assert_eq!(
+        simple.response.header("access-control-allow-origin"),
+        Some("https://www.foo.com")
+    );
+    assert_eq!(
+        simple.response.header("access-control-allow-credentials"),
+        Some("true")
     );
 
     // Praxis's request_id runs on every request: the backend gets an id.

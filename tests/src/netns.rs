@@ -348,6 +348,12 @@ impl NetNs {
     /// every listener of CONFIG accepts connections and, when CONFIG has an
     /// `admin.metrics_address`, its `/ready` answers 200.
     pub fn start_praxis(&mut self, config: &Path) -> anyhow::Result<ProcessId> {
+        self.start_proxy(&praxis::binary()?, config)
+    }
+
+    /// [`Self::start_praxis`] with another program of praxis's command line
+    /// (stock `praxis`: [`praxis::stock_binary`]).
+    pub fn start_proxy(&mut self, binary: &Path, config: &Path) -> anyhow::Result<ProcessId> {
         let text = std::fs::read_to_string(config)
             .with_context(|| format!("cannot read {}", config.display()))?;
         let parsed: serde_json::Value = yaml_serde::from_str(&text)
@@ -364,7 +370,7 @@ impl NetNs {
             .map(|addr| anyhow::Ok(format!("http://{}/ready", connectable(parse_addr(addr)?))))
             .transpose()?;
 
-        let mut command = self.command(praxis::binary()?);
+        let mut command = self.command(binary);
         command.arg("-c").arg(config).env("NO_COLOR", "1");
         let id = self.spawn("praxis", command)?;
         self.wait_until(id, "serve its listeners", START_TIMEOUT, |ns| {

@@ -44,6 +44,8 @@ const COMMON_FEATURES: &[&str] = &[
 const PONTOON_FEATURES: &[&str] = &[
     // pontoon_redirect
     "HTTPRoute303RedirectStatusCode",
+    // pontoon_cors
+    "HTTPRouteCORS",
     // pontoon_redirect
     "HTTPRoutePathRedirect",
     // pontoon_query_params

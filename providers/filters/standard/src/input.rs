@@ -15,6 +15,7 @@ pub enum Filter<'a> {
     RequestRedirect(Redirect),
     UrlRewrite(UrlRewrite),
     RequestMirror,
+    Cors(Cors),
 }
 
 #[derive(Deserialize)]
@@ -34,8 +35,22 @@ struct Raw<'a> {
     // "unknown field".
     #[serde(rename = "extensionRef")]
     _extension_ref: Option<serde::de::IgnoredAny>,
-    #[serde(rename = "cors")]
-    _cors: Option<serde::de::IgnoredAny>,
+    cors: Option<Cors>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Cors {
+    #[serde(default)]
+    pub allow_origins: Vec<String>,
+    #[serde(default)]
+    pub allow_methods: Vec<String>,
+    #[serde(default)]
+    pub allow_headers: Vec<String>,
+    #[serde(default)]
+    pub expose_headers: Vec<String>,
+    pub allow_credentials: Option<bool>,
+    pub max_age: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -140,6 +155,7 @@ pub fn parse(text: &str) -> Result<Filter<'_>, Error> {
             .request_mirror
             .map(|_| Filter::RequestMirror)
             .ok_or_else(|| missing("requestMirror")),
+        "CORS" => raw.cors.map(Filter::Cors).ok_or_else(|| missing("cors")),
         other => Err(Error::invalid(format!(
             "type `{other}` is not one this module translates ({})",
             crate::HANDLES.join(", ")

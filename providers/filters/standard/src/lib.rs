@@ -7,6 +7,7 @@
 //! | `ResponseHeaderModifier` | `headers` (`response_set`, `response_add`, `response_remove`) |
 //! | `RequestRedirect` | `redirect` (`location` template, `status`); 303 and `ReplacePrefixMatch`: `pontoon_redirect` (Pontoon's data plane) |
 //! | `URLRewrite` | `url_rewrite` (path) and `headers` (`Host`) |
+//! | `CORS` | `pontoon_cors` (Pontoon's data plane) |
 //! | `RequestMirror` | unsupported: Praxis has no request mirroring |
 //!
 //! Translation is pure: the entries depend on the filter alone (the route
@@ -22,6 +23,7 @@
 // looks dead there; the component build checks it.
 #![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 
+mod cors;
 mod entry;
 mod headers;
 mod input;
@@ -30,12 +32,13 @@ mod rewrite;
 mod text;
 
 /// The filter types this module translates (its metadata's `handles`).
-pub const HANDLES: [&str; 5] = [
+pub const HANDLES: [&str; 6] = [
     "RequestHeaderModifier",
     "ResponseHeaderModifier",
     "RequestRedirect",
     "URLRewrite",
     "RequestMirror",
+    "CORS",
 ];
 
 /// What config generation substitutes in the entries (the contract with
@@ -116,6 +119,7 @@ fn entries(filter: &str) -> Result<Vec<entry::Entry<'_>>, Error> {
         input::Filter::ResponseHeaderModifier(m) => headers::response(&m),
         input::Filter::RequestRedirect(r) => redirect::translate(&r),
         input::Filter::UrlRewrite(r) => rewrite::translate(&r),
+        input::Filter::Cors(c) => cors::translate(&c),
         input::Filter::RequestMirror => Err(Error::unsupported(
             "RequestMirror: Praxis 0.7.5 has no filter that sends a copy of a request to a \
              second backend",
