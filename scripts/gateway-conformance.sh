@@ -3,7 +3,7 @@
 # (profiles GATEWAY-HTTP, GATEWAY-GRPC, GATEWAY-TLS and GATEWAY-TCP, from the
 # Go module tests/conformance pins) against Pontoon on the test bed, whose
 # process pods really run the suite's echo servers (HTTP, gRPC, TLS, TCP) and
-# Pontoon's praxis data planes. Starts the test bed and the operator (its
+# Pontoon's data planes (pontoon-dataplane). Starts the test bed and the operator (its
 # Gateway controllers only), creates the GatewayClass `pontoon`, passes the
 # features its status reports, prints the suite's summary and leaves the
 # report in .testbed/conformance-report.yaml.
@@ -51,8 +51,9 @@ publish_report() {
   {
     echo "# Pontoon"
     echo
-    echo "Pontoon's Gateway API controllers (\`pontoon run --controllers gateway-api\`) with Praxis as"
-    echo "the data plane. Reports as the Gateway API conformance suite wrote them, unmodified."
+    echo "Pontoon's Gateway API controllers (\`pontoon run --controllers gateway-api\`) with Pontoon's"
+    echo "data plane (\`pontoon-dataplane\`: Praxis 0.7.5 and Pontoon's filters). Reports as the Gateway"
+    echo "API conformance suite wrote them, unmodified."
     echo
     echo "## Table of Contents"
     echo
