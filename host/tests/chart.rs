@@ -1153,6 +1153,30 @@ async fn run_installed(
     for name in ["web-mount", "shop-mount"] {
         wait_active(&mounts, name, &operator).await?;
     }
+    // The bridge judged and its state written (the operator's rights on
+    // bridges and their mounts used; it names no rules, so it is ERROR,
+    // saying so) before anything ends them: without this wait, a busy
+    // machine's uninstall could take the mount, and the bridge with it,
+    // before the bridge controller ever got to it.
+    let judged = |b: Option<&GefyraBridge>| {
+        b.is_some_and(|b| {
+            b.bridge.state.as_deref() == Some("ERROR")
+                && b.bridge
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.get("message")?.as_str())
+                    .is_some_and(|m| m.contains("providerParameter.rules is missing"))
+        })
+    };
+    if let Err(err) = wait_for(&bridges, "to-shop", judged, TIMEOUT).await {
+        let now = bridges.get_opt("to-shop").await?;
+        bail!(
+            "{err}: the bridge is {:?} {:?}\n--- operator ---\n{}",
+            now.as_ref().and_then(|b| b.bridge.state.clone()),
+            now.as_ref().and_then(|b| b.bridge.status.clone()),
+            operator.log_tail(40)
+        );
+    }
 
     // A Gateway of the chart's controllerName.
     pontoon_tests::gateway_api::create_class(release, controller_name, None).await?;
