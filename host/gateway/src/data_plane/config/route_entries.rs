@@ -316,31 +316,12 @@ pub fn routing(chain: &str, mut candidates: Vec<Candidate>) -> Routing {
         .iter()
         .filter_map(|c| c.method.as_deref())
         .collect();
-    let regex_headers: BTreeSet<(&str, &str)> = candidates
-        .iter()
-        .flat_map(|c| {
-            c.regex_headers
-                .iter()
-                .map(|(n, p)| (n.as_str(), p.as_str()))
-        })
-        .collect();
-    let regex_index: BTreeMap<(&str, &str), usize> = regex_headers
-        .iter()
-        .enumerate()
-        .map(|(i, k)| (*k, i))
-        .collect();
+    let regex_index = numbered(&candidates, |c| &c.regex_headers);
     let query_copies: BTreeSet<&str> = candidates
         .iter()
         .flat_map(|c| c.exact_query.iter().map(|(n, _)| n.as_str()))
         .collect();
-    let query_tests: BTreeMap<(&str, &str), usize> = candidates
-        .iter()
-        .flat_map(|c| c.regex_query.iter().map(|(n, p)| (n.as_str(), p.as_str())))
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .enumerate()
-        .map(|(i, k)| (k, i))
-        .collect();
+    let query_tests = numbered(&candidates, |c| &c.regex_query);
     let mut exclusion_sets: Vec<&BTreeSet<HostPattern>> =
         exclusions.iter().filter(|e| !e.is_empty()).collect();
     exclusion_sets.sort();
@@ -484,6 +465,22 @@ pub fn routing(chain: &str, mut candidates: Vec<Candidate>) -> Routing {
         classifiers,
         routes,
     }
+}
+
+/// Each distinct (name, pattern) of the candidates' `patterns`, numbered in
+/// sorted order: the number names its classifier's flag header.
+fn numbered<'a>(
+    candidates: &'a [Candidate],
+    patterns: impl Fn(&'a Candidate) -> &'a [(String, String)],
+) -> BTreeMap<(&'a str, &'a str), usize> {
+    candidates
+        .iter()
+        .flat_map(|c| patterns(c).iter().map(|(n, p)| (n.as_str(), p.as_str())))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .enumerate()
+        .map(|(i, k)| (k, i))
+        .collect()
 }
 
 fn method_header() -> String {
