@@ -75,8 +75,8 @@ bench-gateway: testbed-up ## figures for Gateway API: 1000 routes' config via WA
 	cargo run --release --locked -p pontoon --example bench_config
 	cargo run --release --locked -p pontoon --example bench_gateway
 	@# Pontoon's data plane built as scripts/praxis.sh builds stock praxis (release, opt-level 1).
-	CARGO_PROFILE_RELEASE_OPT_LEVEL=1 cargo build --release --locked --manifest-path dataplane/Cargo.toml
-	BENCH_DATAPLANE_BIN=$${CARGO_TARGET_DIR:-dataplane/target}/release/pontoon-dataplane \
+	CARGO_PROFILE_RELEASE_OPT_LEVEL=1 cargo build --release --locked --manifest-path dataplane/Cargo.toml --target-dir $${CARGO_TARGET_DIR:-target}
+	BENCH_DATAPLANE_BIN=$${CARGO_TARGET_DIR:-target}/release/pontoon-dataplane \
 		cargo run --release --locked -p pontoon --example bench_dataplane
 
 gateway-conformance: deps ## the official Gateway API conformance suite (GATEWAY-HTTP, GATEWAY-GRPC, GATEWAY-TLS, GATEWAY-TCP) against Pontoon on the test bed; report in .testbed/conformance-report.yaml, filed in docs/conformance/ when it passes on a committed tree

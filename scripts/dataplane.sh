@@ -13,9 +13,11 @@
 # previous one keep running it.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-target=${CARGO_TARGET_DIR:-$root/dataplane/target}
+# Without CARGO_TARGET_DIR, the root workspace's target/ (not one of its
+# own under dataplane/), so that one directory holds every build.
+target=${CARGO_TARGET_DIR:-$root/target}
 out=$root/.testbed/dataplane
-cargo build --quiet --locked --manifest-path "$root/dataplane/Cargo.toml" >&2
+cargo build --quiet --locked --manifest-path "$root/dataplane/Cargo.toml" --target-dir "$target" >&2
 mkdir -p "$out"
 cp "$target/debug/pontoon-dataplane" "$out/.pontoon-dataplane.new"
 mv -f "$out/.pontoon-dataplane.new" "$out/pontoon-dataplane"

@@ -78,6 +78,11 @@ pub fn run_response(filter: &dyn HttpFilter, request: &Request) -> HeaderMap {
     response.headers
 }
 
+/// The context Praxis's pipeline hands a filter for `request`.
+pub fn context_for<'a>(request: &'a Request, ids: &'a IdGenerator) -> HttpFilterContext<'a> {
+    context(request, ids)
+}
+
 fn context<'a>(request: &'a Request, ids: &'a IdGenerator) -> HttpFilterContext<'a> {
     HttpFilterContext {
         buffered_request_body: None,

@@ -312,14 +312,14 @@ async fn the_class_is_accepted_with_the_features_pontoon_supports() -> anyhow::R
         "HTTPRoute303RedirectStatusCode",
         "HTTPRoutePathRedirect",
         "HTTPRouteCORS",
+        "HTTPRouteRequestMirror",
+        "HTTPRouteRequestMultipleMirrors",
+        "HTTPRouteRequestPercentageMirror",
         "ReferenceGrant",
     ] {
         assert!(features.iter().any(|f| f == shown), "{shown}: {features:?}");
     }
-    for missing in [
-        "HTTPRouteRequestMirror",
-        "HTTPRouteBackendRequestHeaderModification",
-    ] {
+    for missing in ["HTTPRouteBackendRequestHeaderModification"] {
         assert!(
             !features.iter().any(|f| f == missing),
             "{missing}: {features:?}"
@@ -1201,6 +1201,9 @@ async fn with_stock_praxis_the_class_claims_less_and_routes_needing_pontoons_fil
         "HTTPRoute303RedirectStatusCode",
         "HTTPRoutePathRedirect",
         "HTTPRouteCORS",
+        "HTTPRouteRequestMirror",
+        "HTTPRouteRequestMultipleMirrors",
+        "HTTPRouteRequestPercentageMirror",
     ] {
         assert!(
             !features.iter().any(|f| f == missing),
@@ -1232,9 +1235,19 @@ async fn with_stock_praxis_the_class_claims_less_and_routes_needing_pontoons_fil
                                   "requestRedirect": { "statusCode": 303 } }] }] }),
     )
     .await?;
+    bed.route(
+        &own,
+        "copied",
+        json!({ "parentRefs": [{ "name": "gw" }],
+        "rules": [{ "filters": [{ "type": "RequestMirror",
+                                  "requestMirror": { "backendRef": { "name": "web", "port": 80 } } }],
+                    "backendRefs": [{ "name": "web", "port": 80 }] }] }),
+    )
+    .await?;
     for (route, names) in [
         ("by-query", "queryParams (animal)"),
         ("see-other", "RequestRedirect"),
+        ("copied", "RequestMirror"),
     ] {
         let entry = bed
             .wait_route(&own, route, "Accepted=False", |c| {

@@ -571,10 +571,10 @@ async fn weights_and_filters_shape_the_traffic_of_their_rule_only() -> anyhow::R
                 { "matches": [{ "path": { "type": "PathPrefix", "value": "/flat/" } }],
                   "filters": [{ "type": "RequestRedirect", "requestRedirect": {
                       "path": { "type": "ReplacePrefixMatch", "replacePrefixMatch": "/" } } }] },
-                { "matches": [{ "path": { "type": "PathPrefix", "value": "/mirror" } }],
-                  "filters": [{ "type": "RequestMirror", "requestMirror": {
-                      "backendRef": backend("green") } }],
-                  "backendRefs": [backend("blue")] }
+                { "matches": [{ "path": { "type": "PathPrefix", "value": "/per-backend" } }],
+                  "backendRefs": [{ "name": "blue", "port": 80, "filters": [
+                      { "type": "RequestHeaderModifier", "requestHeaderModifier": {
+                          "set": [{ "name": "x-only-blue", "value": "yes" }] } }] }] }
             ]
         }),
     )
@@ -590,9 +590,10 @@ async fn weights_and_filters_shape_the_traffic_of_their_rule_only() -> anyhow::R
     let partially = bed
         .partially_invalid("shop")
         .await
-        .context("the mirror rule is reported")?;
+        .context("the rule with backend filters is reported")?;
     assert!(
-        partially.message.contains("rule 12") && partially.message.contains("RequestMirror"),
+        partially.message.contains("rule 12")
+            && partially.message.contains("backendRefs[0].filters"),
         "{}",
         partially.message
     );
@@ -764,11 +765,159 @@ async fn weights_and_filters_shape_the_traffic_of_their_rule_only() -> anyhow::R
     let unstamped = bed.backend("shop.example", "/other", &[])?;
     assert_eq!(unstamped.header("X-Header-Stamp"), None);
 
-    // The refused mirror rule is left out, not served without its filter.
+    // The refused rule is left out, not served without its filter.
+    let fallback = bed.backend("shop.example", "/per-backend", &[])?;
+    assert_eq!(fallback.path(), "/per-backend");
+    assert_eq!(fallback.header("X-Only-Blue"), None);
+    Ok(())
+}
+
+/// The requests an echo backend started with `--log-requests` got, as JSON.
+fn logged_requests(bed: &Bed, id: ProcessId) -> Vec<serde_json::Value> {
+    bed.net
+        .log(id)
+        .lines()
+        .filter_map(|line| line.strip_prefix("request "))
+        .filter_map(|json| serde_json::from_str(json).ok())
+        .collect()
+}
+
+/// Those of [`logged_requests`] made to `path`.
+fn logged_to(bed: &Bed, id: ProcessId, path: &str) -> Vec<serde_json::Value> {
+    logged_requests(bed, id)
+        .into_iter()
+        .filter(|r| r["path"] == path)
+        .collect()
+}
+
+/// Waits until the backend `id` logged `count` requests to `path`.
+async fn wait_logged(bed: &Bed, id: ProcessId, path: &str, count: usize) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = logged_to(bed, id, path).len();
+        if got >= count {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the mirror got {got} requests to {path}, not {count}:\n{}",
+            bed.net.log(id)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_mirror_gets_a_copy_and_the_client_the_backends_answer() -> anyhow::Result<()> {
+    if let Some(reason) = netns::unavailable() {
+        return pontoon_tests::skip!("{reason}");
+    }
+    let mut bed = Bed::new("gwt-mirror").await?;
+    // Two mirrors whose answers nobody reads: they log what they get.
+    let mut mirrors = BTreeMap::new();
+    for name in ["teal", "gold"] {
+        let ips = backends::deploy(&bed.ns, name, 1, 80, 8080).await?;
+        let id = bed.net.start_echo_backend_with(
+            &format!("{name}-0"),
+            &[SocketAddr::new(ips[0], 8080)],
+            &["--log-requests"],
+        )?;
+        mirrors.insert(name, id);
+    }
+    let (teal, gold) = (mirrors["teal"], mirrors["gold"]);
+    bed.gateway("edge").await?;
+    let mirror = |name: &str| json!({ "type": "RequestMirror", "requestMirror": { "backendRef": backend(name) } });
+    bed.route(
+        "shop",
+        json!({
+            "parentRefs": parent("edge"),
+            "hostnames": ["shop.example"],
+            "rules": [
+                { "matches": [{ "path": { "type": "PathPrefix", "value": "/copied" } }],
+                  "filters": [
+                      { "type": "RequestHeaderModifier", "requestHeaderModifier": {
+                          "set": [{ "name": "x-set", "value": "by-route" }] } },
+                      mirror("teal")
+                  ],
+                  "backendRefs": [backend("blue")] },
+                { "matches": [{ "path": { "type": "PathPrefix", "value": "/twice" } }],
+                  "filters": [mirror("teal"), mirror("gold")],
+                  "backendRefs": [backend("green")] },
+                { "matches": [{ "path": { "type": "PathPrefix", "value": "/some" } }],
+                  "filters": [{ "type": "RequestMirror", "requestMirror": {
+                      "backendRef": backend("gold"), "percent": 30 } }],
+                  "backendRefs": [backend("green")] },
+                { "matches": [{ "path": { "type": "PathPrefix", "value": "/nowhere" } }],
+                  "filters": [mirror("missing")],
+                  "backendRefs": [backend("green")] },
+                { "backendRefs": [backend("blue")] }
+            ]
+        }),
+    )
+    .await?;
+    let config = bed.config("edge", &["pontoon_mirror", "/nowhere"]).await?;
+    bed.run_praxis(&config, "mirror.yaml")?;
+
+    // The client gets the backend's answer; the mirror the same request,
+    // with the route's header change.
+    let copied = bed.backend("shop.example", "/copied", &["-H", "x-client: 1"])?;
+    assert_eq!(copied.app(), "blue");
+    assert_eq!(copied.header("X-Set"), Some("by-route"));
+    wait_logged(&bed, teal, "/copied", 1).await?;
+    let copy = &logged_to(&bed, teal, "/copied")[0];
+    assert_eq!(copy["host"], "shop.example");
+    assert_eq!(copy["headers"]["X-Set"][0], "by-route");
+    assert_eq!(copy["headers"]["X-Client"][0], "1");
+    assert!(logged_to(&bed, gold, "/copied").is_empty());
+
+    // A body is copied too, and the client's request is not cut short.
+    let posted = bed.backend(
+        "shop.example",
+        "/copied/post",
+        &["-X", "POST", "--data-binary", "twelve bytes"],
+    )?;
+    assert_eq!(posted.json["bodyLength"], 12);
+    wait_logged(&bed, teal, "/copied/post", 1).await?;
+    let copy = &logged_to(&bed, teal, "/copied/post")[0];
     assert_eq!(
-        bed.backend("shop.example", "/mirror", &[])?.path(),
-        "/mirror"
+        (copy["method"].as_str(), copy["bodyLength"].as_i64()),
+        (Some("POST"), Some(12))
     );
+
+    // Two mirrors each get a copy.
+    assert_eq!(bed.backend("shop.example", "/twice", &[])?.app(), "green");
+    wait_logged(&bed, teal, "/twice", 1).await?;
+    wait_logged(&bed, gold, "/twice", 1).await?;
+
+    // A share: 30 % of 200 requests, within five standard deviations
+    // (binomial: 60 ± 32), and every request answered by its backend.
+    for _ in 0..200 {
+        assert_eq!(bed.backend("shop.example", "/some", &[])?.app(), "green");
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let share = logged_to(&bed, gold, "/some").len();
+    assert!((28..=92).contains(&share), "30 % of 200 mirrored: {share}");
+
+    // A mirror whose Service does not exist: the route says so, and its
+    // requests are served as if it had none.
+    assert_eq!(bed.backend("shop.example", "/nowhere", &[])?.app(), "green");
+    let routes: Api<HttpRoute> = bed.ns.api();
+    let unresolved = |r: Option<&HttpRoute>| {
+        r.and_then(|r| r.status.as_ref()).is_some_and(|s| {
+            s.parents.iter().any(|p| {
+                p.conditions.iter().any(|c| {
+                    c.type_ == "ResolvedRefs"
+                        && c.status == "False"
+                        && c.reason == "BackendNotFound"
+                        && c.message.contains("RequestMirror")
+                        && c.message.contains("missing")
+                })
+            })
+        })
+    };
+    wait_for(&routes, "shop", unresolved, TIMEOUT)
+        .await
+        .context("ResolvedRefs names the mirror's missing Service")?;
     Ok(())
 }
 

@@ -327,8 +327,21 @@ impl NetNs {
         name: &str,
         listen: &[SocketAddr],
     ) -> anyhow::Result<ProcessId> {
+        self.start_echo_backend_with(name, listen, &[])
+    }
+
+    /// [`Self::start_echo_backend`] with more of its flags, e.g.
+    /// `--log-requests` (each request a line `request {json}` in its log,
+    /// see [`Self::log`]).
+    pub fn start_echo_backend_with(
+        &mut self,
+        name: &str,
+        listen: &[SocketAddr],
+        flags: &[&str],
+    ) -> anyhow::Result<ProcessId> {
         let mut command = self.command(testbed_bin("echo-backend")?);
         command.args(["--name", name]);
+        command.args(flags);
         for addr in listen {
             command.arg("--listen").arg(addr.to_string());
         }

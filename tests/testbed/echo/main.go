@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -54,6 +55,10 @@ type options struct {
 	listen  []string
 	status  int
 	headers http.Header
+	// Print each request's reply as a line `request {json}` on stdout, so
+	// that a test can count what reached a backend whose answers nobody
+	// reads (a mirror's).
+	logRequests bool
 }
 
 func parseArgs(args []string, stderr io.Writer) (options, error) {
@@ -65,6 +70,7 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 	fs.Var(&listen, "listen", "address to listen on, HOST:PORT (repeatable)")
 	fs.IntVar(&opts.status, "status", http.StatusOK, "status of every answer")
 	fs.Var(&headers, "header", "response header NAME:VALUE (repeatable)")
+	fs.BoolVar(&opts.logRequests, "log-requests", false, "print every request as `request {json}` on stdout")
 	if err := fs.Parse(args); err != nil {
 		return opts, err
 	}
@@ -89,7 +95,8 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 }
 
 // handler answers for one listen address.
-func handler(opts options, listen string) http.Handler {
+func handler(opts options, listen string, stdout io.Writer) http.Handler {
+	var mu sync.Mutex
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
 		reply := Reply{
@@ -113,6 +120,11 @@ func handler(opts options, listen string) http.Handler {
 			for _, v := range values {
 				w.Header().Add(name, v)
 			}
+		}
+		if opts.logRequests {
+			mu.Lock()
+			fmt.Fprintf(stdout, "request %s\n", body)
+			mu.Unlock()
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Echo-Name", opts.name)
@@ -141,7 +153,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			return 1
 		}
-		srv := &http.Server{Handler: handler(opts, ln.Addr().String())}
+		srv := &http.Server{Handler: handler(opts, ln.Addr().String(), stdout)}
 		servers = append(servers, srv)
 		go func() { errs <- srv.Serve(ln) }()
 		fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())

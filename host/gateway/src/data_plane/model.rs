@@ -115,8 +115,9 @@ pub struct Listener {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientValidation {
     pub ca_path: String,
-    /// Without a certificate a client is refused; otherwise let in without
-    /// one (a certificate it presents must still be valid).
+    /// Without a valid certificate a client is refused; otherwise
+    /// (`AllowInsecureFallback`) every client is let in, and none is asked
+    /// for a certificate.
     pub required: bool,
 }
 

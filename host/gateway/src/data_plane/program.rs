@@ -14,6 +14,7 @@ const COMMON_FEATURES: &[&str] = &[
     "GatewayAddressEmpty",
     "GatewayBackendClientCertificate",
     "GatewayFrontendClientCertificateValidation",
+    "GatewayFrontendClientCertificateValidationInsecureFallback",
     "GatewayHTTPListenerIsolation",
     "GatewayInfrastructure",
     "GatewayPort8080",
@@ -50,6 +51,10 @@ const PONTOON_FEATURES: &[&str] = &[
     "HTTPRoutePathRedirect",
     // pontoon_query_params
     "HTTPRouteQueryParamMatching",
+    // pontoon_mirror
+    "HTTPRouteRequestMirror",
+    "HTTPRouteRequestMultipleMirrors",
+    "HTTPRouteRequestPercentageMirror",
 ];
 
 /// The prefix of the filters only Pontoon's data plane has.

@@ -14,4 +14,5 @@ pub mod label_selector;
 pub mod listener_sets;
 pub mod listeners;
 pub mod matches;
+pub mod mirrors;
 pub mod view;

@@ -7,7 +7,7 @@
 
 use gateway_api::{
     gateways::Gateway,
-    httproutes::{HttpRouteParentRefs, HttpRouteRules},
+    httproutes::{HttpRouteParentRefs, HttpRouteRules, HttpRouteRulesFiltersType as FilterType},
 };
 
 use crate::{
@@ -20,7 +20,7 @@ use crate::{
         backends, durations,
         issue::Issue,
         listeners::ListenerState,
-        matches,
+        matches, mirrors,
         view::ClusterView,
     },
     judgement::route_kinds::AnyRoute,
@@ -85,6 +85,11 @@ pub async fn evaluate_all(
         translated.push(vec![Vec::new(); rules.len()]);
         for (rule_index, rule) in rules.iter().enumerate() {
             for (filter_index, filter) in rule.filters.iter().flatten().enumerate() {
+                // Mirrors are the host's: their backends are resolved as
+                // backends are (see `judge`).
+                if filter.r#type == FilterType::RequestMirror {
+                    continue;
+                }
                 let context = RouteContext {
                     route_namespace: route.metadata.namespace.clone().unwrap_or_default(),
                     route_name: route.metadata.name.clone().unwrap_or_default(),
@@ -162,7 +167,27 @@ fn judge(
             .refused
             .get(&index)
             .map(|why| Issue::new(UNSUPPORTED_VALUE, format!("rule {index}: {why}")));
-        for outcome in std::mem::take(&mut per_rule[index]) {
+        let mut translated = std::mem::take(&mut per_rule[index]).into_iter();
+        for filter in rule.filters.iter().flatten() {
+            let outcome = match (&filter.r#type, &filter.request_mirror) {
+                (FilterType::RequestMirror, mirror) => {
+                    match mirror_filter(kind, &namespace, mirror.as_ref(), view, plane) {
+                        Ok(resolved) => {
+                            verdict.services.extend(resolved.services);
+                            verdict.unresolved.extend(resolved.issues);
+                            match resolved.filter {
+                                Some(filter) => Ok(filter),
+                                None => continue,
+                            }
+                        }
+                        Err(why) => Err(Issue::new(UNSUPPORTED_VALUE, why)),
+                    }
+                }
+                _ => match translated.next() {
+                    Some(outcome) => outcome,
+                    None => continue,
+                },
+            };
             match outcome {
                 Ok(filter) => filters.push(filter),
                 Err(issue) => {
@@ -210,6 +235,21 @@ fn judge(
         }
     }
     verdict
+}
+
+/// A RequestMirror filter resolved; `Err` when it cannot be served here.
+fn mirror_filter(
+    kind: RouteKind,
+    namespace: &str,
+    mirror: Option<&gateway_api::httproutes::HttpRouteRulesFiltersRequestMirror>,
+    view: &dyn ClusterView,
+    plane: DataPlane,
+) -> Result<mirrors::Resolved, String> {
+    if let Some(why) = plane.lacks("RequestMirror") {
+        return Err(why);
+    }
+    let mirror = mirror.ok_or("a RequestMirror filter needs its `requestMirror` field")?;
+    mirrors::resolve(kind, namespace, mirror, view)
 }
 
 /// Fields of a rule that Pontoon does not act on yet: such a rule is refused

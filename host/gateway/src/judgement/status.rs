@@ -71,10 +71,19 @@ impl GatewayStatusUpdate<'_> {
             .filter(|s| s.accepted_condition().is_err())
             .map(|s| s.name.as_str())
             .collect();
+        let mut insecure: Vec<u16> = self
+            .states
+            .iter()
+            .filter(|s| matches!(&s.client_ca, Ok(Some(ca)) if ca.insecure_fallback))
+            .map(|s| s.port)
+            .collect();
+        insecure.sort_unstable();
+        insecure.dedup();
         let conditions = gateway_conditions(
             current.conditions.as_deref().unwrap_or_default(),
             self.accepted,
             &refused,
+            &insecure,
             self.data_plane,
             self.resolved_refs,
             self.generation,
@@ -422,10 +431,14 @@ fn convert<From: serde::Serialize, To: serde::de::DeserializeOwned>(from: &From)
 /// The Gateway's own conditions. `refused` names its own listeners that are
 /// not accepted: an accepted Gateway with some says so in its reason
 /// (`ListenersNotValid`, as Gateway API v1.6 asks), and serves the others.
+/// `insecure_ports` are the ports whose client certificates are not
+/// required (`AllowInsecureFallback`): the Gateway says so in
+/// `InsecureFrontendValidationMode`, which is absent otherwise.
 pub fn gateway_conditions(
     previous: &[Condition],
     accepted: Result<(), (&str, String)>,
     refused: &[&str],
+    insecure_ports: &[u16],
     data_plane: &DataPlane,
     resolved_refs: Option<Result<(), Issue>>,
     generation: Option<i64>,
@@ -478,6 +491,18 @@ pub fn gateway_conditions(
             ),
         },
     ];
+    if !insecure_ports.is_empty() {
+        let ports: Vec<String> = insecure_ports.iter().map(u16::to_string).collect();
+        observed.push(Observed::new(
+            "InsecureFrontendValidationMode",
+            true,
+            "ConfigurationChanged",
+            format!(
+                "port(s) {} let in every client, with a valid certificate, another or none                  (AllowInsecureFallback): the data plane does not ask for one there; set the                  mode to AllowValidOnly to require valid certificates",
+                ports.join(", ")
+            ),
+        ));
+    }
     // A reference that does not resolve leaves the Gateway accepted: its
     // backends that would need it are the ones that fail.
     observed.extend(resolved_refs.map(|r| match r {
@@ -515,6 +540,46 @@ mod tests {
 
     fn condition<'a>(conditions: &'a [Condition], type_: &str) -> &'a Condition {
         conditions.iter().find(|c| c.type_ == type_).unwrap()
+    }
+
+    #[test]
+    fn insecure_client_validation_is_said_while_it_lasts() {
+        let now = at("2026-01-01T00:00:00Z");
+        let with = gateway_conditions(
+            &[],
+            Ok(()),
+            &[],
+            &[443, 8443],
+            &DataPlane::Ready,
+            None,
+            Some(1),
+            now,
+        );
+        let insecure = condition(&with, "InsecureFrontendValidationMode");
+        assert_eq!(
+            (insecure.status.as_str(), insecure.reason.as_str()),
+            ("True", "ConfigurationChanged")
+        );
+        assert!(
+            insecure.message.contains("443, 8443"),
+            "{}",
+            insecure.message
+        );
+        let after = gateway_conditions(
+            &with,
+            Ok(()),
+            &[],
+            &[],
+            &DataPlane::Ready,
+            None,
+            Some(2),
+            now,
+        );
+        assert!(
+            after
+                .iter()
+                .all(|c| c.type_ != "InsecureFrontendValidationMode")
+        );
     }
 
     #[test]

@@ -441,6 +441,45 @@ fn weighted_and_missing_backends() {
 }
 
 #[test]
+fn client_certificates_are_required_or_not_asked_for() {
+    let with = |required: bool| {
+        let mut listener = https(
+            "secure",
+            443,
+            None,
+            "web-tls",
+            vec![route("web", &[], vec![rule(vec![prefix("/")], web())])],
+        );
+        listener.client_validation = Some(crate::data_plane::model::ClientValidation {
+            ca_path: "/etc/praxis-tls/client-ca-443.pem".into(),
+            required,
+        });
+        let yaml = generate(&gateway(vec![listener]), &options()).unwrap();
+        let config = praxis_loads(&yaml).unwrap();
+        let tls = config.listeners[0].tls.clone().unwrap();
+        serde_json::to_value(&tls).unwrap()
+    };
+    let valid_only = with(true);
+    assert_eq!(valid_only["client_cert_mode"], "require", "{valid_only}");
+    assert!(valid_only["client_ca"].is_object(), "{valid_only}");
+    // AllowInsecureFallback: every client in, so none is asked (Praxis's
+    // `request` would refuse a certificate that fails verification).
+    let fallback = with(false);
+    assert!(
+        fallback
+            .get("client_ca")
+            .is_none_or(serde_json::Value::is_null),
+        "{fallback}"
+    );
+    assert!(
+        fallback
+            .get("client_cert_mode")
+            .is_none_or(|m| m.is_null() || m == "none"),
+        "{fallback}"
+    );
+}
+
+#[test]
 fn rule_filters_apply_to_their_rule_only() {
     let set_header = |value: &str| {
         translated(
@@ -470,6 +509,24 @@ fn rule_filters_apply_to_their_rule_only() {
                 vec![with_filters(
                     rule(vec![prefix("/app")], web()),
                     vec![set_header("b")],
+                )],
+            ),
+            route(
+                "copied",
+                &["copied.example.com"],
+                vec![with_filters(
+                    rule(vec![prefix("/")], web()),
+                    vec![translated(
+                        "RequestMirror",
+                        vec![json!({
+                            "filter": "pontoon_mirror",
+                            "backend": "default/mirror:8080",
+                            "endpoints": ["10.0.0.9:8080"],
+                            "numerator": 20,
+                            "denominator": 100,
+                            "h2c": false
+                        })],
+                    )],
                 )],
             ),
             route(

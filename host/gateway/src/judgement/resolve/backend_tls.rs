@@ -346,6 +346,17 @@ pub fn apply(
                 continue;
             }
             for rule in &mut route.rules {
+                // A mirror's copies are plain HTTP: a mirror to a Service a
+                // policy names would send them unprotected, so it is not
+                // mirrored to at all.
+                rule.filters.retain(|filter| {
+                    mirror_service(filter).is_none_or(|(namespace, service)| {
+                        !policies.iter().any(|p| {
+                            p.namespace().as_deref() == Some(namespace)
+                                && specificity_any(p, service)
+                        })
+                    })
+                });
                 rule.backends.retain_mut(|backend| {
                     let same_namespace: Vec<Arc<BackendTlsPolicy>> = policies
                         .iter()
@@ -410,6 +421,17 @@ pub fn apply(
     }
     outcome.judged = judged.into_values().collect();
     outcome
+}
+
+/// The Service (namespace, name) a RequestMirror filter copies to.
+fn mirror_service(filter: &crate::data_plane::model::TranslatedFilter) -> Option<(&str, &str)> {
+    if filter.kind != super::mirrors::KIND {
+        return None;
+    }
+    let backend = filter.entries.first()?.get("backend")?.as_str()?;
+    let (namespace, rest) = backend.split_once('/')?;
+    let (service, _port) = rest.rsplit_once(':')?;
+    Some((namespace, service))
 }
 
 /// Whether `policy` names `service` at all (any port).
@@ -778,11 +800,31 @@ mod tests {
             ("api", Some("https")),
             ("plain", None),
         ]);
+        // Rule 2 mirrors to `web` (a policy names it) and to `plain`.
+        let mirror = |service: &str| crate::data_plane::model::TranslatedFilter {
+            kind: super::super::mirrors::KIND.into(),
+            module: "host".into(),
+            entries: vec![
+                json!({ "filter": "pontoon_mirror", "backend": format!("shop/{service}:80") }),
+            ]
+            .into(),
+        };
+        m.listeners[0].routes[0].rules[2].filters = vec![mirror("web"), mirror("plain")];
         let client = CertificateFiles {
             cert_path: "/etc/praxis-tls/infra-client.crt".into(),
             key_path: "/etc/praxis-tls/infra-client.key".into(),
         };
         let outcome = apply(&mut m, &[good, broken], Some(&client), &view());
+        let mirrored: Vec<&serde_json::Value> = m.listeners[0].routes[0].rules[2]
+            .filters
+            .iter()
+            .map(|f| &f.entries[0]["backend"])
+            .collect();
+        assert_eq!(
+            mirrored,
+            ["shop/plain:80"],
+            "no plain-HTTP copies to a policy's Service"
+        );
         let rules = &m.listeners[0].routes[0].rules;
         let tls = rules[0].backends[0].tls.clone().unwrap();
         assert_eq!(tls.sni, "abc.example.com");
