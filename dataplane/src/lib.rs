@@ -8,6 +8,7 @@
 //! | `pontoon_redirect` | RequestRedirect with status 303 or `ReplacePrefixMatch` |
 //! | `pontoon_cors` | HTTPRoute's CORS filter, as the Gateway API defines it |
 //! | `pontoon_mirror` | RequestMirror: copies to another backend, fire-and-forget |
+//! | `pontoon_backend_headers` | `backendRefs[].filters`: header changes of the backend the load balancer picked |
 //!
 //! The operator writes these only when its Gateways run this binary
 //! (`--data-plane-image`); with stock Praxis (`--praxis-image`) it refuses
@@ -18,6 +19,7 @@ use std::sync::Arc;
 use praxis_core::config::Config;
 use praxis_filter::FilterRegistry;
 
+pub mod backend_headers;
 pub mod cors;
 pub mod mirror;
 pub mod query_params;
@@ -27,13 +29,20 @@ mod test_context;
 
 /// The names of the filters this crate adds: every one starts with
 /// `pontoon_`, which is how the operator knows an entry needs this binary.
-pub const FILTERS: [&str; 4] = [query_params::NAME, redirect::NAME, cors::NAME, mirror::NAME];
+pub const FILTERS: [&str; 5] = [
+    query_params::NAME,
+    redirect::NAME,
+    cors::NAME,
+    mirror::NAME,
+    backend_headers::NAME,
+];
 
 praxis_filter::register_filters! {
     http query_params::NAME => query_params::QueryParams::from_config,
     http redirect::NAME => redirect::Redirect::from_config,
     http cors::NAME => cors::Cors::from_config,
     http mirror::NAME => mirror::Mirror::from_config,
+    http backend_headers::NAME => backend_headers::BackendHeaders::from_config,
 }
 
 /// Praxis's built-in filters and Pontoon's.

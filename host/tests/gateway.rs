@@ -315,11 +315,17 @@ async fn the_class_is_accepted_with_the_features_pontoon_supports() -> anyhow::R
         "HTTPRouteRequestMirror",
         "HTTPRouteRequestMultipleMirrors",
         "HTTPRouteRequestPercentageMirror",
+        "HTTPRouteBackendRequestHeaderModification",
+        "GatewayFrontendClientCertificateValidationInsecureFallback",
         "ReferenceGrant",
     ] {
         assert!(features.iter().any(|f| f == shown), "{shown}: {features:?}");
     }
-    for missing in ["HTTPRouteBackendRequestHeaderModification"] {
+    for missing in [
+        "HTTPRouteRetry",
+        "BackendTLSPolicySANValidation",
+        "GatewayHTTPSListenerDetectMisdirectedRequests",
+    ] {
         assert!(
             !features.iter().any(|f| f == missing),
             "{missing}: {features:?}"
@@ -1204,6 +1210,7 @@ async fn with_stock_praxis_the_class_claims_less_and_routes_needing_pontoons_fil
         "HTTPRouteRequestMirror",
         "HTTPRouteRequestMultipleMirrors",
         "HTTPRouteRequestPercentageMirror",
+        "HTTPRouteBackendRequestHeaderModification",
     ] {
         assert!(
             !features.iter().any(|f| f == missing),

@@ -573,8 +573,19 @@ async fn weights_and_filters_shape_the_traffic_of_their_rule_only() -> anyhow::R
                       "path": { "type": "ReplacePrefixMatch", "replacePrefixMatch": "/" } } }] },
                 { "matches": [{ "path": { "type": "PathPrefix", "value": "/per-backend" } }],
                   "backendRefs": [{ "name": "blue", "port": 80, "filters": [
-                      { "type": "RequestHeaderModifier", "requestHeaderModifier": {
-                          "set": [{ "name": "x-only-blue", "value": "yes" }] } }] }] }
+                      { "type": "URLRewrite", "urlRewrite": {
+                          "path": { "type": "ReplaceFullPath", "replaceFullPath": "/only-blue" } } }] }] },
+                { "matches": [{ "path": { "type": "PathPrefix", "value": "/each-its-own" } }],
+                  "backendRefs": [
+                      { "name": "blue", "port": 80, "filters": [
+                          { "type": "RequestHeaderModifier", "requestHeaderModifier": {
+                              "set": [{ "name": "backend", "value": "blue" }] } },
+                          { "type": "ResponseHeaderModifier", "responseHeaderModifier": {
+                              "add": [{ "name": "x-answered-by", "value": "blue" }] } }] },
+                      { "name": "green", "port": 80, "filters": [
+                          { "type": "RequestHeaderModifier", "requestHeaderModifier": {
+                              "set": [{ "name": "backend", "value": "green" }] } }] }
+                  ] }
             ]
         }),
     )
@@ -768,7 +779,24 @@ async fn weights_and_filters_shape_the_traffic_of_their_rule_only() -> anyhow::R
     // The refused rule is left out, not served without its filter.
     let fallback = bed.backend("shop.example", "/per-backend", &[])?;
     assert_eq!(fallback.path(), "/per-backend");
-    assert_eq!(fallback.header("X-Only-Blue"), None);
+
+    // Each backend of a split gets its own filters (Pontoon's data plane):
+    // every request carries the header of the backend that answered it.
+    let mut seen = BTreeMap::new();
+    for _ in 0..40 {
+        let answer = bed.backend("shop.example", "/each-its-own", &[])?;
+        let app = answer.app().to_string();
+        assert_eq!(
+            answer.header("Backend"),
+            Some(app.as_str()),
+            "{:?}",
+            answer.json
+        );
+        let stamped = answer.response.header("x-answered-by");
+        assert_eq!(stamped, (app == "blue").then_some("blue"), "{app}");
+        *seen.entry(app).or_insert(0) += 1;
+    }
+    assert_eq!(seen.len(), 2, "both backends answered: {seen:?}");
     Ok(())
 }
 

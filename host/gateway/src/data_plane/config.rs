@@ -12,6 +12,7 @@
 //!
 //! See `docs/praxis-config.md` for the format and the reasons.
 
+mod backend_headers;
 mod clusters;
 mod conditions;
 mod error;
@@ -138,6 +139,7 @@ pub fn check_rule(
     }
     let matches = route_entries::check_matches(rule, plane)?;
     filters::check(&rule.filters, &matches, plane)?;
+    backend_headers::check(&rule.backends, plane)?;
     clusters::protocol(&rule.backends)?;
     clusters::tls(&rule.backends)?;
     clusters::check_timeouts(rule)?;
@@ -388,6 +390,10 @@ fn pipeline<'a>(
                     facts,
                     no_backend_status(route.kind, &backends),
                     rule.timeouts.request_ms,
+                ));
+                rule_filters.extend(backend_headers::entry(
+                    &rule.backends,
+                    filters::gate(Some(rule_tag.clone()), None),
                 ));
             }
         }

@@ -214,6 +214,30 @@ pub struct Backend {
     pub service_address: Option<SocketAddr>,
     /// TLS to the backend, when a BackendTLSPolicy applies to its port.
     pub tls: Option<BackendTls>,
+    /// The backend's own filters (`backendRefs[].filters`): header changes
+    /// for the requests sent to it and their responses.
+    pub headers: Option<BackendHeaders>,
+}
+
+/// A backend's own RequestHeaderModifier and ResponseHeaderModifier.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BackendHeaders {
+    pub request: HeaderChanges,
+    pub response: HeaderChanges,
+}
+
+/// What a header modifier does: set (replace), add (append), remove.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct HeaderChanges {
+    pub set: Vec<HeaderValuePair>,
+    pub add: Vec<HeaderValuePair>,
+    pub remove: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct HeaderValuePair {
+    pub name: String,
+    pub value: String,
 }
 
 /// TLS from the data plane to a backend.

@@ -51,6 +51,8 @@ const PONTOON_FEATURES: &[&str] = &[
     "HTTPRoutePathRedirect",
     // pontoon_query_params
     "HTTPRouteQueryParamMatching",
+    // pontoon_backend_headers
+    "HTTPRouteBackendRequestHeaderModification",
     // pontoon_mirror
     "HTTPRouteRequestMirror",
     "HTTPRouteRequestMultipleMirrors",

@@ -3,6 +3,7 @@
 //! and route controllers so both judge a route the same way.
 
 pub mod attach;
+pub mod backend_filters;
 pub mod backend_tls;
 pub mod backends;
 pub mod ca_bundles;

@@ -7,7 +7,7 @@
 
 use gateway_api::{
     gateways::Gateway,
-    httproutes::{HttpRouteParentRefs, HttpRouteRules, HttpRouteRulesFiltersType as FilterType},
+    httproutes::{HttpRouteParentRefs, HttpRouteRulesFiltersType as FilterType},
 };
 
 use crate::{
@@ -17,7 +17,7 @@ use crate::{
     data_plane::program::DataPlane,
     judgement::resolve::{
         attach::{self, Attachment},
-        backends, durations,
+        backend_filters, backends, durations,
         issue::Issue,
         listeners::ListenerState,
         matches, mirrors,
@@ -154,12 +154,25 @@ fn judge(
     };
     let rules = route.spec.rules.as_deref().unwrap_or_default();
     for (index, rule) in rules.iter().enumerate() {
-        let resolved = backends::resolve(
-            kind,
-            &namespace,
-            rule.backend_refs.as_deref().unwrap_or_default(),
-            view,
-        );
+        let refs = rule.backend_refs.as_deref().unwrap_or_default();
+        let mut resolved = backends::resolve(kind, &namespace, refs, view);
+        let backend_headers = backend_filters::of(refs);
+        for (r, headers) in refs.iter().zip(backend_headers.iter().flatten()) {
+            let Some(headers) = headers else { continue };
+            let cluster = format!(
+                "{}/{}:{}",
+                r.namespace.as_deref().unwrap_or(&namespace),
+                r.name,
+                r.port.unwrap_or_default()
+            );
+            for backend in resolved
+                .backends
+                .iter_mut()
+                .filter(|b| b.cluster == cluster)
+            {
+                backend.headers = Some(headers.clone());
+            }
+        }
         verdict.services.extend(resolved.services);
         verdict.unresolved.extend(resolved.issues);
         let mut filters = Vec::new();
@@ -214,7 +227,7 @@ fn judge(
             timeouts,
         };
         if refused.is_none()
-            && let Some(why) = unsupported_fields(rule)
+            && let Err(why) = backend_headers
         {
             refused = Some(Issue::new(
                 UNSUPPORTED_VALUE,
@@ -250,41 +263,4 @@ fn mirror_filter(
     }
     let mirror = mirror.ok_or("a RequestMirror filter needs its `requestMirror` field")?;
     mirrors::resolve(kind, namespace, mirror, view)
-}
-
-/// Fields of a rule that Pontoon does not act on yet: such a rule is refused
-/// rather than served without them.
-fn unsupported_fields(rule: &HttpRouteRules) -> Option<String> {
-    let with_filters = rule
-        .backend_refs
-        .iter()
-        .flatten()
-        .position(|b| b.filters.as_ref().is_some_and(|f| !f.is_empty()))?;
-    Some(format!(
-        "backendRefs[{with_filters}].filters are not supported (use the rule's filters)"
-    ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rule(json: serde_json::Value) -> HttpRouteRules {
-        serde_json::from_value(json).unwrap()
-    }
-
-    #[test]
-    fn backend_filters_refuse_the_rule() {
-        assert_eq!(
-            unsupported_fields(&rule(serde_json::json!({"backendRefs": [{"name": "a"}],
-                "timeouts": {"request": "10s"}}))),
-            None
-        );
-        let filters = unsupported_fields(&rule(serde_json::json!({"backendRefs": [
-            {"name": "a"},
-            {"name": "b", "filters": [{"type": "RequestHeaderModifier",
-                "requestHeaderModifier": {"set": [{"name": "x", "value": "y"}]}}]}
-        ]})));
-        assert!(filters.is_some_and(|m| m.contains("backendRefs[1].filters")));
-    }
 }

@@ -162,7 +162,9 @@ pub fn has_security_filter(filters: &[TranslatedFilter]) -> bool {
     })
 }
 
-fn gate(protocol: Option<String>, provider: Option<String>) -> Condition {
+/// The condition that runs an entry only for requests its rule (and, with
+/// `provider`, its match) was routed to.
+pub(super) fn gate(protocol: Option<String>, provider: Option<String>) -> Condition {
     Condition {
         when: ConditionMatch {
             selected_upstream: Some(SelectedUpstream {

@@ -121,6 +121,7 @@ pub enum Filter<'a> {
     Timeout(Timeout),
     SniRouter(SniRouter),
     QueryParams(QueryParams),
+    BackendHeaders(super::backend_headers::BackendHeadersEntry<'a>),
     Module(super::module_entry::ModuleEntry<'a>),
 }
 

@@ -441,6 +441,74 @@ fn weighted_and_missing_backends() {
 }
 
 #[test]
+fn a_backends_own_filters_apply_to_the_requests_sent_to_it() {
+    use crate::data_plane::model::{BackendHeaders, HeaderChanges, HeaderValuePair};
+    let with_headers = |service: &str, endpoints: &[&str]| Backend {
+        headers: Some(BackendHeaders {
+            request: HeaderChanges {
+                set: vec![HeaderValuePair {
+                    name: "backend".into(),
+                    value: service.into(),
+                }],
+                ..HeaderChanges::default()
+            },
+            response: HeaderChanges::default(),
+        }),
+        ..backend(service, 1, endpoints)
+    };
+    let split = vec![
+        with_headers("v1", &["10.244.2.1:8080"]),
+        with_headers("v2", &["10.244.2.2:8080"]),
+        backend("plain", 1, &["10.244.2.3:8080"]),
+    ];
+    let model = gateway(vec![http(
+        "web",
+        80,
+        None,
+        vec![route(
+            "split",
+            &[],
+            vec![rule(vec![prefix("/")], split.clone())],
+        )],
+    )]);
+    let yaml = golden("backend_headers", &model, &options());
+    assert!(
+        yaml.contains(r#""filter": "pontoon_backend_headers""#),
+        "{yaml}"
+    );
+    let config: serde_json::Value = serde_json::from_str(yaml.split_once('\n').unwrap().1).unwrap();
+    let entry = config["filter_chains"][0]["filters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["filter"] == "pontoon_backend_headers")
+        .unwrap();
+    let endpoints: Vec<&serde_json::Value> = entry["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| &b["endpoints"][0])
+        .collect();
+    assert_eq!(
+        endpoints,
+        ["10.244.2.1:8080", "10.244.2.2:8080"],
+        "only backends with filters"
+    );
+
+    let mut shared = split;
+    shared[1].endpoints = shared[0].endpoints.clone();
+    let why = check_rule(RouteKind::Http, &rule(vec![], shared), DataPlane::Pontoon).unwrap_err();
+    assert!(why.contains("share the endpoint 10.244.2.1:8080"), "{why}");
+    let stock = check_rule(
+        RouteKind::Http,
+        &rule(vec![], vec![with_headers("v1", &["10.244.2.1:8080"])]),
+        DataPlane::StockPraxis,
+    )
+    .unwrap_err();
+    assert!(stock.contains("needs Pontoon's data plane"), "{stock}");
+}
+
+#[test]
 fn client_certificates_are_required_or_not_asked_for() {
     let with = |required: bool| {
         let mut listener = https(

@@ -117,6 +117,7 @@ pub fn resolve(
             service_address: cluster_address(&service, port),
             port_name,
             tls: None,
+            headers: None,
         });
     }
     out
