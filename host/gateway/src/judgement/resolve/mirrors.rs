@@ -100,6 +100,65 @@ mod tests {
         serde_json::from_value(json).unwrap()
     }
 
+    fn view() -> crate::judgement::resolve::view::ListView {
+        let service = serde_json::from_value(json!({
+            "metadata": { "name": "mirror", "namespace": "shop" },
+            "spec": { "clusterIP": "10.96.0.20", "ports": [{ "name": "http", "port": 80, "targetPort": 3000 }] }
+        }))
+        .unwrap();
+        let slice = serde_json::from_value(json!({
+            "metadata": { "name": "mirror-abc", "namespace": "shop",
+                          "labels": { "kubernetes.io/service-name": "mirror" } },
+            "addressType": "IPv4",
+            "ports": [{ "name": "http", "port": 3000 }],
+            "endpoints": [{ "addresses": ["10.244.0.9"], "conditions": { "ready": true } }]
+        }))
+        .unwrap();
+        crate::judgement::resolve::view::ListView {
+            services: vec![std::sync::Arc::new(service)],
+            slices: vec![std::sync::Arc::new(slice)],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_mirror_is_its_backends_ready_endpoints_or_why_not() {
+        let to = |name: &str, namespace: Option<&str>| {
+            mirror(
+                json!({"backendRef": {"name": name, "namespace": namespace, "port": 80}, "percent": 35}),
+            )
+        };
+        let resolved = resolve(RouteKind::Http, "shop", &to("mirror", None), &view()).unwrap();
+        let entry = &resolved.filter.unwrap().entries[0];
+        assert_eq!(entry["filter"], "pontoon_mirror");
+        assert_eq!(entry["endpoints"], json!(["10.244.0.9:3000"]));
+        assert_eq!(
+            (entry["numerator"].as_u64(), entry["denominator"].as_u64()),
+            (Some(35), Some(100))
+        );
+        assert!(resolved.issues.is_empty());
+
+        let missing = resolve(RouteKind::Http, "shop", &to("gone", None), &view()).unwrap();
+        assert!(missing.filter.is_none());
+        assert_eq!(missing.issues[0].reason, "BackendNotFound");
+        assert!(
+            missing.issues[0].message.starts_with("RequestMirror: "),
+            "{:?}",
+            missing.issues
+        );
+
+        // Another namespace without a ReferenceGrant: never mirrored there.
+        let foreign = resolve(
+            RouteKind::Http,
+            "other",
+            &to("mirror", Some("shop")),
+            &view(),
+        )
+        .unwrap();
+        assert!(foreign.filter.is_none());
+        assert_eq!(foreign.issues[0].reason, "RefNotPermitted");
+    }
+
     #[test]
     fn the_share_is_all_a_percent_or_a_fraction() {
         let backend = serde_json::json!({"name": "m", "port": 80});
