@@ -128,12 +128,13 @@ wait_until 30 "etcd to answer" curl -fsS "http://127.0.0.1:$etcd_port/health"
 start_apiserver
 wait_until 90 "kube-apiserver to be ready" kubectl get --raw /readyz
 
-# kwok reads per-pod Exec and PortForward objects (made by pod-exec-sync)
-# from the API.
+# kwok reads per-pod Exec, PortForward and Logs objects (made by
+# pod-exec-sync) from the API.
 kubectl apply --server-side -f "$tb/share/kwok.x-k8s.io_execs.yaml" >/dev/null
 "$bin/pod-exec-sync" crds | kubectl apply --server-side -f - >/dev/null
 wait_until 30 "the kwok Exec CRD" kubectl wait --for condition=Established crd/execs.kwok.x-k8s.io --timeout 5s
 wait_until 30 "the kwok PortForward CRD" kubectl wait --for condition=Established crd/portforwards.kwok.x-k8s.io --timeout 5s
+wait_until 30 "the kwok Logs CRD" kubectl wait --for condition=Established crd/logs.kwok.x-k8s.io --timeout 5s
 
 start kube-controller-manager "$bin/kube-controller-manager" \
   --kubeconfig "$kubeconfig" --bind-address 127.0.0.1 --secure-port 0 \
@@ -174,7 +175,7 @@ echo "$generation" > "$run/pod-range"
 start kwok env "PATH=$tb/exec-shim:$PATH" "TESTBED_REAL_PATH=$PATH:$pod_bin" "$bin/kwok" \
   --kubeconfig "$kubeconfig" --config "$here/stages.yaml" \
   --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
-  --enable-crds Exec --enable-crds PortForward \
+  --enable-crds Exec --enable-crds PortForward --enable-crds Logs \
   --node-ip 127.0.0.1 --node-port "$kwok_port" --server-address "127.0.0.1:$kwok_port" \
   --tls-cert-file "$pki/kwok.crt" --tls-private-key-file "$pki/kwok.key" \
   --cidr "10.244.$((generation * 16)).0/20" --node-lease-duration-seconds 40
@@ -230,15 +231,17 @@ table inet pontoon-testbed {
 EOF
 }
 process_images=()
-port_forwards=()
+process_pods=()
 rm -f "$run/netns"
 if can_run_processes; then
   make_network
   # For tests: where to send traffic to pods and Services.
   echo "$netns" > "$run/netns"
   process_images=(--images "$here/process-images.yaml")
-  # Port-forwards to process pods enter the pods' namespaces, named after it.
-  port_forwards=(--netns "$netns")
+  # Port-forwards to process pods enter the pods' namespaces, named after
+  # it; their logs (`kubectl logs`) are the CRI-format ones pod-runner
+  # writes under its --logs.
+  process_pods=(--netns "$netns" --logs "$logs/pods")
   praxis=$("$root/scripts/praxis.sh")
   mkdir -p "$logs/pods"
   # The API server is relayed into the namespace at the same address, so
@@ -272,7 +275,7 @@ EOF
 else
   echo "testbed: not root: no network namespace, so pods of process images are only faked, like every other" >&2
 fi
-start pod-exec-sync "$bin/pod-exec-sync" --kubeconfig "$kubeconfig" --root "$tb/pods" "${process_images[@]}" "${port_forwards[@]}"
+start pod-exec-sync "$bin/pod-exec-sync" --kubeconfig "$kubeconfig" --root "$tb/pods" "${process_images[@]}" "${process_pods[@]}"
 
 kubectl apply --server-side -f "$here/nodes.yaml" >/dev/null
 wait_until 60 "the nodes to be Ready" kubectl wait --for condition=Ready node --all --timeout 5s

@@ -3,7 +3,9 @@
 //! namespace where kube-proxy serves Services. What a user of the cluster
 //! would notice: the pod answers on its IP, through its Service's ClusterIP
 //! (from outside and from the pods themselves) and load-balancer address, with its volumes' files, only while it exists
-//! and is reported Ready only when its readiness probe passes.
+//! and is reported Ready only when its readiness probe passes; its logs
+//! come through the API server (`kubectl logs`), with sinceTime, tailLines
+//! and follow.
 //!
 //! Reported as skipped, saying why, where the test bed has no network
 //! namespace (not run as root); a failure under `CI=true` (see
@@ -200,7 +202,9 @@ async fn a_process_pod_serves_on_its_ip_its_service_and_its_load_balancer_addres
         );
     }
 
-    // A deleted pod's process stops: its IP answers no more.
+    // A deleted pod's process stops: its IP answers no more, or (kwok gives
+    // a freed IP out again at once, maybe to the Deployment's replacement
+    // pod) answers with another pod's name.
     let gone = &pods[0];
     let gone_ip = gone.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap();
     ns.api::<Pod>()
@@ -208,7 +212,7 @@ async fn a_process_pod_serves_on_its_ip_its_service_and_its_load_balancer_addres
         .await?;
     let url = format!("http://{gone_ip}:8080/pod/name");
     let deadline = tokio::time::Instant::now() + TIMEOUT;
-    while net.get(&url).is_ok() {
+    while net.get(&url).is_ok_and(|name| name == gone.name_any()) {
         anyhow::ensure!(
             tokio::time::Instant::now() < deadline,
             "the deleted pod {} still answers on {gone_ip}",
@@ -370,6 +374,144 @@ async fn a_deleted_pod_serves_through_its_pre_stop_sleep_then_stops() -> anyhow:
         stopped >= Duration::from_secs(4),
         "it stopped {stopped:?} after deletion, before its 4 s preStop sleep ended"
     );
+    Ok(())
+}
+
+/// The numbers of the `<word> N` lines of `logs`.
+fn numbered(logs: &str, word: &str) -> Vec<u64> {
+    logs.lines()
+        .filter_map(|line| line.strip_prefix(word)?.strip_prefix(' ')?.parse().ok())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_process_pods_logs_come_through_the_api_server() -> anyhow::Result<()> {
+    use futures::{AsyncBufReadExt, StreamExt};
+    use k8s_openapi::jiff::Timestamp;
+    use kube::api::LogParams;
+    if let Err(reason) = TestbedNet::of_testbed() {
+        return pontoon_tests::skip!("{reason}");
+    }
+    let ns = TestNamespace::new("process-logs").await?;
+    // A line of 65536 x's (more than four of the CRI log's 16 KiB chunks) and, once
+    // it is surely logged (the other stream's lines may come between a long
+    // line's chunks, as with a container runtime), one on stderr, then a
+    // numbered line on each stream every 200 ms.
+    let script = r#"l=x; while [ ${#l} -lt 65536 ]; do l=$l$l; done; echo "long:$l"
+busybox sleep 1; echo 'to stderr' >&2
+i=0
+while true; do i=$((i+1)); echo "tick $i"; echo "tock $i" >&2; busybox sleep 0.2; done"#;
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "talker" },
+        "spec": { "containers": [{
+            "name": "talk",
+            "image": BUSYBOX,
+            "command": ["busybox", "sh", "-c", script]
+        }] }
+    }))?;
+    let pods = ns.api::<Pod>();
+    pods.create(&PostParams::default(), &pod).await?;
+    wait_for(
+        &pods,
+        "talker",
+        |p: Option<&Pod>| p.is_some_and(ready),
+        TIMEOUT,
+    )
+    .await?;
+    let params = |since_time, tail_lines| LogParams {
+        container: Some("talk".into()),
+        since_time,
+        tail_lines,
+        ..LogParams::default()
+    };
+
+    // Both streams, the long line whole, in the order printed.
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    let all = loop {
+        let logs = pods.logs("talker", &params(None, None)).await?;
+        if numbered(&logs, "tick").len() >= 3 && numbered(&logs, "tock").len() >= 3 {
+            break logs;
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "no ticks and tocks in the logs: {logs:.300}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let long = format!("long:{}", "x".repeat(65536));
+    let lines: Vec<&str> = all.lines().collect();
+    assert!(
+        lines.first() == Some(&long.as_str()),
+        "not the long line, whole, first; the lines' lengths: {:?}",
+        lines.iter().map(|l| l.len()).collect::<Vec<_>>()
+    );
+    assert!(lines.contains(&"to stderr"), "{all:.300}");
+    let ticks = numbered(&all, "tick");
+    let tocks = numbered(&all, "tock");
+    assert_eq!(ticks, (1..=ticks.len() as u64).collect::<Vec<_>>());
+    assert_eq!(tocks, (1..=tocks.len() as u64).collect::<Vec<_>>());
+    let printed = *ticks.last().context("no tick")?;
+
+    // sinceTime (whole seconds, as the API has it): only what came after.
+    // Every line above was printed over a second before it.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let since = Timestamp::now();
+    let later = loop {
+        let logs = pods.logs("talker", &params(Some(since), None)).await?;
+        if !numbered(&logs, "tick").is_empty() {
+            break logs;
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "nothing since {since}: {logs:.300}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        !later.contains("long:") && !later.contains("to stderr"),
+        "{later:.300}"
+    );
+    let first = numbered(&later, "tick")[0];
+    assert!(
+        first > printed,
+        "since {since}: tick {first}, though tick {printed} was printed before: {later}"
+    );
+    assert!(
+        numbered(&later, "tock").iter().all(|&n| n > printed),
+        "{later}"
+    );
+
+    // tailLines.
+    let tail = pods.logs("talker", &params(None, Some(2))).await?;
+    assert_eq!(tail.lines().count(), 2, "{tail}");
+    assert!(
+        tail.lines()
+            .all(|l| l.starts_with("tick ") || l.starts_with("tock ")),
+        "{tail}"
+    );
+
+    // follow: new lines as they are printed.
+    let newest = *numbered(&pods.logs("talker", &params(None, None)).await?, "tick")
+        .last()
+        .context("no tick")?;
+    let follow = LogParams {
+        follow: true,
+        tail_lines: Some(0),
+        ..params(None, None)
+    };
+    let mut lines = pods.log_stream("talker", &follow).await?.lines();
+    let next = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(line) = lines.next().await {
+            let line = line?;
+            if let Some(n) = numbered(&line, "tick").first() {
+                return anyhow::Ok(*n);
+            }
+        }
+        anyhow::bail!("the followed logs ended")
+    })
+    .await
+    .map_err(|_| anyhow::anyhow!("no new tick followed in 10 s"))??;
+    assert!(next > newest, "followed tick {next}, not after {newest}");
     Ok(())
 }
 

@@ -8,7 +8,10 @@
 // namespace, so pods exec'd in parallel never see each other's files.
 //
 // For a process pod it also writes a kwok `PortForward` (forward.go), so a
-// port-forward through the API server reaches its real process.
+// port-forward through the API server reaches its real process, and a kwok
+// `Logs` (logs.go), so `kubectl logs` (the pods/log subresource, with
+// sinceTime, tailLines, follow) serves what its processes print: the
+// CRI-format logs pod-runner writes under the --logs directory they share.
 //
 // Once the Exec exists it annotates the pod; the test bed's pod-ready stage
 // waits for that annotation, so a Ready pod can always be exec'd into. In the
@@ -18,6 +21,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -53,6 +57,7 @@ const (
 var (
 	execGVR        = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: "execs"}
 	portForwardGVR = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: "portforwards"}
+	logsGVR        = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: "logs"}
 )
 
 type syncer struct {
@@ -66,15 +71,26 @@ type syncer struct {
 	netns string
 	// This program's path, which kwok runs for a port-forward.
 	self string
+	// pod-runner's --logs directory; empty where no process pod runs.
+	logs string
 }
 
 func main() {
-	// `pod-exec-sync crds`: the CRD of kwok's PortForward, for up.sh to
-	// apply before kwok starts. `pod-exec-sync forward`: one port-forward.
+	// `pod-exec-sync crds`: the CRDs of kwok's PortForward and Logs (one
+	// YAML stream), for up.sh to apply before kwok starts. `pod-exec-sync
+	// forward`: one port-forward.
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "crds":
-			os.Stdout.Write(kwokcrd.PortForward)
+			for _, crd := range [][]byte{kwokcrd.PortForward, kwokcrd.Logs} {
+				if !bytes.HasPrefix(crd, []byte("---")) {
+					os.Stdout.WriteString("---\n")
+				}
+				os.Stdout.Write(crd)
+				if !bytes.HasSuffix(crd, []byte("\n")) {
+					os.Stdout.WriteString("\n")
+				}
+			}
 			return
 		case "forward":
 			flags := flag.NewFlagSet("forward", flag.ExitOnError)
@@ -92,9 +108,10 @@ func main() {
 	root := flag.String("root", "", "directory holding one working directory per pod")
 	imagesFile := flag.String("images", "", "the mapping file of process images (optional)")
 	testbedNetns := flag.String("netns", "", "the test bed's network namespace, when process pods run (ip netns name)")
+	logs := flag.String("logs", "", "pod-runner's --logs directory, when process pods run: their Logs objects name its CRI logs")
 	flag.Parse()
 	if *kubeconfig == "" || *root == "" {
-		fmt.Fprintln(os.Stderr, "usage: pod-exec-sync --kubeconfig FILE --root DIR [--images FILE]")
+		fmt.Fprintln(os.Stderr, "usage: pod-exec-sync --kubeconfig FILE --root DIR [--images FILE] [--netns NAME] [--logs DIR]")
 		os.Exit(2)
 	}
 	mapping := &images.File{}
@@ -105,13 +122,13 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	if err := run(*kubeconfig, *root, mapping, *testbedNetns); err != nil {
+	if err := run(*kubeconfig, *root, mapping, *testbedNetns, *logs); err != nil {
 		klog.ErrorS(err, "pod-exec-sync stopped")
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, root string, mapping *images.File, testbedNetns string) error {
+func run(kubeconfig, root string, mapping *images.File, testbedNetns, logs string) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
@@ -147,8 +164,9 @@ func run(kubeconfig, root string, mapping *images.File, testbedNetns string) err
 		lister:  pq.Lister,
 		netns:   testbedNetns,
 		self:    self,
+		logs:    logs,
 	}
-	// Several workers: two writes per pod, and pods come in bursts.
+	// Several workers: a few writes per pod, and pods come in bursts.
 	return pq.Run(ctx, 4, nil, s.sync)
 }
 
@@ -181,6 +199,11 @@ func (s *syncer) sync(ctx context.Context, key string) error {
 			return err
 		}
 	}
+	if s.logs != "" && s.images.Mapped(pod) {
+		if err := s.ensureLogs(ctx, pod); err != nil {
+			return err
+		}
+	}
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, readyAnnotation, pod.UID)
 	if s.images.Mapped(pod) {
 		patch = fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:"true"}}}`, readyAnnotation, pod.UID, processAnnotation)
@@ -201,9 +224,34 @@ func (s *syncer) ensurePortForward(ctx context.Context, pod *corev1.Pod) error {
 	if len(list) == 0 {
 		return nil
 	}
-	fwd := &unstructured.Unstructured{Object: map[string]any{
+	return s.ensureOwned(ctx, pod, portForwardGVR, "PortForward", map[string]any{"forwards": list})
+}
+
+func (s *syncer) ensureExec(ctx context.Context, pod *corev1.Pod, workDir string) error {
+	return s.ensureOwned(ctx, pod, execGVR, "Exec", map[string]any{
+		"execs": []any{map[string]any{
+			"local": map[string]any{
+				"workDir": workDir,
+				"envs": []any{
+					map[string]any{"name": "HOSTNAME", "value": pod.Name},
+					map[string]any{"name": "POD_NAME", "value": pod.Name},
+					map[string]any{"name": "POD_NAMESPACE", "value": pod.Namespace},
+					map[string]any{"name": "HOME", "value": workDir},
+				},
+			},
+		}},
+	})
+}
+
+// ensureOwned creates the pod's kwok object of the kind (named as the pod,
+// which owns it, so that it goes with the pod) with the spec, unless the
+// pod's is there already. One a pod of the same name left (owned by
+// another UID) is deleted, and an error returned: the pod's key is retried
+// and then creates its own.
+func (s *syncer) ensureOwned(ctx context.Context, pod *corev1.Pod, gvr schema.GroupVersionResource, kind string, spec map[string]any) error {
+	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "kwok.x-k8s.io/v1alpha1",
-		"kind":       "PortForward",
+		"kind":       kind,
 		"metadata": map[string]any{
 			"name":      pod.Name,
 			"namespace": pod.Namespace,
@@ -214,10 +262,10 @@ func (s *syncer) ensurePortForward(ctx context.Context, pod *corev1.Pod) error {
 				"uid":        string(pod.UID),
 			}},
 		},
-		"spec": map[string]any{"forwards": list},
+		"spec": spec,
 	}}
-	api := s.dynamic.Resource(portForwardGVR).Namespace(pod.Namespace)
-	_, err := api.Create(ctx, fwd, metav1.CreateOptions{})
+	api := s.dynamic.Resource(gvr).Namespace(pod.Namespace)
+	_, err := api.Create(ctx, obj, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		old, getErr := api.Get(ctx, pod.Name, metav1.GetOptions{})
 		if getErr != nil {
@@ -230,54 +278,7 @@ func (s *syncer) ensurePortForward(ctx context.Context, pod *corev1.Pod) error {
 		if err := api.Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
-		return fmt.Errorf("replaced stale PortForward for %s/%s", pod.Namespace, pod.Name)
-	}
-	return err
-}
-
-func (s *syncer) ensureExec(ctx context.Context, pod *corev1.Pod, workDir string) error {
-	exec := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "kwok.x-k8s.io/v1alpha1",
-		"kind":       "Exec",
-		"metadata": map[string]any{
-			"name":      pod.Name,
-			"namespace": pod.Namespace,
-			"ownerReferences": []any{map[string]any{
-				"apiVersion": "v1",
-				"kind":       "Pod",
-				"name":       pod.Name,
-				"uid":        string(pod.UID),
-			}},
-		},
-		"spec": map[string]any{
-			"execs": []any{map[string]any{
-				"local": map[string]any{
-					"workDir": workDir,
-					"envs": []any{
-						map[string]any{"name": "HOSTNAME", "value": pod.Name},
-						map[string]any{"name": "POD_NAME", "value": pod.Name},
-						map[string]any{"name": "POD_NAMESPACE", "value": pod.Namespace},
-						map[string]any{"name": "HOME", "value": workDir},
-					},
-				},
-			}},
-		},
-	}}
-	_, err := s.dynamic.Resource(execGVR).Namespace(pod.Namespace).Create(ctx, exec, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		// A pod of the same name from before: replace an Exec owned by another UID.
-		old, getErr := s.dynamic.Resource(execGVR).Namespace(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-		if getErr != nil {
-			return getErr
-		}
-		owners := old.GetOwnerReferences()
-		if len(owners) == 1 && owners[0].UID == pod.UID {
-			return nil
-		}
-		if err := s.dynamic.Resource(execGVR).Namespace(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-		return fmt.Errorf("replaced stale Exec for %s/%s", pod.Namespace, pod.Name)
+		return fmt.Errorf("replaced stale %s for %s/%s", kind, pod.Namespace, pod.Name)
 	}
 	return err
 }

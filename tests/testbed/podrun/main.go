@@ -19,7 +19,13 @@
 // answers), restarts a process that exits or whose image the pod's spec
 // changes (starting the new image's program, as a kubelet), and stops the processes and
 // removes the namespace when the pod goes away. Each process logs to
-// <logs>/<namespace>_<pod>_<container>.log.
+// <logs>/<namespace>_<pod>_<container>.log, and, for `kubectl logs`, to a
+// CRI-format log under <logs>/cri/ (output.go, internal/podlogs) that kwok
+// serves through the API server from the pod's kwok `Logs` object (written
+// by pod-exec-sync, given the same --logs directory): sinceTime, tailLines,
+// timestamps and follow work as against a kubelet (except that kwok ends a
+// follow only when its client does, not when the container stops). Both
+// logs are kept after the pod is gone.
 //
 // It also relays the API server into the test bed's network namespace (on
 // the same loopback address and port), so kube-proxy and the clients that
@@ -90,7 +96,7 @@ func main() {
 	imagesFile := flag.String("images", "", "the mapping file: image pattern -> local program")
 	binDirs := flag.String("bin-dirs", "", "colon-separated directories holding the mapped programs")
 	state := flag.String("state", "", "directory for the pods' volumes and overlays")
-	logs := flag.String("logs", "", "directory for the processes' logs")
+	logs := flag.String("logs", "", "directory for the processes' logs (the CRI-format ones kwok serves under its cri/; pod-exec-sync's --logs)")
 	netns := flag.String("netns", "", "the test bed's network namespace (ip netns name)")
 	relay := flag.String("api-relay", "", "HOST:PORT of the API server to relay into the network namespace")
 	execRoot := flag.String("exec-root", "", "pod-exec-sync's --root: each pod's exec sandbox, whose tmp/ becomes the containers' /tmp")

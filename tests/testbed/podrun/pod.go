@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"pontoon.dev/testbed/internal/images"
+	"pontoon.dev/testbed/internal/podlogs"
 )
 
 // podRun is one running process pod.
@@ -212,7 +213,10 @@ func (r *podRun) run(c *containerRun, spec *Launch) error {
 	if err := os.WriteFile(specFile, data, 0o600); err != nil {
 		return err
 	}
-	log := filepath.Join(r.agent.logs, fmt.Sprintf("%s_%s_%s.log", r.namespace, r.name, c.spec.Name))
+	logs := containerLogs{
+		plain: filepath.Join(r.agent.logs, fmt.Sprintf("%s_%s_%s.log", r.namespace, r.name, c.spec.Name)),
+		cri:   podlogs.File(r.agent.logs, r.namespace, r.name, r.uid, c.spec.Name),
+	}
 	ctx, cancel := context.WithCancel(r.ctx)
 	image := r.agent.images.For(c.spec.Image)
 	c.mu.Lock()
@@ -238,7 +242,7 @@ func (r *podRun) run(c *containerRun, spec *Launch) error {
 	var wg sync.WaitGroup
 	wg.Add(2)
 	r.wg.Add(2)
-	go func() { defer r.wg.Done(); defer wg.Done(); r.supervise(ctx, c, specFile, log) }()
+	go func() { defer r.wg.Done(); defer wg.Done(); r.supervise(ctx, c, specFile, logs) }()
 	go func() { defer r.wg.Done(); defer wg.Done(); r.probe(ctx, c, image) }()
 	go func() { wg.Wait(); close(done) }()
 	return nil
@@ -341,19 +345,22 @@ func (r *podRun) halt(c *containerRun) {
 	c.mu.Unlock()
 }
 
+// containerLogs are a container's two logs (see output.go).
+type containerLogs struct{ plain, cri string }
+
 // supervise runs the container's process, again after it exits (with a
 // growing pause, as a kubelet's restart back-off), until the pod stops.
-func (r *podRun) supervise(ctx context.Context, c *containerRun, specFile, log string) {
+func (r *podRun) supervise(ctx context.Context, c *containerRun, specFile string, logs containerLogs) {
 	backoff := 500 * time.Millisecond
 	for ctx.Err() == nil {
-		out, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		out, err := openOutput(logs.plain, logs.cri)
 		if err != nil {
-			klog.ErrorS(err, "cannot open the log", "pod", r.name)
+			klog.ErrorS(err, "cannot open the logs", "pod", r.namespace+"/"+r.name, "container", c.spec.Name)
 			return
 		}
 		self, _ := os.Executable()
 		cmd := exec.Command("nsenter", "--net="+netnsPath(r.netns), "--", self, "launch", specFile)
-		cmd.Stdout, cmd.Stderr = out, out
+		cmd.Stdout, cmd.Stderr = out.Stdout, out.Stderr
 		// A mount namespace of its own (Go makes its mounts private), and a
 		// process group of its own, so that stopping reaches its children.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS, Setpgid: true}
@@ -365,9 +372,10 @@ func (r *podRun) supervise(ctx context.Context, c *containerRun, specFile, log s
 		restarted := c.exited != nil
 		c.mu.Unlock()
 		if err != nil {
-			_ = out.Close()
+			out.finish(0)
 			klog.ErrorS(err, "cannot start", "pod", r.name, "container", c.spec.Name)
 		} else {
+			out.started()
 			// A kubelet reports a restarted container running as soon as it
 			// is, ready or not: whoever waits for the new process (a
 			// Carrier2 that only becomes ready once configured) sees it.
@@ -376,7 +384,7 @@ func (r *podRun) supervise(ctx context.Context, c *containerRun, specFile, log s
 				r.writeStatus(ctx)
 			}
 			err = cmd.Wait()
-			_ = out.Close()
+			out.finish(time.Second)
 		}
 		c.mu.Lock()
 		c.running = false
