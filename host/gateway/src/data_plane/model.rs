@@ -115,9 +115,9 @@ pub struct Listener {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientValidation {
     pub ca_path: String,
-    /// Without a valid certificate a client is refused; otherwise
-    /// (`AllowInsecureFallback`) every client is let in, and none is asked
-    /// for a certificate.
+    /// Without a certificate a client is refused; otherwise
+    /// (`AllowInsecureFallback`) let in without one (a certificate it
+    /// presents must still be valid: Praxis verifies every one).
     pub required: bool,
 }
 

@@ -14,7 +14,6 @@ const COMMON_FEATURES: &[&str] = &[
     "GatewayAddressEmpty",
     "GatewayBackendClientCertificate",
     "GatewayFrontendClientCertificateValidation",
-    "GatewayFrontendClientCertificateValidationInsecureFallback",
     "GatewayHTTPListenerIsolation",
     "GatewayInfrastructure",
     "GatewayPort8080",

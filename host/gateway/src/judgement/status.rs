@@ -498,7 +498,9 @@ pub fn gateway_conditions(
             true,
             "ConfigurationChanged",
             format!(
-                "port(s) {} let in every client, with a valid certificate, another or none                  (AllowInsecureFallback): the data plane does not ask for one there; set the                  mode to AllowValidOnly to require valid certificates",
+                "port(s) {} let in clients without a certificate (AllowInsecureFallback); a \
+                 certificate presented must still chain to the CA (Praxis verifies every one); \
+                 set the mode to AllowValidOnly to require certificates",
                 ports.join(", ")
             ),
         ));

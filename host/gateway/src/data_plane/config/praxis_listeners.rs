@@ -67,21 +67,21 @@ impl PortGroup<'_> {
                 },
             });
         }
-        // AllowInsecureFallback lets in every client, one whose certificate
-        // fails verification too; Praxis's `request` mode would refuse that
-        // one in the handshake, so no certificate is asked for at all (none
-        // reaches the backend either way: Praxis passes nothing of it on).
         let validation = self
             .listeners
             .iter()
-            .find_map(|l| l.client_validation.as_ref())
-            .filter(|v| v.required);
+            .find_map(|l| l.client_validation.as_ref());
         Ok(Some(Tls {
             certificates,
             client_ca: validation.map(|v| CaFile {
                 ca_path: v.ca_path.clone(),
             }),
-            client_cert_mode: validation.map(|_| "require"),
+            // AllowInsecureFallback: `request` asks for a certificate and
+            // lets in a client without one, but refuses, in the handshake,
+            // one whose certificate does not chain to the CA (Praxis 0.7.5
+            // has no mode that asks and accepts any; see
+            // docs/gateway-api-support.md).
+            client_cert_mode: validation.map(|v| if v.required { "require" } else { "request" }),
         }))
     }
 }
