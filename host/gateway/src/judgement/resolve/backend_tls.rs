@@ -345,6 +345,7 @@ pub fn apply(
                 // A passed-through stream is the client's TLS, not ours.
                 continue;
             }
+            let tcp = route.kind == RouteKind::Tcp;
             for rule in &mut route.rules {
                 // A mirror's copies are plain HTTP: a mirror to a Service a
                 // policy names would send them unprotected, so it is not
@@ -381,6 +382,12 @@ pub fn apply(
                     let Some(verdict) = judged.get(&key).map(|j| j.verdict.clone()) else {
                         return true;
                     };
+                    if tcp {
+                        // Praxis's TCP proxying dials its upstream in plain
+                        // TCP: a stream the policy says must be TLS is not
+                        // sent at all (the connection is refused).
+                        return false;
+                    }
                     match verdict {
                         Ok(trust) => {
                             // Sent to the Service's address, not its pods':
@@ -825,6 +832,22 @@ mod tests {
             ["shop/plain:80"],
             "no plain-HTTP copies to a policy's Service"
         );
+        // A TCPRoute's backend a policy names is not dialled in plain TCP.
+        let mut tcp = model(vec![("web", Some("https")), ("plain", None)]);
+        tcp.listeners[0].routes[0].kind = RouteKind::Tcp;
+        let good_again = policy(
+            "good",
+            "2026-01-01T00:00:00Z",
+            web(Some("https")),
+            with_ca("abc.example.com", "ca"),
+        );
+        apply(&mut tcp, &[good_again], None, &view());
+        let tcp_rules = &tcp.listeners[0].routes[0].rules;
+        assert!(
+            tcp_rules[0].backends.is_empty(),
+            "never plain TCP where TLS was asked"
+        );
+        assert_eq!(tcp_rules[1].backends.len(), 1);
         let rules = &m.listeners[0].routes[0].rules;
         let tls = rules[0].backends[0].tls.clone().unwrap();
         assert_eq!(tls.sni, "abc.example.com");
