@@ -79,11 +79,14 @@ impl Origin {
             .split_once("://")
             .ok_or_else(|| format!("{NAME}: origin `{text}` has no scheme"))?;
         let (host, port) = split_port(rest);
+        // `*` alone: any host (of this scheme and port); `*.` before a
+        // name: one or more labels before it.
         let (wildcard, host) = match host.strip_prefix("*.") {
             Some(suffix) => (true, suffix),
+            None if host == "*" => (true, ""),
             None => (false, host),
         };
-        if scheme.is_empty() || host.is_empty() || host.contains(['*', '/']) {
+        if scheme.is_empty() || (host.is_empty() && !wildcard) || host.contains(['*', '/']) {
             return Err(format!(
                 "{NAME}: origin `{text}` is not SCHEME://HOST[:PORT]"
             ));
@@ -111,16 +114,29 @@ impl Origin {
         };
         let (their_host, their_port) = split_port(rest);
         let their_host = their_host.to_ascii_lowercase();
-        let host_matches = if *wildcard {
-            their_host
+        let host_matches = match (*wildcard, host.is_empty()) {
+            (true, true) => !their_host.is_empty(),
+            (true, false) => their_host
                 .strip_suffix(host.as_str())
                 .and_then(|labels| labels.strip_suffix('.'))
-                .is_some_and(|labels| !labels.is_empty())
-        } else {
-            their_host == *host
+                .is_some_and(|labels| !labels.is_empty()),
+            (false, _) => their_host == *host,
         };
-        their_scheme.eq_ignore_ascii_case(scheme) && host_matches && their_port == port.as_deref()
+        their_scheme.eq_ignore_ascii_case(scheme)
+            && host_matches
+            && effective_port(scheme, port.as_deref()) == effective_port(scheme, their_port)
     }
+}
+
+/// An origin's port, its scheme's default when it names none (the Gateway
+/// API: 80 for `http`, 443 for `https`), so `https://a.com` and
+/// `https://a.com:443` are one origin.
+fn effective_port<'a>(scheme: &str, port: Option<&'a str>) -> Option<&'a str> {
+    port.or(match scheme {
+        "http" => Some("80"),
+        "https" => Some("443"),
+        _ => None,
+    })
 }
 
 /// `host[:port]` of an origin (an IPv6 literal keeps its brackets).
@@ -434,8 +450,27 @@ mod tests {
     }
 
     #[test]
+    fn a_lone_wildcard_takes_any_host_and_default_ports_are_implied() {
+        let any = Origin::parse("https://*").unwrap();
+        assert!(any.matches("https://a.example.com"));
+        assert!(any.matches("https://example.com:443"));
+        assert!(!any.matches("http://example.com"));
+        assert!(!any.matches("https://example.com:8443"));
+        let plain = Origin::parse("https://www.foo.com").unwrap();
+        assert!(plain.matches("https://www.foo.com:443"));
+        let explicit = Origin::parse("http://www.foo.com:80").unwrap();
+        assert!(explicit.matches("http://www.foo.com"));
+        assert!(!explicit.matches("http://www.foo.com:8080"));
+    }
+
+    #[test]
     fn origins_must_be_scheme_and_host() {
-        for bad in ["www.foo.com", "https://", "https://a.*.com", "https://*"] {
+        for bad in [
+            "www.foo.com",
+            "https://",
+            "https://a.*.com",
+            "https://*x.com",
+        ] {
             let yaml = format!("{{allow_origins: [\"{bad}\"]}}");
             assert!(Cors::from_config(&config(&yaml)).is_err(), "{bad}");
         }

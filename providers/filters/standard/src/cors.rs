@@ -26,15 +26,16 @@ pub fn translate(c: &Cors) -> Result<Vec<Entry<'static>>, Error> {
     for origin in &c.allow_origins {
         let valid = origin == "*"
             || origin.split_once("://").is_some_and(|(scheme, rest)| {
-                !scheme.is_empty()
-                    && !rest.is_empty()
-                    && !rest.contains('/')
-                    && rest.strip_prefix("*.").unwrap_or(rest).find('*').is_none()
+                !scheme.is_empty() && !rest.is_empty() && !rest.contains('/') && {
+                    // `*` alone (any host), or `*.` before a name.
+                    let host = rest.rsplit_once(':').map_or(rest, |(h, _)| h);
+                    host == "*" || host.strip_prefix("*.").unwrap_or(host).find('*').is_none()
+                }
             });
         if !valid {
             return Err(Error::invalid(format!(
                 "cors.allowOrigins: `{origin}` is neither `*` nor SCHEME://HOST[:PORT] (a \
-                 leading `*.` in HOST for any subdomain)"
+                 leading `*.` in HOST for any subdomain, or `*` for any host)"
             )));
         }
     }
@@ -90,6 +91,17 @@ mod tests {
         let defaults = translate(json!({"allowOrigins": ["*"]})).unwrap();
         assert_eq!(defaults[0]["max_age"], 5);
         assert_eq!(defaults[0]["allow_credentials"], false);
+    }
+
+    #[test]
+    fn a_lone_wildcard_host_is_an_origin() {
+        for origin in ["https://*", "http://*:8080"] {
+            assert!(
+                translate(json!({"allowOrigins": [origin]})).is_ok(),
+                "{origin}"
+            );
+        }
+        assert!(translate(json!({"allowOrigins": ["https://*x.com"]})).is_err());
     }
 
     #[test]
