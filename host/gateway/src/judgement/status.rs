@@ -82,8 +82,10 @@ impl GatewayStatusUpdate<'_> {
         let conditions = gateway_conditions(
             current.conditions.as_deref().unwrap_or_default(),
             self.accepted,
-            &refused,
-            &insecure,
+            OwnListeners {
+                refused: &refused,
+                insecure_ports: &insecure,
+            },
             self.data_plane,
             self.resolved_refs,
             self.generation,
@@ -428,6 +430,15 @@ fn convert<From: serde::Serialize, To: serde::de::DeserializeOwned>(from: &From)
         .and_then(|v| serde_json::from_value(v).ok())
 }
 
+/// What the Gateway's own listeners say of it as a whole.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OwnListeners<'a> {
+    /// Its own listeners that are not accepted, by name.
+    pub refused: &'a [&'a str],
+    /// Ports whose client certificates are not required.
+    pub insecure_ports: &'a [u16],
+}
+
 /// The Gateway's own conditions. `refused` names its own listeners that are
 /// not accepted: an accepted Gateway with some says so in its reason
 /// (`ListenersNotValid`, as Gateway API v1.6 asks), and serves the others.
@@ -437,8 +448,10 @@ fn convert<From: serde::Serialize, To: serde::de::DeserializeOwned>(from: &From)
 pub fn gateway_conditions(
     previous: &[Condition],
     accepted: Result<(), (&str, String)>,
-    refused: &[&str],
-    insecure_ports: &[u16],
+    OwnListeners {
+        refused,
+        insecure_ports,
+    }: OwnListeners<'_>,
     data_plane: &DataPlane,
     resolved_refs: Option<Result<(), Issue>>,
     generation: Option<i64>,
@@ -550,8 +563,10 @@ mod tests {
         let with = gateway_conditions(
             &[],
             Ok(()),
-            &[],
-            &[443, 8443],
+            OwnListeners {
+                refused: &[],
+                insecure_ports: &[443, 8443],
+            },
             &DataPlane::Ready,
             None,
             Some(1),
@@ -570,8 +585,7 @@ mod tests {
         let after = gateway_conditions(
             &with,
             Ok(()),
-            &[],
-            &[],
+            OwnListeners::default(),
             &DataPlane::Ready,
             None,
             Some(2),
