@@ -7,30 +7,13 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
-use super::{conditions::Condition, praxis::Filter};
-use crate::data_plane::{
-    model::{Backend, HeaderChanges},
-    program::DataPlane,
+use super::{
+    conditions::Condition,
+    praxis::{BackendHeadersEntry, Filter, OneBackend},
 };
+use crate::data_plane::{model::Backend, program::DataPlane};
 
 pub const NAME: &str = "pontoon_backend_headers";
-
-/// The entry `pontoon_backend_headers` (see `dataplane/src/backend_headers.rs`).
-#[derive(Debug, Serialize)]
-pub struct BackendHeadersEntry<'a> {
-    pub filter: &'static str,
-    pub conditions: Vec<Condition>,
-    pub backends: Vec<OneBackend<'a>>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct OneBackend<'a> {
-    pub endpoints: Vec<String>,
-    pub request: &'a HeaderChanges,
-    pub response: &'a HeaderChanges,
-}
 
 /// `Err` says why the rule's backend filters cannot be served here.
 pub fn check(backends: &[Backend], plane: DataPlane) -> Result<(), String> {

@@ -121,8 +121,24 @@ pub enum Filter<'a> {
     Timeout(Timeout),
     SniRouter(SniRouter),
     QueryParams(QueryParams),
-    BackendHeaders(super::backend_headers::BackendHeadersEntry<'a>),
+    BackendHeaders(BackendHeadersEntry<'a>),
     Module(super::module_entry::ModuleEntry<'a>),
+}
+
+/// Pontoon's data plane's `pontoon_backend_headers` (`dataplane/`): the
+/// header changes of the backend whose endpoint the load balancer picked.
+#[derive(Debug, Serialize)]
+pub struct BackendHeadersEntry<'a> {
+    pub filter: &'static str,
+    pub conditions: Vec<Condition>,
+    pub backends: Vec<OneBackend<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct OneBackend<'a> {
+    pub endpoints: Vec<String>,
+    pub request: &'a crate::data_plane::model::HeaderChanges,
+    pub response: &'a crate::data_plane::model::HeaderChanges,
 }
 
 /// Pontoon's data plane's `pontoon_query_params` (`dataplane/`): query
