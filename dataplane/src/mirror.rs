@@ -3,9 +3,13 @@
 //! answer is thrown away. The copy is fire-and-forget: it is sent from a
 //! task of its own, so the real request never waits for it, and when the
 //! mirror is slow the copies, not the requests, give way: at most
-//! `max_in_flight` copies are out at once and a request over that is simply
-//! not mirrored; a body longer than `max_body_bytes` drops the copy rather
-//! than holding the request's bytes.
+//! `max_in_flight` copies of one filter, and [`PROCESS_IN_FLIGHT`] of all
+//! the process's mirrors together, are out at once, and a request over
+//! either is simply not mirrored; a body longer than `max_body_bytes` drops
+//! the copy rather than holding the request's bytes. So the memory copies
+//! hold is bounded for the whole data plane, whose routes may be many
+//! tenants': however many mirror rules one of them writes, at most
+//! `PROCESS_IN_FLIGHT` × 64 KiB of bodies wait to be sent.
 //!
 //! The copy carries the request as the backend would get it from the
 //! filters before this one: their header changes (set, add, remove) are
@@ -48,6 +52,22 @@ pub const NAME: &str = "pontoon_mirror";
 
 /// A copy's answer is read this far, then dropped.
 const RESPONSE_BYTES: usize = 64 * 1024;
+
+/// Copies out at once in the whole process, every mirror filter's together.
+pub const PROCESS_IN_FLIGHT: usize = 1024;
+
+/// The process-wide bound on copies out (see the module's comment).
+fn process_in_flight() -> Arc<Semaphore> {
+    static PERMITS: std::sync::LazyLock<Arc<Semaphore>> =
+        std::sync::LazyLock::new(|| Arc::new(Semaphore::new(PROCESS_IN_FLIGHT)));
+    PERMITS.clone()
+}
+
+/// A copy's places in the bounds: its filter's and the process's.
+struct Permits {
+    _filter: OwnedSemaphorePermit,
+    _process: OwnedSemaphorePermit,
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -96,7 +116,7 @@ pub struct Mirror {
 struct Pending {
     request: SubRequest,
     body: BytesMut,
-    permit: OwnedSemaphorePermit,
+    permit: Permits,
 }
 
 impl Mirror {
@@ -146,8 +166,18 @@ impl Mirror {
         self.numerator == self.denominator || fastrand::u32(0..self.denominator) < self.numerator
     }
 
+    /// A copy's places in both bounds, or `None` when either is full.
+    fn admit(&self) -> Option<Permits> {
+        let filter = self.in_flight.clone().try_acquire_owned().ok()?;
+        let process = process_in_flight().try_acquire_owned().ok()?;
+        Some(Permits {
+            _filter: filter,
+            _process: process,
+        })
+    }
+
     /// Sends `request` from a task of its own; nothing waits for it.
-    fn send(&self, request: SubRequest, client: SubRequestClient, permit: OwnedSemaphorePermit) {
+    fn send(&self, request: SubRequest, client: SubRequestClient, permit: Permits) {
         if self.peers.is_empty() {
             return;
         }
@@ -188,8 +218,8 @@ impl HttpFilter for Mirror {
         let Some(client) = ctx.subrequest_client.cloned() else {
             return Ok(FilterAction::Continue);
         };
-        // Over the bound: this request is not mirrored.
-        let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
+        // Over either bound: this request is not mirrored.
+        let Some(permit) = self.admit() else {
             return Ok(FilterAction::Continue);
         };
         let request = copy(ctx);

@@ -112,3 +112,37 @@ fn the_real_request_goes_on_whatever_the_mirror() {
     assert!(matches!(action, FilterAction::Continue));
     assert!(set.is_empty());
 }
+
+#[test]
+fn copies_out_are_bounded_per_filter_and_for_the_whole_process() {
+    let mirror = |in_flight: usize| Mirror {
+        backend: "b".into(),
+        peers: Vec::new(),
+        next: AtomicUsize::new(0),
+        numerator: 1,
+        denominator: 1,
+        timeout: Duration::from_secs(1),
+        max_body_bytes: 1,
+        in_flight: Arc::new(Semaphore::new(in_flight)),
+    };
+    let one = mirror(2);
+    let (a, b) = (one.admit(), one.admit());
+    assert!(a.is_some() && b.is_some());
+    assert!(one.admit().is_none(), "the filter's bound");
+    drop(a);
+    assert!(one.admit().is_some(), "a copy done frees its place");
+
+    // Many filters (many tenants' rules) share the process's bound.
+    let filters: Vec<Mirror> = (0..PROCESS_IN_FLIGHT / 128 + 1)
+        .map(|_| mirror(128))
+        .collect();
+    let held: Vec<Permits> = filters
+        .iter()
+        .flat_map(|f| (0..128).map_while(|_| f.admit()))
+        .collect();
+    // `b` still holds one place; no other test admits a copy.
+    assert_eq!(held.len() + 1, PROCESS_IN_FLIGHT);
+    assert!(mirror(1).admit().is_none(), "the process's bound");
+    drop(b);
+    assert!(mirror(1).admit().is_some());
+}
