@@ -38,10 +38,61 @@ pub fn of(refs: &[HttpRouteRulesBackendRefs]) -> Result<Vec<Option<BackendHeader
                     }
                 };
                 add(changes, &value[field]);
+                check(changes, field == "responseHeaderModifier")
+                    .map_err(|why| format!("backendRefs[{i}].filters[{j}].{field}: {why}"))?;
             }
             Ok(Some(headers))
         })
         .collect()
+}
+
+/// Headers of one connection, which a response's filter must not add.
+const HOP_BY_HOP: [&str; 7] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// What the data plane would refuse to load (and with it the whole
+/// Gateway's config), said of this filter instead: header names of token
+/// characters, values of visible ASCII, spaces and tabs, no hop-by-hop
+/// header added to a response.
+fn check(changes: &HeaderChanges, response: bool) -> Result<(), String> {
+    let names = changes
+        .set
+        .iter()
+        .chain(&changes.add)
+        .map(|p| p.name.as_str())
+        .chain(changes.remove.iter().map(String::as_str));
+    for name in names {
+        let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+        if name.is_empty() || !name.bytes().all(token) {
+            return Err(format!("`{name}` is not a header name"));
+        }
+    }
+    for pair in changes.set.iter().chain(&changes.add) {
+        if !pair
+            .value
+            .bytes()
+            .all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
+        {
+            return Err(format!(
+                "the value of `{}` is not visible ASCII (Praxis sends no other header values)",
+                pair.name
+            ));
+        }
+        if response && HOP_BY_HOP.contains(&pair.name.as_str()) {
+            return Err(format!(
+                "`{}` is a hop-by-hop header, which a response does not carry on",
+                pair.name
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn add(changes: &mut HeaderChanges, modifier: &Value) {
@@ -102,6 +153,25 @@ mod tests {
         assert_eq!(b.request.add[0].name, "x-add");
         assert_eq!(b.request.remove, ["x-gone"]);
         assert_eq!(b.response.set[0].value, "b");
+
+        for (filter, says) in [
+            (
+                serde_json::json!({"type": "RequestHeaderModifier", "requestHeaderModifier": {
+                    "set": [{"name": "x-name", "value": "caf\u{e9}"}]}}),
+                "filters[0].requestHeaderModifier: the value of `x-name` is not visible ASCII",
+            ),
+            (
+                serde_json::json!({"type": "ResponseHeaderModifier", "responseHeaderModifier": {
+                    "add": [{"name": "Connection", "value": "close"}]}}),
+                "`connection` is a hop-by-hop header",
+            ),
+        ] {
+            let why = of(&refs(
+                serde_json::json!([{"name": "a", "port": 80, "filters": [filter]}]),
+            ))
+            .unwrap_err();
+            assert!(why.contains(says), "{why}");
+        }
 
         let refused = of(&refs(serde_json::json!([
             {"name": "a", "port": 80, "filters": [
