@@ -7,6 +7,20 @@ fn mirror(yaml: &str) -> Box<dyn HttpFilter> {
     Mirror::from_config(&config(yaml)).unwrap()
 }
 
+/// A mirror without endpoints, for what it decides before it sends.
+fn bare(numerator: u32, denominator: u32, in_flight: usize) -> Mirror {
+    Mirror {
+        backend: "b".into(),
+        peers: Vec::new(),
+        next: AtomicUsize::new(0),
+        numerator,
+        denominator,
+        timeout: Duration::from_secs(1),
+        max_body_bytes: 1,
+        in_flight: Arc::new(Semaphore::new(in_flight)),
+    }
+}
+
 #[test]
 fn a_share_must_be_one() {
     for yaml in [
@@ -22,16 +36,7 @@ fn a_share_must_be_one() {
 
 #[test]
 fn the_share_mirrored_is_the_fraction_asked() {
-    let share = Mirror {
-        backend: "b".into(),
-        peers: Vec::new(),
-        next: AtomicUsize::new(0),
-        numerator: 20,
-        denominator: 100,
-        timeout: Duration::from_secs(1),
-        max_body_bytes: 1,
-        in_flight: Arc::new(Semaphore::new(1)),
-    };
+    let share = bare(20, 100, 1);
     let picked = (0..20_000).filter(|_| share.picked()).count();
     // 20 % of 20 000 is 4 000; five standard deviations (~283) either side.
     assert!((3_717..=4_283).contains(&picked), "{picked}");
@@ -115,16 +120,7 @@ fn the_real_request_goes_on_whatever_the_mirror() {
 
 #[test]
 fn copies_out_are_bounded_per_filter_and_for_the_whole_process() {
-    let mirror = |in_flight: usize| Mirror {
-        backend: "b".into(),
-        peers: Vec::new(),
-        next: AtomicUsize::new(0),
-        numerator: 1,
-        denominator: 1,
-        timeout: Duration::from_secs(1),
-        max_body_bytes: 1,
-        in_flight: Arc::new(Semaphore::new(in_flight)),
-    };
+    let mirror = |in_flight: usize| bare(1, 1, in_flight);
     let one = mirror(2);
     let (a, b) = (one.admit(), one.admit());
     assert!(a.is_some() && b.is_some());

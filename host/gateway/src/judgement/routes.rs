@@ -159,11 +159,10 @@ fn judge(
         let backend_headers = backend_filters::of(refs);
         for (r, headers) in refs.iter().zip(backend_headers.iter().flatten()) {
             let Some(headers) = headers else { continue };
-            let cluster = format!(
-                "{}/{}:{}",
+            let cluster = backends::cluster_name(
                 r.namespace.as_deref().unwrap_or(&namespace),
-                r.name,
-                r.port.unwrap_or_default()
+                &r.name,
+                r.port.unwrap_or_default(),
             );
             for backend in resolved
                 .backends

@@ -435,10 +435,7 @@ fn mirror_service(filter: &crate::data_plane::model::TranslatedFilter) -> Option
     if filter.kind != super::mirrors::KIND {
         return None;
     }
-    let backend = filter.entries.first()?.get("backend")?.as_str()?;
-    let (namespace, rest) = backend.split_once('/')?;
-    let (service, _port) = rest.rsplit_once(':')?;
-    Some((namespace, service))
+    super::backends::service_of_cluster(filter.entries.first()?.get("backend")?.as_str()?)
 }
 
 /// Whether `policy` names `service` at all (any port).

@@ -108,7 +108,7 @@ pub fn resolve(
         };
         let port_name = service_port.name.clone().filter(|n| !n.is_empty());
         out.backends.push(Backend {
-            cluster: format!("{label}:{port}"),
+            cluster: cluster_name(namespace, &r.name, port),
             namespace: namespace.to_string(),
             service: r.name.clone(),
             weight,
@@ -121,6 +121,19 @@ pub fn resolve(
         });
     }
     out
+}
+
+/// The cluster name of a Service port, unique within a config:
+/// `<namespace>/<service>:<port>` (what [`Backend::cluster`] holds).
+pub fn cluster_name(namespace: &str, service: &str, port: i32) -> String {
+    format!("{namespace}/{service}:{port}")
+}
+
+/// The Service (namespace, name) a [`cluster_name`] names.
+pub fn service_of_cluster(cluster: &str) -> Option<(&str, &str)> {
+    let (namespace, rest) = cluster.split_once('/')?;
+    let (service, _port) = rest.rsplit_once(':')?;
+    Some((namespace, service))
 }
 
 /// The `appProtocol` of a Service port speaking HTTP/2 over cleartext
