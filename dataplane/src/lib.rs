@@ -9,6 +9,7 @@
 //! | `pontoon_cors` | HTTPRoute's CORS filter, as the Gateway API defines it |
 //! | `pontoon_mirror` | RequestMirror: copies to another backend, fire-and-forget |
 //! | `pontoon_backend_headers` | `backendRefs[].filters`: header changes of the backend the load balancer picked |
+//! | `pontoon_backend_tls` | BackendTLSPolicy `subjectAltNames`: TLS to the backend through a relay that checks them |
 //!
 //! The operator writes these only when its Gateways run this binary
 //! (`--data-plane-image`); with stock Praxis (`--praxis-image`) it refuses
@@ -20,6 +21,7 @@ use praxis_core::config::Config;
 use praxis_filter::FilterRegistry;
 
 pub mod backend_headers;
+pub mod backend_tls;
 pub mod cors;
 pub mod mirror;
 pub mod query_params;
@@ -29,12 +31,13 @@ mod test_context;
 
 /// The names of the filters this crate adds: every one starts with
 /// `pontoon_`, which is how the operator knows an entry needs this binary.
-pub const FILTERS: [&str; 5] = [
+pub const FILTERS: [&str; 6] = [
     query_params::NAME,
     redirect::NAME,
     cors::NAME,
     mirror::NAME,
     backend_headers::NAME,
+    backend_tls::NAME,
 ];
 
 praxis_filter::register_filters! {
@@ -43,6 +46,7 @@ praxis_filter::register_filters! {
     http cors::NAME => cors::Cors::from_config,
     http mirror::NAME => mirror::Mirror::from_config,
     http backend_headers::NAME => backend_headers::BackendHeaders::from_config,
+    http backend_tls::NAME => backend_tls::BackendTls::from_config,
 }
 
 /// Praxis's built-in filters and Pontoon's.
