@@ -13,6 +13,7 @@
 //! See `docs/praxis-config.md` for the format and the reasons.
 
 mod backend_headers;
+mod backend_tls_relays;
 mod clusters;
 mod conditions;
 mod error;
@@ -140,6 +141,7 @@ pub fn check_rule(
     let matches = route_entries::check_matches(rule, plane)?;
     filters::check(&rule.filters, &matches, plane)?;
     backend_headers::check(&rule.backends, plane)?;
+    backend_tls_relays::check(&rule.backends, plane)?;
     clusters::protocol(&rule.backends)?;
     clusters::tls(&rule.backends)?;
     clusters::check_timeouts(rule)?;
@@ -392,6 +394,10 @@ fn pipeline<'a>(
                     rule.timeouts.request_ms,
                 ));
                 rule_filters.extend(backend_headers::entry(
+                    &rule.backends,
+                    filters::gate(Some(rule_tag.clone()), None),
+                ));
+                rule_filters.extend(backend_tls_relays::entry(
                     &rule.backends,
                     filters::gate(Some(rule_tag.clone()), None),
                 ));

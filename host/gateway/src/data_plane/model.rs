@@ -243,12 +243,63 @@ pub struct HeaderValuePair {
 /// TLS from the data plane to a backend.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BackendTls {
-    /// The server name sent, and verified against the backend's certificate.
+    /// The server name sent, and verified against the backend's certificate
+    /// unless `subject_alt_names` says otherwise.
     pub sni: String,
     /// The CA certificates trusted; `None`: the data plane's system roots.
     pub ca_path: Option<String>,
     /// The Gateway's client certificate, for backends that ask for one.
     pub client_certificate: Option<CertificateFiles>,
+    /// The names the certificate must carry one of, instead of `sni`
+    /// (BackendTLSPolicy `subjectAltNames`); checked by Pontoon's data
+    /// plane's relay, as Praxis checks the SNI only.
+    pub subject_alt_names: Vec<SubjectAltName>,
+    /// The relays that check them, one per endpoint of the backend: its
+    /// endpoints are then their loopback addresses, spoken to in plain HTTP.
+    pub relays: Vec<Relay>,
+}
+
+impl BackendTls {
+    /// What must be the same for backends to share one cluster: all of it
+    /// but the relays (each backend has its own).
+    pub fn trust(
+        &self,
+    ) -> (
+        &str,
+        Option<&str>,
+        Option<&CertificateFiles>,
+        &[SubjectAltName],
+    ) {
+        (
+            &self.sni,
+            self.ca_path.as_deref(),
+            self.client_certificate.as_ref(),
+            &self.subject_alt_names,
+        )
+    }
+
+    /// Whether the data plane speaks to this backend through relays (plain
+    /// HTTP to them), not in TLS itself.
+    pub fn relayed(&self) -> bool {
+        !self.subject_alt_names.is_empty()
+    }
+}
+
+/// One of a BackendTLSPolicy's `subjectAltNames`, as the relay's entry
+/// spells it (`{hostname: ...}` or `{uri: ...}`).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubjectAltName {
+    Hostname(String),
+    Uri(String),
+}
+
+/// A relay of Pontoon's data plane: it listens on loopback and opens TLS to
+/// `upstream` itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Relay {
+    pub listen: SocketAddr,
+    pub upstream: SocketAddr,
 }
 
 /// The application protocol a backend speaks.

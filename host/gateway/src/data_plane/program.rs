@@ -42,6 +42,8 @@ const COMMON_FEATURES: &[&str] = &[
 
 /// What only Pontoon's data plane serves, each by a `pontoon_*` filter.
 const PONTOON_FEATURES: &[&str] = &[
+    // pontoon_backend_tls
+    "BackendTLSPolicySANValidation",
     // pontoon_redirect
     "HTTPRoute303RedirectStatusCode",
     // pontoon_cors

@@ -77,6 +77,7 @@ pub async fn apply(
         &policies,
         client_certificate,
         view,
+        ctx.settings.data_plane,
     ))
 }
 

@@ -152,7 +152,8 @@ pub fn tls(backends: &[Backend]) -> Result<Option<&BackendTls>, String> {
     let Some(first) = weighted.next() else {
         return Ok(None);
     };
-    match weighted.find(|b| b.tls != first.tls) {
+    let trust = first.tls.as_ref().map(BackendTls::trust);
+    match weighted.find(|b| b.tls.as_ref().map(BackendTls::trust) != trust) {
         None => Ok(first.tls.as_ref()),
         Some(other) => Err(format!(
             "backends {} and {} are spoken to with different TLS (BackendTLSPolicy): Praxis \
@@ -242,14 +243,20 @@ pub fn cluster(
             application_provider: match_tag,
         },
         read_timeout_ms: settings.read_timeout_ms,
-        tls: settings.tls.as_ref().map(|t| ClusterTls {
-            sni: t.sni.clone(),
-            ca: t.ca_path.clone().map(|ca_path| CaFile { ca_path }),
-            client_cert: t.client_certificate.as_ref().map(|c| KeyPair {
-                cert_path: c.cert_path.clone(),
-                key_path: c.key_path.clone(),
+        // Through relays (subjectAltNames) the cluster is plain HTTP to
+        // them; they speak TLS.
+        tls: settings
+            .tls
+            .as_ref()
+            .filter(|t| !t.relayed())
+            .map(|t| ClusterTls {
+                sni: t.sni.clone(),
+                ca: t.ca_path.clone().map(|ca_path| CaFile { ca_path }),
+                client_cert: t.client_certificate.as_ref().map(|c| KeyPair {
+                    cert_path: c.cert_path.clone(),
+                    key_path: c.key_path.clone(),
+                }),
             }),
-        }),
     }
 }
 

@@ -122,6 +122,7 @@ pub enum Filter<'a> {
     SniRouter(SniRouter),
     QueryParams(QueryParams),
     BackendHeaders(BackendHeadersEntry<'a>),
+    BackendTls(BackendTlsEntry<'a>),
     Module(super::module_entry::ModuleEntry<'a>),
 }
 
@@ -139,6 +140,28 @@ pub struct OneBackend<'a> {
     pub endpoints: Vec<String>,
     pub request: &'a crate::data_plane::model::HeaderChanges,
     pub response: &'a crate::data_plane::model::HeaderChanges,
+}
+
+/// Pontoon's data plane's `pontoon_backend_tls` (`dataplane/`): the relays
+/// a rule's backends are spoken to through, which open TLS to them and
+/// check their certificates' subject alternative names.
+#[derive(Debug, Serialize)]
+pub struct BackendTlsEntry<'a> {
+    pub filter: &'static str,
+    pub conditions: Vec<Condition>,
+    pub relays: Vec<RelayEntry<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RelayEntry<'a> {
+    pub listen: String,
+    pub upstream: String,
+    pub server_name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_path: Option<&'a str>,
+    pub subject_alt_names: &'a [crate::data_plane::model::SubjectAltName],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_cert: Option<KeyPair>,
 }
 
 /// Pontoon's data plane's `pontoon_query_params` (`dataplane/`): query

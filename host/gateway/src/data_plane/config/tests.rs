@@ -1092,6 +1092,8 @@ fn tls_backend(service: &str, sni: &str, ca: Option<&str>, client: bool) -> Back
                 cert_path: "/etc/praxis-tls/infra-client.crt".into(),
                 key_path: "/etc/praxis-tls/infra-client.key".into(),
             }),
+            subject_alt_names: Vec::new(),
+            relays: Vec::new(),
         }),
         ..backend(service, 1, &["10.244.4.10:8443"])
     }
@@ -1152,6 +1154,86 @@ fn backend_tls_policies_become_cluster_tls_verified_against_their_hostname() {
             "None None None".into(),
         ],
         "each rule's cluster speaks TLS as its backend's policy asks, the plain one not at all"
+    );
+}
+
+#[test]
+fn subject_alt_names_are_checked_by_a_relay_praxis_speaks_plain_http_to() {
+    use crate::data_plane::model::{Relay, SubjectAltName};
+    let ca = "/etc/praxis-tls/backend-ca.shop.policy.pem";
+    let relay = Relay {
+        listen: "127.0.0.1:15100".parse().unwrap(),
+        upstream: "10.96.0.10:443".parse().unwrap(),
+    };
+    let mut relayed = tls_backend("private", "abc.example.com", Some(ca), false);
+    relayed.endpoints = vec![relay.listen];
+    if let Some(tls) = relayed.tls.as_mut() {
+        tls.subject_alt_names = vec![
+            SubjectAltName::Hostname("dce.example.com".into()),
+            SubjectAltName::Uri("spiffe://abc.example.com/id".into()),
+        ];
+        tls.relays = vec![relay];
+    }
+    let model = gateway(vec![http(
+        "web",
+        80,
+        None,
+        vec![route(
+            "secure",
+            &[],
+            vec![rule(vec![prefix("/private")], vec![relayed.clone()])],
+        )],
+    )]);
+    let yaml = golden("backend_tls_sans", &model, &options());
+    let config = praxis_loads(&yaml).unwrap();
+    let filters = &config.filter_chains[0].filters;
+    let cluster = filters
+        .iter()
+        .filter(|f| f.filter_type == "load_balancer")
+        .flat_map(|f| {
+            f.config["clusters"]
+                .as_sequence()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .next()
+        .unwrap();
+    assert!(
+        cluster["tls"].is_null(),
+        "plain HTTP to the relay: {cluster:?}"
+    );
+    assert_eq!(
+        cluster["endpoints"][0]["address"].as_str(),
+        Some("127.0.0.1:15100")
+    );
+    let entry = filters
+        .iter()
+        .find(|f| f.filter_type == "pontoon_backend_tls")
+        .expect("the relay's entry");
+    let relays = serde_json::to_value(&entry.config["relays"]).unwrap();
+    assert_eq!(
+        relays,
+        serde_json::json!([{
+            "listen": "127.0.0.1:15100",
+            "upstream": "10.96.0.10:443",
+            "server_name": "abc.example.com",
+            "ca_path": ca,
+            "subject_alt_names": [
+                { "hostname": "dce.example.com" },
+                { "uri": "spiffe://abc.example.com/id" }
+            ]
+        }])
+    );
+    // Stock Praxis has no relay.
+    let why = check_rule(
+        RouteKind::Http,
+        &rule(vec![prefix("/")], vec![relayed]),
+        DataPlane::StockPraxis,
+    )
+    .unwrap_err();
+    assert!(
+        why.contains("subjectAltNames needs Pontoon's data plane"),
+        "{why}"
     );
 }
 

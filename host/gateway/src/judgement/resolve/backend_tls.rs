@@ -4,11 +4,13 @@
 //! presents to its backends (`spec.tls.backend.clientCertificateRef`).
 //!
 //! A policy that cannot be kept (its CA certificates do not resolve, it asks
-//! for subject alternative names Praxis cannot check) is never weakened to
-//! plain HTTP: its backends are left out of their rules, whose requests then
-//! get 5xx, as the spec requires.
+//! for subject alternative names stock Praxis cannot check) is never
+//! weakened to plain HTTP: its backends are left out of their rules, whose
+//! requests then get 5xx, as the spec requires. Subject alternative names
+//! are checked by Pontoon's data plane, in a relay of its own on loopback
+//! (`pontoon_backend_tls`): such a backend's endpoint becomes its relay.
 
-use std::{cmp::Ordering, collections::BTreeMap, sync::Arc};
+use std::{cmp::Ordering, collections::BTreeMap, net::SocketAddr, sync::Arc};
 
 use gateway_api::{
     backendtlspolicies::{
@@ -29,7 +31,8 @@ use super::{
 };
 use crate::data_plane::{
     certificates::CertificateSecret,
-    model::{BackendTls, CertificateFiles, GatewayModel, RouteKind},
+    model::{BackendTls, CertificateFiles, GatewayModel, Relay, RouteKind, SubjectAltName},
+    program::DataPlane,
 };
 use pontoon_support::conditions::{Observed, merged};
 
@@ -44,11 +47,18 @@ const SYSTEM: &str = "System";
 /// What a policy that applies asks the data plane for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Trust {
-    /// Sent as SNI and verified against the backend's certificate.
+    /// Sent as SNI, and verified against the backend's certificate when
+    /// there are no `subject_alt_names`.
     pub hostname: String,
     /// The CA certificates (PEM) to trust; `None`: the system's roots.
     pub ca_pem: Option<String>,
+    /// The names the certificate must carry one of instead (`subjectAltNames`).
+    pub subject_alt_names: Vec<SubjectAltName>,
 }
+
+/// The first loopback port a Gateway's backend TLS relays listen on; they
+/// take the ports from here up that no listener of the Gateway uses.
+pub const RELAY_PORTS_FROM: u16 = 15100;
 
 /// A policy, judged: `Ok` when it can be kept, else why not, as the
 /// `Accepted` reason and the `ResolvedRefs` problem (if it is one of its
@@ -145,8 +155,9 @@ pub fn judge(
     policy: &Arc<BackendTlsPolicy>,
     policies: &[Arc<BackendTlsPolicy>],
     view: &dyn ClusterView,
+    plane: DataPlane,
 ) -> Judged {
-    let verdict = verdict(policy, policies, view);
+    let verdict = verdict(policy, policies, view, plane);
     Judged {
         policy: Arc::clone(policy),
         verdict,
@@ -157,6 +168,7 @@ fn verdict(
     policy: &BackendTlsPolicy,
     policies: &[Arc<BackendTlsPolicy>],
     view: &dyn ClusterView,
+    plane: DataPlane,
 ) -> Result<Trust, Refusal> {
     if let Some(winner) = conflicting_with(policy, policies) {
         return Err(Refusal {
@@ -219,20 +231,53 @@ fn verdict(
             }
         },
     };
-    if validation
-        .subject_alt_names
-        .as_ref()
-        .is_some_and(|sans| !sans.is_empty())
+    let subject_alt_names = subject_alt_names(policy)?;
+    if !subject_alt_names.is_empty()
+        && let Some(why) = plane.lacks("subjectAltNames")
     {
-        return Err(invalid(
-            "subjectAltNames cannot be checked: Praxis verifies a backend's certificate against \
-             the hostname (SNI) only; remove subjectAltNames to have the hostname verified",
-        ));
+        return Err(invalid(format!(
+            "{why}: Praxis verifies a backend's certificate against the hostname (SNI) only; \
+             remove subjectAltNames to have the hostname verified"
+        )));
     }
     Ok(Trust {
         hostname: validation.hostname.clone(),
         ca_pem,
+        subject_alt_names,
     })
+}
+
+/// The policy's `subjectAltNames`, each with the value its type names.
+fn subject_alt_names(policy: &BackendTlsPolicy) -> Result<Vec<SubjectAltName>, Refusal> {
+    use gateway_api::backendtlspolicies::BackendTlsPolicyValidationSubjectAltNamesType as Type;
+    let mut names: Vec<SubjectAltName> = Vec::new();
+    for (i, san) in policy
+        .spec
+        .validation
+        .subject_alt_names
+        .iter()
+        .flatten()
+        .enumerate()
+    {
+        let name = match (&san.r#type, &san.hostname, &san.uri) {
+            (Type::Hostname, Some(hostname), _) if !hostname.is_empty() => {
+                SubjectAltName::Hostname(hostname.clone())
+            }
+            (Type::Uri, _, Some(uri)) if !uri.is_empty() => SubjectAltName::Uri(uri.clone()),
+            (Type::Hostname, ..) => {
+                return Err(invalid(format!(
+                    "subjectAltNames[{i}] is of type Hostname but has no hostname"
+                )));
+            }
+            (Type::Uri, ..) => {
+                return Err(invalid(format!(
+                    "subjectAltNames[{i}] is of type URI but has no uri"
+                )));
+            }
+        };
+        names.push(name);
+    }
+    Ok(names)
 }
 
 fn invalid(message: impl Into<String>) -> Refusal {
@@ -333,12 +378,14 @@ pub fn apply(
     policies: &[Arc<BackendTlsPolicy>],
     client_certificate: Option<&CertificateFiles>,
     view: &dyn ClusterView,
+    plane: DataPlane,
 ) -> Outcome {
     let mut outcome = Outcome::default();
     if policies.is_empty() {
         return outcome;
     }
     let mut judged: BTreeMap<(String, String), Judged> = BTreeMap::new();
+    let mut relays = Relays::new(model);
     for listener in &mut model.listeners {
         for route in &mut listener.routes {
             if route.kind == RouteKind::Tls {
@@ -368,7 +415,7 @@ pub fn apply(
                         if specificity_any(p, &backend.service) {
                             judged
                                 .entry((backend.namespace.clone(), p.name_any()))
-                                .or_insert_with(|| judge(p, &same_namespace, view));
+                                .or_insert_with(|| judge(p, &same_namespace, view, plane));
                         }
                     }
                     let Some(policy) = applying(
@@ -413,11 +460,23 @@ pub fn apply(
                                 outcome.ca_files.insert(file, pem);
                                 path
                             });
-                            backend.tls = Some(BackendTls {
+                            let mut tls = BackendTls {
                                 sni: trust.hostname,
                                 ca_path,
                                 client_certificate: client_certificate.cloned(),
-                            });
+                                subject_alt_names: trust.subject_alt_names,
+                                relays: Vec::new(),
+                            };
+                            if tls.relayed() {
+                                // Praxis cannot check these names: relays
+                                // do, and Praxis speaks to them.
+                                let Some(relayed) = relays.of(&backend.endpoints, &tls) else {
+                                    return false;
+                                };
+                                backend.endpoints = relayed.iter().map(|r| r.listen).collect();
+                                tls.relays = relayed;
+                            }
+                            backend.tls = Some(tls);
                             true
                         }
                         Err(_) => false,
@@ -428,6 +487,53 @@ pub fn apply(
     }
     outcome.judged = judged.into_values().collect();
     outcome
+}
+
+/// The relays one Gateway's data plane runs: one per backend address and
+/// trust, each on a loopback port of its own that no listener takes.
+struct Relays {
+    taken: Vec<(Relay, BackendTls)>,
+    busy: std::collections::BTreeSet<u16>,
+    next: u16,
+}
+
+impl Relays {
+    fn new(model: &GatewayModel) -> Self {
+        let mut busy: std::collections::BTreeSet<u16> =
+            model.listeners.iter().map(|l| l.port).collect();
+        busy.extend(u16::try_from(crate::data_plane::children::ADMIN_PORT).ok());
+        Self {
+            taken: Vec::new(),
+            busy,
+            next: RELAY_PORTS_FROM,
+        }
+    }
+
+    /// A relay to each of `endpoints` with `tls`; `None` when no loopback
+    /// port is left (the backend is then left out).
+    fn of(&mut self, endpoints: &[SocketAddr], tls: &BackendTls) -> Option<Vec<Relay>> {
+        endpoints.iter().map(|e| self.one(*e, tls)).collect()
+    }
+
+    fn one(&mut self, upstream: SocketAddr, tls: &BackendTls) -> Option<Relay> {
+        if let Some((relay, _)) = self
+            .taken
+            .iter()
+            .find(|(r, t)| r.upstream == upstream && t.trust() == tls.trust())
+        {
+            return Some(*relay);
+        }
+        while self.busy.contains(&self.next) {
+            self.next = self.next.checked_add(1)?;
+        }
+        let relay = Relay {
+            listen: SocketAddr::from(([127, 0, 0, 1], self.next)),
+            upstream,
+        };
+        self.busy.insert(self.next);
+        self.taken.push((relay, tls.clone()));
+        Some(relay)
+    }
 }
 
 /// The Service (namespace, name) a RequestMirror filter copies to.
@@ -634,7 +740,7 @@ mod tests {
             conflicting_with(&whole, &all).is_none(),
             "another section is no conflict"
         );
-        let judged = judge(&newer, &all, &view());
+        let judged = judge(&newer, &all, &view(), DataPlane::Pontoon);
         assert_eq!(judged.verdict.unwrap_err().accepted_reason, "Conflicted");
     }
 
@@ -665,7 +771,7 @@ mod tests {
             web(None),
             with_ca("abc.example.com", "ca"),
         );
-        let trust = judge(&p, std::slice::from_ref(&p), &view())
+        let trust = judge(&p, std::slice::from_ref(&p), &view(), DataPlane::Pontoon)
             .verdict
             .unwrap();
         assert_eq!(trust.hostname, "abc.example.com");
@@ -677,10 +783,15 @@ mod tests {
             json!({ "hostname": "abc.example.com", "wellKnownCACertificates": "System" }),
         );
         assert_eq!(
-            judge(&system, std::slice::from_ref(&system), &view())
-                .verdict
-                .unwrap()
-                .ca_pem,
+            judge(
+                &system,
+                std::slice::from_ref(&system),
+                &view(),
+                DataPlane::Pontoon
+            )
+            .verdict
+            .unwrap()
+            .ca_pem,
             None
         );
     }
@@ -705,7 +816,7 @@ mod tests {
         .clone();
         p.metadata.generation = Some(4);
         let p = Arc::new(p);
-        let judged = judge(&p, std::slice::from_ref(&p), &view());
+        let judged = judge(&p, std::slice::from_ref(&p), &view(), DataPlane::Pontoon);
         let ancestors = ancestors(&p, &gateway("a"), Some(&judged), "pontoon.dev/c", now).unwrap();
         assert_eq!(ancestors.len(), 1);
         assert_eq!(ancestors[0].ancestor_ref.name, "a");
@@ -818,7 +929,13 @@ mod tests {
             cert_path: "/etc/praxis-tls/infra-client.crt".into(),
             key_path: "/etc/praxis-tls/infra-client.key".into(),
         };
-        let outcome = apply(&mut m, &[good, broken], Some(&client), &view());
+        let outcome = apply(
+            &mut m,
+            &[good, broken],
+            Some(&client),
+            &view(),
+            DataPlane::Pontoon,
+        );
         let mirrored: Vec<&serde_json::Value> = m.listeners[0].routes[0].rules[2]
             .filters
             .iter()
@@ -838,7 +955,7 @@ mod tests {
             web(Some("https")),
             with_ca("abc.example.com", "ca"),
         );
-        apply(&mut tcp, &[good_again], None, &view());
+        apply(&mut tcp, &[good_again], None, &view(), DataPlane::Pontoon);
         let tcp_rules = &tcp.listeners[0].routes[0].rules;
         assert!(
             tcp_rules[0].backends.is_empty(),
@@ -874,12 +991,13 @@ mod tests {
 
     #[test]
     fn what_cannot_be_kept_says_why() {
-        let refusal = |validation| {
+        let refusal_on = |validation, plane| {
             let p = policy("p", "2026-01-01T00:00:00Z", web(None), validation);
-            judge(&p, std::slice::from_ref(&p), &view())
+            judge(&p, std::slice::from_ref(&p), &view(), plane)
                 .verdict
                 .unwrap_err()
         };
+        let refusal = |validation| refusal_on(validation, DataPlane::Pontoon);
         let missing = refusal(with_ca("abc.example.com", "gone"));
         assert_eq!(missing.accepted_reason, "NoValidCACertificate");
         assert_eq!(
@@ -890,11 +1008,90 @@ mod tests {
             "caCertificateRefs": [{ "group": "", "kind": "InvalidKind", "name": "ca" }] }));
         assert_eq!(kind.accepted_reason, "NoValidCACertificate");
         assert_eq!(kind.unresolved.unwrap().reason, "InvalidKind");
-        let sans = refusal(json!({ "hostname": "abc.example.com",
+        // Stock Praxis checks the SNI only: a policy naming other names
+        // cannot be kept there.
+        let sans = refusal_on(
+            json!({ "hostname": "abc.example.com",
             "caCertificateRefs": [{ "group": "", "kind": "ConfigMap", "name": "ca" }],
-            "subjectAltNames": [{ "type": "Hostname", "hostname": "abc.example.com" }] }));
+            "subjectAltNames": [{ "type": "Hostname", "hostname": "abc.example.com" }] }),
+            DataPlane::StockPraxis,
+        );
         assert_eq!(sans.accepted_reason, "Invalid");
-        assert!(sans.message.contains("subjectAltNames"), "{}", sans.message);
+        assert!(
+            sans.message
+                .contains("subjectAltNames needs Pontoon's data plane"),
+            "{}",
+            sans.message
+        );
         assert!(sans.unresolved.is_none());
+        let empty = refusal(json!({ "hostname": "abc.example.com",
+            "caCertificateRefs": [{ "group": "", "kind": "ConfigMap", "name": "ca" }],
+            "subjectAltNames": [{ "type": "URI" }] }));
+        assert_eq!(empty.accepted_reason, "Invalid");
+        assert_eq!(
+            empty.message,
+            "subjectAltNames[0] is of type URI but has no uri"
+        );
+    }
+
+    #[test]
+    fn subject_alt_names_send_the_backend_through_a_relay_on_a_port_no_listener_takes() {
+        let sans = |service: &str, names: serde_json::Value| {
+            policy(
+                service,
+                "2026-01-01T00:00:00Z",
+                json!([{ "group": "", "kind": "Service", "name": service }]),
+                json!({ "hostname": "abc.example.com",
+                    "caCertificateRefs": [{ "group": "", "kind": "ConfigMap", "name": "ca" }],
+                    "subjectAltNames": names }),
+            )
+        };
+        let dns = sans(
+            "web",
+            json!([{ "type": "Hostname", "hostname": "dce.example.com" }]),
+        );
+        let uri = sans(
+            "api",
+            json!([{ "type": "URI", "uri": "spiffe://abc.example.com/id" }]),
+        );
+        // Rules 0 and 2 send to `web`, rule 1 to `api`; a listener takes
+        // the first relay port.
+        let mut m = model(vec![("web", None), ("api", None), ("web", None)]);
+        m.listeners[0].port = RELAY_PORTS_FROM;
+        let outcome = apply(&mut m, &[dns, uri], None, &view(), DataPlane::Pontoon);
+        assert!(outcome.judged.iter().all(|j| j.verdict.is_ok()));
+        let rules = &m.listeners[0].routes[0].rules;
+        let relay = |port: u16| Relay {
+            listen: SocketAddr::from(([127, 0, 0, 1], port)),
+            upstream: "10.96.0.10:443".parse().unwrap(),
+        };
+        let web = rules[0].backends[0].tls.clone().unwrap();
+        assert_eq!(web.sni, "abc.example.com", "the hostname is still the SNI");
+        assert_eq!(
+            web.subject_alt_names,
+            [SubjectAltName::Hostname("dce.example.com".into())]
+        );
+        assert_eq!(web.relays, [relay(RELAY_PORTS_FROM + 1)]);
+        assert_eq!(
+            rules[0].backends[0].endpoints,
+            [relay(RELAY_PORTS_FROM + 1).listen],
+            "Praxis sends to the relay"
+        );
+        let api = rules[1].backends[0].tls.clone().unwrap();
+        assert_eq!(api.relays, [relay(RELAY_PORTS_FROM + 2)]);
+        assert_eq!(
+            rules[2].backends[0].tls.as_ref().unwrap().relays,
+            web.relays,
+            "one relay per address and trust"
+        );
+        // Stock Praxis: the policy is refused and its backends left out.
+        let mut stock = model(vec![("web", None)]);
+        let dns = sans(
+            "web",
+            json!([{ "type": "Hostname", "hostname": "dce.example.com" }]),
+        );
+        let outcome = apply(&mut stock, &[dns], None, &view(), DataPlane::StockPraxis);
+        assert!(outcome.judged[0].verdict.is_err());
+        assert!(stock.listeners[0].routes[0].rules[0].backends.is_empty());
     }
 }
