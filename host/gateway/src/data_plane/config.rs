@@ -19,6 +19,7 @@ mod conditions;
 mod error;
 mod filters;
 mod host_precedence;
+mod loopback;
 mod module_entry;
 mod passthrough;
 mod placeholders;
@@ -171,6 +172,8 @@ pub fn generate(model: &GatewayModel, options: &GenerateOptions) -> Result<Strin
     let mut tags = 0_usize;
     let mut tcp_listeners = 0_u64;
     let mut refused = Vec::new();
+    let mut ports = loopback::LoopbackPorts::new(model, options.health_address);
+    let mut hops = Vec::new();
     for group in &groups {
         let name = group.name();
         if group.protocol == Protocol::TlsPassthrough {
@@ -185,7 +188,9 @@ pub fn generate(model: &GatewayModel, options: &GenerateOptions) -> Result<Strin
                 filter_chains: vec![name.clone()],
             });
             tcp_listeners += 1;
-            config.filter_chains.push(passthrough::chain(group, &name));
+            config
+                .filter_chains
+                .push(passthrough::chain(group, &name, &mut ports, &mut hops));
             config.insecure_options.allow_private_upstreams = true;
             continue;
         }
@@ -223,6 +228,7 @@ pub fn generate(model: &GatewayModel, options: &GenerateOptions) -> Result<Strin
             .conditional_security |= security;
         config.filter_chains.extend(chains);
     }
+    config.listeners.append(&mut hops);
     if !refused.is_empty() {
         refused.sort();
         refused.dedup();

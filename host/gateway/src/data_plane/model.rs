@@ -75,6 +75,10 @@ pub enum Protocol {
     /// TLS passed through to the backend, routed by the ClientHello's
     /// server name (TLSRoutes).
     TlsPassthrough,
+    /// TLS terminated with the listener's certificate and the plain stream
+    /// sent to the backend of the TLSRoute whose hostname the ClientHello
+    /// names. It shares a port with passthrough listeners (mixed).
+    TlsTerminate,
     /// TCP streams sent to the backend of the listener's TCPRoute.
     Tcp,
 }
@@ -86,7 +90,7 @@ impl Protocol {
         match self {
             Protocol::Http => "http",
             Protocol::Https => "https",
-            Protocol::TlsPassthrough => "tls",
+            Protocol::TlsPassthrough | Protocol::TlsTerminate => "tls",
             Protocol::Tcp => "tcp",
         }
     }
@@ -293,6 +297,11 @@ pub enum SubjectAltName {
     Hostname(String),
     Uri(String),
 }
+
+/// The first port the data plane's own listeners on the pod's loopback take
+/// (backend TLS relays, then TLS termination hops): from here up, those no
+/// Gateway listener (nor the health port) uses.
+pub const LOOPBACK_PORTS_FROM: u16 = 15100;
 
 /// A relay of Pontoon's data plane: it listens on loopback and opens TLS to
 /// `upstream` itself.

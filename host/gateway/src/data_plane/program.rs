@@ -38,6 +38,8 @@ const COMMON_FEATURES: &[&str] = &[
     "ReferenceGrant",
     "TCPRoute",
     "TLSRoute",
+    "TLSRouteModeMixed",
+    "TLSRouteModeTerminate",
 ];
 
 /// What only Pontoon's data plane serves, each by a `pontoon_*` filter.

@@ -9,14 +9,23 @@
 //! a ClientHello without one, and a route whose backend did not resolve get
 //! their connection closed (the spec: rejected), never another route's
 //! backend.
+//!
+//! TLS listeners in Terminate mode share that router (and so a port with
+//! passthrough listeners: mixed): a server name of a terminating listener's
+//! route is sent, unopened, to a TCP listener of Praxis's own on the pod's
+//! loopback (`loopback.rs`), one per such route, which terminates TLS with
+//! the Gateway listener's certificate and sends the plain stream to the
+//! route's backend. Praxis's TCP listeners do terminate TLS, but route by
+//! server name only before they do; the hop joins the two.
 
 use super::{
     clusters::PLACEHOLDER_ENDPOINT,
     host_precedence::HostPattern,
-    praxis::{FilterChain, SniRoute, SniRouter},
+    loopback::LoopbackPorts,
+    praxis::{Certificate, FilterChain, Listener, SniRoute, SniRouter, Tls},
     praxis_listeners::PortGroup,
 };
-use crate::data_plane::model::{Backend, Route, Rule};
+use crate::data_plane::model::{self, Backend, Protocol, Route, Rule};
 
 /// The idle timeout of the `n`-th TCP listener: Praxis's default (5 min),
 /// a millisecond more for each further one. Praxis serves TCP listeners of
@@ -43,8 +52,14 @@ pub fn check_rule(rule: &Rule) -> Result<(), String> {
     Ok(())
 }
 
-/// The `sni_router` of one passthrough port.
-pub fn chain(group: &PortGroup<'_>, name: &str) -> FilterChain<'static> {
+/// The `sni_router` of one TLS port, and the loopback listeners that
+/// terminate its terminating listeners' routes (into `hops`).
+pub fn chain(
+    group: &PortGroup<'_>,
+    name: &str,
+    ports: &mut LoopbackPorts,
+    hops: &mut Vec<Listener>,
+) -> FilterChain<'static> {
     let mut router = SniRouter {
         filter: "sni_router",
         routes: Vec::new(),
@@ -54,7 +69,10 @@ pub fn chain(group: &PortGroup<'_>, name: &str) -> FilterChain<'static> {
     for listener in &group.listeners {
         let listener_host = HostPattern::parse(listener.hostname.as_deref());
         for route in &listener.routes {
-            let upstream = upstream(route);
+            let mut upstream = upstream(route);
+            if listener.protocol == Protocol::TlsTerminate {
+                upstream = terminated(listener, upstream, name, ports, hops);
+            }
             for host in hosts(route, &listener_host) {
                 match host {
                     None if router.default_upstream.is_none() => {
@@ -82,6 +100,46 @@ pub fn chain(group: &PortGroup<'_>, name: &str) -> FilterChain<'static> {
         name: name.to_string(),
         filters: vec![super::praxis::Filter::SniRouter(router)],
     }
+}
+
+/// Where the router sends a terminating listener's route: a new loopback
+/// listener that terminates TLS and sends the stream on to `backend`; with
+/// no backend, no certificate or no port left, nowhere (closed).
+fn terminated(
+    listener: &model::Listener,
+    backend: String,
+    name: &str,
+    ports: &mut LoopbackPorts,
+    hops: &mut Vec<Listener>,
+) -> String {
+    let Some(files) = listener.certificates.first() else {
+        return PLACEHOLDER_ENDPOINT.into();
+    };
+    if backend == PLACEHOLDER_ENDPOINT {
+        return backend;
+    }
+    let Some(address) = ports.take() else {
+        return PLACEHOLDER_ENDPOINT.into();
+    };
+    hops.push(Listener {
+        name: format!("{name}-terminate-{}", address.port()),
+        address: address.to_string(),
+        protocol: Some("tcp"),
+        tcp_session_timeout_ms: None,
+        upstream: Some(backend),
+        tls: Some(Tls {
+            certificates: vec![Certificate {
+                cert_path: files.cert_path.clone(),
+                key_path: files.key_path.clone(),
+                default: false,
+                server_names: Vec::new(),
+            }],
+            client_ca: None,
+            client_cert_mode: None,
+        }),
+        filter_chains: Vec::new(),
+    });
+    address.to_string()
 }
 
 /// The server names a route takes on its listener (lower case), `None` for

@@ -32,7 +32,7 @@ pub(super) fn fill_str(s: &str, listener: ListenerFacts, match_prefix: Option<&s
     let suffix = |port: u16| {
         let default = match listener.protocol {
             Protocol::Http => 80,
-            Protocol::Https | Protocol::TlsPassthrough => 443,
+            Protocol::Https | Protocol::TlsPassthrough | Protocol::TlsTerminate => 443,
             // No HTTP filter runs on a TCP listener: never filled.
             Protocol::Tcp => 0,
         };

@@ -95,12 +95,21 @@ fn host_of(listener: &Listener) -> Option<String> {
         .map(str::to_ascii_lowercase)
 }
 
+/// How a port is served: TLS listeners, terminating or not, share a port
+/// behind one server-name router (`passthrough.rs`).
+fn port_protocol(protocol: Protocol) -> Protocol {
+    match protocol {
+        Protocol::TlsTerminate => Protocol::TlsPassthrough,
+        other => other,
+    }
+}
+
 /// Groups the model's listeners by port, ports in order of first appearance.
 pub fn group(model: &GatewayModel) -> Result<Vec<PortGroup<'_>>, ConfigError> {
     let mut groups: Vec<PortGroup<'_>> = Vec::new();
     for listener in &model.listeners {
         match groups.iter_mut().find(|g| g.port == listener.port) {
-            Some(group) if group.protocol != listener.protocol => {
+            Some(group) if group.protocol != port_protocol(listener.protocol) => {
                 return Err(ConfigError::PortConflict {
                     port: listener.port,
                     first: group
@@ -128,7 +137,7 @@ pub fn group(model: &GatewayModel) -> Result<Vec<PortGroup<'_>>, ConfigError> {
             }
             None => groups.push(PortGroup {
                 port: listener.port,
-                protocol: listener.protocol,
+                protocol: port_protocol(listener.protocol),
                 listeners: vec![listener],
             }),
         }

@@ -1418,6 +1418,74 @@ fn tls_passthrough_routes_streams_by_server_name_to_the_service() {
 }
 
 #[test]
+fn terminating_tls_listeners_share_the_server_name_router_through_a_loopback_hop() {
+    use crate::data_plane::model::CertificateFiles;
+    let terminate = |name: &str, hostname: &str, routes: Vec<Route>| Listener {
+        protocol: Protocol::TlsTerminate,
+        certificates: vec![CertificateFiles {
+            cert_path: format!("/etc/praxis-tls/{name}.crt"),
+            key_path: format!("/etc/praxis-tls/{name}.key"),
+        }],
+        ..http(name, 8883, Some(hostname), routes)
+    };
+    let model = gateway(vec![
+        passthrough(
+            "pass",
+            8883,
+            Some("abc.example.com"),
+            vec![tls_route("db", &[], vec![service("db", "10.96.0.20:8443")])],
+        ),
+        terminate(
+            "term",
+            "tls.example.com",
+            vec![tls_route(
+                "plain",
+                &[],
+                vec![service("plain", "10.96.0.21:3000")],
+            )],
+        ),
+        terminate(
+            "gone",
+            "gone.example.com",
+            vec![tls_route("gone", &[], Vec::new())],
+        ),
+        // A listener on the first loopback port: the hop takes the next.
+        http(
+            "web",
+            15100,
+            None,
+            vec![route("web", &[], vec![rule(vec![prefix("/")], web())])],
+        ),
+    ]);
+    let yaml = golden("tls_terminate", &model, &options());
+    praxis_loads(&yaml).unwrap();
+    let value: serde_json::Value = serde_json::from_str(yaml.split_once('\n').unwrap().1).unwrap();
+    let router = &value["filter_chains"][0]["filters"][0];
+    assert_eq!(
+        router["routes"],
+        json!([
+            {"server_names": ["abc.example.com"], "upstream": "10.96.0.20:8443"},
+            {"server_names": ["tls.example.com"], "upstream": "127.0.0.1:15101"},
+            {"server_names": ["gone.example.com"], "upstream": "127.0.0.1:9"}
+        ]),
+        "passthrough to the backend; terminate through the hop; nothing to reach: closed"
+    );
+    let hop = value["listeners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["address"] == "127.0.0.1:15101")
+        .expect("the hop");
+    assert_eq!(hop["protocol"], "tcp");
+    assert_eq!(hop["upstream"], "10.96.0.21:3000");
+    assert_eq!(
+        hop["tls"]["certificates"],
+        json!([{"cert_path": "/etc/praxis-tls/term.crt", "key_path": "/etc/praxis-tls/term.key"}])
+    );
+    assert_eq!(value["listeners"].as_array().unwrap().len(), 3);
+}
+
+#[test]
 fn a_tls_route_rule_takes_one_backend() {
     let two = Rule {
         backends: vec![

@@ -56,9 +56,8 @@ pub struct Trust {
     pub subject_alt_names: Vec<SubjectAltName>,
 }
 
-/// The first loopback port a Gateway's backend TLS relays listen on; they
-/// take the ports from here up that no listener of the Gateway uses.
-pub const RELAY_PORTS_FROM: u16 = 15100;
+/// The first loopback port a Gateway's backend TLS relays listen on.
+pub const RELAY_PORTS_FROM: u16 = crate::data_plane::model::LOOPBACK_PORTS_FROM;
 
 /// A policy, judged: `Ok` when it can be kept, else why not, as the
 /// `Accepted` reason and the `ResolvedRefs` problem (if it is one of its

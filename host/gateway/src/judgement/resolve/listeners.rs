@@ -221,23 +221,19 @@ fn protocol(listener: &GatewayListeners) -> Result<Protocol, Issue> {
         )),
         ("HTTPS", _) => Ok(Protocol::Https),
         ("TLS", Some(GatewayListenersTlsMode::Passthrough)) => Ok(Protocol::TlsPassthrough),
-        ("TLS", _) => Err(Issue::new(
-            "UnsupportedValue",
-            "tls.mode Terminate is not supported on TLS listeners: Praxis passes TLS through \
-             by server name; set tls.mode: Passthrough, or terminate HTTP on an HTTPS listener",
-        )),
+        // Terminate is the mode's default.
+        ("TLS", _) => Ok(Protocol::TlsTerminate),
         ("TCP", _) => Ok(Protocol::Tcp),
         ("UDP", _) => Err(Issue::new(
             "UnsupportedProtocol",
             "protocol UDP is not supported: Praxis, Pontoon's data plane, proxies no UDP, so \
-             UDPRoutes cannot be served; Pontoon serves HTTP, HTTPS, TLS (passthrough) and TCP \
-             listeners",
+             UDPRoutes cannot be served; Pontoon serves HTTP, HTTPS, TLS and TCP listeners",
         )),
         (other, _) => Err(Issue::new(
             "UnsupportedProtocol",
             format!(
-                "protocol {other} is not supported; Pontoon serves HTTP, HTTPS, TLS \
-                 (passthrough) and TCP listeners"
+                "protocol {other} is not supported; Pontoon serves HTTP, HTTPS, TLS and TCP \
+                 listeners"
             ),
         )),
     }
@@ -247,7 +243,7 @@ fn protocol(listener: &GatewayListeners) -> Result<Protocol, Issue> {
 pub fn kinds_of(protocol: Protocol) -> &'static [RouteKind] {
     match protocol {
         Protocol::Http | Protocol::Https => &[RouteKind::Http, RouteKind::Grpc],
-        Protocol::TlsPassthrough => &[RouteKind::Tls],
+        Protocol::TlsPassthrough | Protocol::TlsTerminate => &[RouteKind::Tls],
         Protocol::Tcp => &[RouteKind::Tcp],
     }
 }
@@ -350,7 +346,7 @@ fn one(
         }
     }
 
-    if protocol == Protocol::Https {
+    if matches!(protocol, Protocol::Https | Protocol::TlsTerminate) {
         let tls = listener.tls.as_ref();
         let refs = tls
             .and_then(|t| t.certificate_refs.clone())
@@ -358,7 +354,10 @@ fn one(
         if refs.is_empty() {
             state.resolved_refs = Err(Issue::new(
                 "InvalidCertificateRef",
-                "an HTTPS listener needs at least one certificateRef",
+                format!(
+                    "a {} listener that terminates TLS needs at least one certificateRef",
+                    listener.protocol
+                ),
             ));
         }
         for cert in refs {
@@ -388,7 +387,9 @@ fn one(
                 }
             }
         }
-        if let Some(validation) = ca_bundles::frontend_validation(gateway, port) {
+        if let Some(validation) =
+            ca_bundles::frontend_validation(gateway, port).filter(|_| protocol == Protocol::Https)
+        {
             // The Gateway's own setting, for its ListenerSets' listeners too.
             let namespace = gateway.metadata.namespace.as_deref().unwrap_or_default();
             let config_maps = validation
@@ -498,8 +499,13 @@ fn mark_conflicts(states: &mut [ListenerState]) {
         }
     }
     for (port, group) in by_port {
-        let first = states[group[0]].protocol;
-        if group.iter().any(|&i| states[i].protocol != first) {
+        // By the protocol named: TLS listeners that pass through and that
+        // terminate share a port (mixed), behind one server-name router.
+        let first = states[group[0]].protocol_name.to_ascii_uppercase();
+        if group
+            .iter()
+            .any(|&i| states[i].protocol_name.to_ascii_uppercase() != first)
+        {
             for &i in &group {
                 let issue = Issue::new(
                     "ProtocolConflict",
@@ -964,7 +970,11 @@ mod tests {
     }
 
     #[test]
-    fn tls_listeners_pass_through_and_take_tls_routes_only() {
+    fn tls_listeners_pass_through_or_terminate_and_take_tls_routes_only() {
+        let view = ListView {
+            secrets: vec![secret("infra", "cert", "kubernetes.io/tls", CERT, KEY)],
+            ..Default::default()
+        };
         let states = evaluate(
             &gateway(serde_json::json!([
                 { "name": "pass", "port": 443, "protocol": "TLS", "hostname": "*.example.com",
@@ -974,9 +984,16 @@ mod tests {
                 { "name": "terminate", "port": 9443, "protocol": "TLS",
                   "tls": { "mode": "Terminate", "certificateRefs": [{ "name": "cert" }] } },
                 { "name": "http-tls", "port": 80, "protocol": "HTTP",
-                  "allowedRoutes": { "kinds": [{ "kind": "TLSRoute" }] } }
+                  "allowedRoutes": { "kinds": [{ "kind": "TLSRoute" }] } },
+                // Terminate is the default mode, and needs a certificate.
+                { "name": "no-cert", "port": 9444, "protocol": "TLS" },
+                // Both modes on one port (mixed), told apart by hostname.
+                { "name": "mixed-pass", "port": 8883, "protocol": "TLS", "hostname": "a.example.com",
+                  "tls": { "mode": "Passthrough" } },
+                { "name": "mixed-term", "port": 8883, "protocol": "TLS", "hostname": "b.example.com",
+                  "tls": { "mode": "Terminate", "certificateRefs": [{ "name": "cert" }] } }
             ])),
-            &ListView::default(),
+            &view,
         );
         assert!(states[0].programmable(), "{:?}", states[0]);
         assert_eq!(states[0].protocol, Some(Protocol::TlsPassthrough));
@@ -988,9 +1005,21 @@ mod tests {
             kinds.message.contains("gateway.networking.k8s.io/TCPRoute"),
             "{kinds:?}"
         );
-        let terminate = states[2].accepted.as_ref().unwrap_err();
-        assert_eq!(terminate.reason, "UnsupportedValue");
-        assert!(terminate.message.contains("Passthrough"), "{terminate:?}");
+        assert!(states[2].programmable(), "{:?}", states[2]);
+        assert_eq!(states[2].protocol, Some(Protocol::TlsTerminate));
+        assert_eq!(states[2].supported_kinds, [RouteKind::Tls]);
+        assert_eq!(states[2].certificates.len(), 1);
+        assert_eq!(states[4].protocol, Some(Protocol::TlsTerminate));
+        let no_cert = states[4].resolved_refs.as_ref().unwrap_err();
+        assert_eq!(no_cert.reason, "InvalidCertificateRef");
+        assert!(
+            no_cert
+                .message
+                .contains("a TLS listener that terminates TLS needs at least one certificateRef"),
+            "{no_cert:?}"
+        );
+        assert!(states[5].programmable(), "{:?}", states[5]);
+        assert!(states[6].programmable(), "{:?}", states[6]);
         assert!(states[3].supported_kinds.is_empty());
         assert_eq!(
             states[3].resolved_refs.as_ref().unwrap_err().reason,
