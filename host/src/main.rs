@@ -46,9 +46,13 @@ enum Command {
     Relay(pontoon::developer::relay::RelayArgs),
     /// Print every CRD Pontoon ships, as YAML (`pontoon crds | kubectl apply -f -`).
     Crds {
-        /// Which CRDs: Pontoon's own (`gefyra`), the Gateway API's standard channel, or all.
+        /// Which CRDs: Pontoon's own (`gefyra`), the Gateway API's, or all.
         #[arg(long, value_enum, default_value = "all")]
         set: crds::CrdSet,
+        /// The Gateway API's channel: `standard`, or `experimental` for
+        /// its fields (an HTTPRoute rule's `retry`).
+        #[arg(long, value_enum, default_value = "standard")]
+        channel: crds::Channel,
         /// Write one file per CRD into this directory instead (the chart's `crds/`).
         #[arg(long, value_name = "DIR")]
         out_dir: Option<PathBuf>,
@@ -498,17 +502,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             pontoon::developer::relay::run(args).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Crds { set, out_dir: None } => {
-            print!("{}", crds::yaml(set)?);
-            Ok(ExitCode::SUCCESS)
-        }
         Command::Crds {
             set,
-            out_dir: Some(dir),
+            channel,
+            out_dir,
         } => {
-            for path in crds::write_dir(set, &dir)? {
-                eprintln!("wrote {}", path.display());
-            }
+            crds::print_or_write(set, channel, out_dir.as_deref())?;
             Ok(ExitCode::SUCCESS)
         }
         Command::TerminateMounts {
