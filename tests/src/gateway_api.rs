@@ -69,6 +69,83 @@ pub async fn install_crds() -> anyhow::Result<()> {
         .map_err(|message| anyhow!(message))
 }
 
+/// [`install_crds`], then the experimental channel's HTTPRoute CRD
+/// (`charts/pontoon/files/gateway-api/experimental/`) over the standard one,
+/// for tests of its fields (a rule's `retry`); returns once the API server
+/// keeps a rule's `retry`. The experimental HTTPRoute is the standard one
+/// plus fields, so the other tests of the process are served alike; as
+/// [`install_crds`] is done once per process, none of them puts the
+/// standard one back. Done once per process.
+pub async fn install_experimental_http_route() -> anyhow::Result<()> {
+    install_crds().await?;
+    static INSTALLED: OnceCell<Result<(), String>> = OnceCell::const_new();
+    INSTALLED
+        .get_or_init(|| async {
+            experimental_http_route()
+                .await
+                .map_err(|err| format!("{err:#}"))
+        })
+        .await
+        .clone()
+        .map_err(|message| anyhow!(message))
+}
+
+async fn experimental_http_route() -> anyhow::Result<()> {
+    let path = repo_root().join(
+        "charts/pontoon/files/gateway-api/experimental/gateway.networking.k8s.io_httproutes.yaml",
+    );
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let crd: serde_json::Value = yaml_serde::from_str(&text)?;
+    let client = crate::client().await?;
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = "httproutes.gateway.networking.k8s.io";
+    api.patch(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .with_context(|| format!("applying the experimental CRD {name}"))?;
+    // The API server takes up a CRD's new schema a moment later: until then
+    // it drops the field. Asked with a dry run, so nothing is stored.
+    let resource = kube::api::ApiResource {
+        group: "gateway.networking.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "gateway.networking.k8s.io/v1".into(),
+        kind: "HTTPRoute".into(),
+        plural: "httproutes".into(),
+    };
+    let routes: Api<kube::api::DynamicObject> = Api::namespaced_with(client, "default", &resource);
+    let probe: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": { "name": "pontoon-tests-retry-probe" },
+        "spec": { "rules": [{ "retry": { "attempts": 1 } }] }
+    }))?;
+    let dry_run = kube::api::PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let kept = routes
+            .create(&dry_run, &probe)
+            .await
+            .map(|r| !r.data["spec"]["rules"][0]["retry"].is_null())
+            .unwrap_or(false);
+        if kept {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "the API server still drops an HTTPRoute rule's `retry` 30 s after {name} was applied"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 async fn install() -> anyhow::Result<()> {
     let client = crate::client().await?;
     let api: Api<CustomResourceDefinition> = Api::all(client);

@@ -10,6 +10,17 @@ pub mod data_plane;
 pub mod edge;
 pub mod judgement;
 
+/// HTTPRoute as the Gateway API's experimental channel spells it, the one
+/// type every layer reads HTTPRoutes (and GRPCRoutes, TLSRoutes and
+/// TCPRoutes, in HTTPRoute's shape) in. It is the standard type plus the
+/// experimental fields, so it reads a route of either channel's CRD (a field
+/// the standard CRD lacks is simply absent): a rule's `retry` (GEP-1731),
+/// which Pontoon serves, and `sessionPersistence`, the `ExternalAuth` filter
+/// and `useDefaultGateways`, which it does not, are kept rather than dropped
+/// at the watch, so that a route with them is judged (refused where it
+/// must be) instead of failing to deserialize or losing them silently.
+pub use gateway_api::experimental::httproutes;
+
 /// Why a Gateway API reconcile did not complete (it is retried).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

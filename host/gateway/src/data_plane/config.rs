@@ -25,6 +25,7 @@ mod passthrough;
 mod placeholders;
 mod praxis;
 mod praxis_listeners;
+mod retries;
 mod route_entries;
 mod tcp;
 
@@ -146,6 +147,7 @@ pub fn check_rule(
     clusters::protocol(&rule.backends)?;
     clusters::tls(&rule.backends)?;
     clusters::check_timeouts(rule)?;
+    retries::check(rule)?;
     Ok(matches)
 }
 

@@ -157,13 +157,34 @@ pub struct Rule {
     pub timeouts: Timeouts,
 }
 
-/// A rule's `timeouts`, in milliseconds; `None` when unset or `0s` (none).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// A rule's `timeouts`, in milliseconds (`None` when unset or `0s`: none),
+/// and its `retry`, which travels with them: GEP-1731 bounds each attempt
+/// by `backendRequest` and all of them together by `request`, and Praxis's
+/// retry policy holds the three together.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Timeouts {
     /// From the request's arrival until the response's headers.
     pub request_ms: Option<u64>,
     /// For each request to a backend.
     pub backend_request_ms: Option<u64>,
+    /// The rule's `retry` (experimental channel); `None`: not retried.
+    pub retry: Option<Retry>,
+}
+
+/// A rule's `retry` (GEP-1731): a failed request to a backend is sent
+/// again, to another endpoint where the backends have one.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Retry {
+    /// How many times a request may be sent again after its first attempt
+    /// (`attempts`, at least 1); `None`: the data plane's default.
+    pub attempts: Option<u32>,
+    /// The response statuses retried (`codes`, 400 to 599), sorted, each
+    /// once; besides them, connection errors and a `backendRequest`
+    /// timeout are always retried.
+    pub codes: Vec<u16>,
+    /// The least wait before a retry, in milliseconds (`backoff`); `None`:
+    /// the data plane's default.
+    pub backoff_ms: Option<u64>,
 }
 
 /// One HTTPRoute match: every present part must hold (AND).

@@ -33,6 +33,13 @@ const COMMON_FEATURES: &[&str] = &[
     "HTTPRoutePortRedirect",
     "HTTPRouteRequestTimeout",
     "HTTPRouteResponseHeaderModification",
+    // A rule's `retry`: Praxis's own cluster `retry_policy`. The field is
+    // the experimental channel's: with the standard CRDs no route has one.
+    // Not HTTPRouteRetryConnectionError: Praxis 0.7.5 retries a connection
+    // closed or reset after the request went out only when it was a reused
+    // one, whatever the policy (docs/gateway-api-support.md).
+    "HTTPRouteRetry",
+    "HTTPRouteRetryBackendTimeout",
     "HTTPRouteSchemeRedirect",
     "ListenerSet",
     "ReferenceGrant",

@@ -8,10 +8,11 @@ use std::{
     sync::{Arc, Mutex},
 };
 
+use crate::httproutes::HttpRoute;
 use gateway_api::{
     backendtlspolicies::BackendTlsPolicy, gatewayclasses::GatewayClass, gateways::Gateway,
-    grpcroutes::GrpcRoute, httproutes::HttpRoute, listenersets::ListenerSet,
-    referencegrants::ReferenceGrant, tlsroutes::TlsRoute,
+    grpcroutes::GrpcRoute, listenersets::ListenerSet, referencegrants::ReferenceGrant,
+    tlsroutes::TlsRoute,
 };
 use k8s_openapi::api::{
     apps::v1::Deployment,

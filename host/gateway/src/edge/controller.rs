@@ -5,11 +5,12 @@
 
 use std::{future::Future, sync::Arc};
 
+use crate::httproutes::HttpRoute;
 use futures::{FutureExt, StreamExt, stream::BoxStream};
 use gateway_api::{
     backendtlspolicies::BackendTlsPolicy, gatewayclasses::GatewayClass, gateways::Gateway,
-    grpcroutes::GrpcRoute, httproutes::HttpRoute, listenersets::ListenerSet,
-    referencegrants::ReferenceGrant, tlsroutes::TlsRoute,
+    grpcroutes::GrpcRoute, listenersets::ListenerSet, referencegrants::ReferenceGrant,
+    tlsroutes::TlsRoute,
 };
 use k8s_openapi::api::{
     core::v1::{ConfigMap, Namespace, Pod, Secret, Service},

@@ -7,7 +7,8 @@
 use pontoon_support::controller_support::{key, trace_id};
 use std::sync::Arc;
 
-use gateway_api::{gateways::Gateway, httproutes::HttpRouteStatusParents};
+use crate::httproutes::HttpRouteStatusParents;
+use gateway_api::gateways::Gateway;
 use k8s_openapi::jiff::Timestamp;
 use kube::{
     Api, ResourceExt,

@@ -4,10 +4,11 @@
 
 use std::future::Future;
 
+use crate::httproutes::HttpRoute;
 use gateway_api::{
     backendtlspolicies::BackendTlsPolicy, gatewayclasses::GatewayClass, gateways::Gateway,
-    grpcroutes::GrpcRoute, httproutes::HttpRoute, listenersets::ListenerSet,
-    referencegrants::ReferenceGrant, tlsroutes::TlsRoute,
+    grpcroutes::GrpcRoute, listenersets::ListenerSet, referencegrants::ReferenceGrant,
+    tlsroutes::TlsRoute,
 };
 use k8s_openapi::api::{
     apps::v1::Deployment,

@@ -10,9 +10,8 @@ use std::{
     sync::Arc,
 };
 
-use gateway_api::{
-    gateways::Gateway, grpcroutes::GrpcRoute, httproutes::HttpRoute, tlsroutes::TlsRoute,
-};
+use crate::httproutes::HttpRoute;
+use gateway_api::{gateways::Gateway, grpcroutes::GrpcRoute, tlsroutes::TlsRoute};
 use kube::ResourceExt;
 
 use crate::{
@@ -313,7 +312,7 @@ mod tests {
         name: &str,
         created: &str,
         parent: serde_json::Value,
-    ) -> Arc<gateway_api::httproutes::HttpRoute> {
+    ) -> Arc<crate::httproutes::HttpRoute> {
         Arc::new(
             serde_json::from_value(json!({
                 "metadata": { "name": name, "namespace": namespace, "creationTimestamp": created },

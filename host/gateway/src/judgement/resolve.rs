@@ -16,4 +16,5 @@ pub mod listener_sets;
 pub mod listeners;
 pub mod matches;
 pub mod mirrors;
+pub mod retries;
 pub mod view;

@@ -12,11 +12,11 @@
 
 use std::{collections::BTreeMap, fmt::Debug, sync::Arc};
 
+use crate::httproutes::{HttpRoute, HttpRouteRules, HttpRouteSpec, HttpRouteStatus};
 use gateway_api::{
     grpcroutes::{
         GrpcRoute, GrpcRouteRules, GrpcRouteRulesMatches, GrpcRouteRulesMatchesMethodType,
     },
-    httproutes::{HttpRoute, HttpRouteRules, HttpRouteSpec, HttpRouteStatus},
     tlsroutes::TlsRoute,
 };
 use kube::{Resource, ResourceExt, core::NamespaceResourceScope};
@@ -82,7 +82,7 @@ macro_rules! names_parent {
     )*};
 }
 
-names_parent!(ParentName, gateway_api::httproutes::HttpRouteParentRefs);
+names_parent!(ParentName, crate::httproutes::HttpRouteParentRefs);
 
 /// What the controllers need of a route resource of each kind.
 pub trait RouteResource:
@@ -205,6 +205,7 @@ impl RouteResource for GrpcRoute {
             parent_refs: convert(&self.spec.parent_refs),
             hostnames: self.spec.hostnames.clone(),
             rules: Some(rules),
+            use_default_gateways: None,
         };
         AnyRoute {
             kind: RouteKind::Grpc,
@@ -240,6 +241,7 @@ impl RouteResource for TlsRoute {
             parent_refs: convert(&self.spec.parent_refs),
             hostnames: Some(self.spec.hostnames.clone()),
             rules: Some(rules),
+            use_default_gateways: None,
         };
         AnyRoute {
             kind: RouteKind::Tls,
@@ -275,6 +277,7 @@ impl RouteResource for TcpRoute {
             parent_refs: self.spec.parent_refs.clone(),
             hostnames: None,
             rules: Some(rules),
+            use_default_gateways: None,
         };
         AnyRoute {
             kind: RouteKind::Tcp,

@@ -5,10 +5,8 @@
 //! Gateway controller builds the data plane from it, the route controllers
 //! the route's status, so both always agree.
 
-use gateway_api::{
-    gateways::Gateway,
-    httproutes::{HttpRouteParentRefs, HttpRouteRulesFiltersType as FilterType},
-};
+use crate::httproutes::{HttpRouteParentRefs, HttpRouteRulesFiltersType as FilterType};
+use gateway_api::gateways::Gateway;
 
 use crate::{
     data_plane::config,
@@ -20,7 +18,7 @@ use crate::{
         backend_filters, backends, durations,
         issue::Issue,
         listeners::ListenerState,
-        matches, mirrors,
+        matches, mirrors, retries,
         view::ClusterView,
     },
     judgement::route_kinds::AnyRoute,
@@ -211,12 +209,19 @@ fn judge(
             }
         }
         let matches: Vec<Match> = matches::convert(rule.matches.as_deref().unwrap_or_default());
-        let timeouts = durations::timeouts(rule.timeouts.as_ref()).unwrap_or_else(|why| {
+        let mut timeouts = durations::timeouts(rule.timeouts.as_ref()).unwrap_or_else(|why| {
             refused.get_or_insert(Issue::new(
                 UNSUPPORTED_VALUE,
                 format!("rule {index}: {why}"),
             ));
             Default::default()
+        });
+        timeouts.retry = retries::of(rule.retry.as_ref()).unwrap_or_else(|why| {
+            refused.get_or_insert(Issue::new(
+                UNSUPPORTED_VALUE,
+                format!("rule {index}: {why}"),
+            ));
+            None
         });
         let model = Rule {
             index,
@@ -253,7 +258,7 @@ fn judge(
 fn mirror_filter(
     kind: RouteKind,
     namespace: &str,
-    mirror: Option<&gateway_api::httproutes::HttpRouteRulesFiltersRequestMirror>,
+    mirror: Option<&crate::httproutes::HttpRouteRulesFiltersRequestMirror>,
     view: &dyn ClusterView,
     plane: DataPlane,
 ) -> Result<mirrors::Resolved, String> {
@@ -262,4 +267,105 @@ fn mirror_filter(
     }
     let mirror = mirror.ok_or("a RequestMirror filter needs its `requestMirror` field")?;
     mirrors::resolve(kind, namespace, mirror, view)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::{
+        data_plane::model::Retry,
+        judgement::resolve::{listeners, view::ListView},
+        judgement::route_kinds::RouteResource,
+    };
+
+    /// `route` judged on a Gateway of one HTTP listener, its filters none.
+    fn judged(rules: serde_json::Value) -> RouteVerdict {
+        let gateway: Gateway = serde_json::from_value(json!({
+            "metadata": { "name": "gw", "namespace": "shop" },
+            "spec": { "gatewayClassName": "pontoon",
+                      "listeners": [{ "name": "http", "port": 80, "protocol": "HTTP" }] }
+        }))
+        .unwrap();
+        let route: Arc<crate::httproutes::HttpRoute> = Arc::new(
+            serde_json::from_value(json!({
+                "metadata": { "name": "web", "namespace": "shop" },
+                "spec": { "parentRefs": [{ "name": "gw" }], "rules": rules }
+            }))
+            .unwrap(),
+        );
+        let view = ListView::default();
+        let states = listeners::evaluate(&gateway, &view);
+        let count = route.spec.rules.as_ref().map_or(0, Vec::len);
+        judge(
+            &route.to_any(),
+            &gateway,
+            &states,
+            &view,
+            DataPlane::Pontoon,
+            vec![Vec::new(); count],
+        )
+    }
+
+    #[test]
+    fn a_rules_retry_reaches_the_model_and_one_praxis_cannot_serve_refuses_its_rule() {
+        let backend = json!([{ "name": "api", "port": 80 }]);
+        let verdict = judged(json!([
+            { "backendRefs": backend,
+              "retry": { "attempts": 2, "codes": [503, 500], "backoff": "50ms" },
+              "timeouts": { "backendRequest": "1s" } },
+            { "backendRefs": backend, "retry": { "attempts": 0 } },
+            { "backendRefs": backend, "retry": { "attempts": 20 } },
+            { "backendRefs": backend, "retry": { "codes": [200] } },
+            // A route of the standard channel's CRD has no `retry`.
+            { "backendRefs": backend }
+        ]));
+        let rules: Vec<(usize, Option<Retry>)> = verdict
+            .rules
+            .iter()
+            .map(|r| (r.index, r.timeouts.retry.clone()))
+            .collect();
+        assert_eq!(
+            rules,
+            [
+                (
+                    0,
+                    Some(Retry {
+                        attempts: Some(2),
+                        codes: vec![500, 503],
+                        backoff_ms: Some(50)
+                    })
+                ),
+                (4, None)
+            ]
+        );
+        assert_eq!(verdict.rules[0].timeouts.backend_request_ms, Some(1000));
+        let refused: Vec<&str> = verdict
+            .refused_rules
+            .iter()
+            .map(|i| i.message.as_str())
+            .collect();
+        assert_eq!(refused.len(), 3, "{refused:?}");
+        assert!(
+            refused[0].starts_with("rule 1: retry.attempts: 0"),
+            "{refused:?}"
+        );
+        assert!(
+            refused[1].starts_with("rule 2: retry.attempts of 20"),
+            "{refused:?}"
+        );
+        assert!(
+            refused[2].starts_with("rule 3: retry.codes[0]: 200"),
+            "{refused:?}"
+        );
+        assert!(
+            verdict
+                .refused_rules
+                .iter()
+                .all(|i| i.reason == UNSUPPORTED_VALUE)
+        );
+    }
 }

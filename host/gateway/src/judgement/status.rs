@@ -4,12 +4,14 @@
 //! Pure; every condition carries `observedGeneration`, and
 //! `lastTransitionTime` moves exactly when a condition's status changes.
 
+use crate::httproutes::{
+    HttpRouteParentRefs, HttpRouteStatusParents, HttpRouteStatusParentsParentRef,
+};
 use gateway_api::{
     gateways::{
         GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
         GatewayStatusListenersSupportedKinds,
     },
-    httproutes::{HttpRouteParentRefs, HttpRouteStatusParents, HttpRouteStatusParentsParentRef},
     listenersets::{ListenerSetStatus, ListenerSetStatusListeners},
 };
 use k8s_openapi::{

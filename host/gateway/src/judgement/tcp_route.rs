@@ -5,7 +5,7 @@
 //! shaped as the CRD spells it (parent and backend references are
 //! HTTPRoute's, field for field; the status is a route status).
 
-use gateway_api::httproutes::{HttpRouteParentRefs, HttpRouteRulesBackendRefs, HttpRouteStatus};
+use crate::httproutes::{HttpRouteParentRefs, HttpRouteRulesBackendRefs, HttpRouteStatus};
 use kube::CustomResource;
 use serde::{Deserialize, Serialize};
 

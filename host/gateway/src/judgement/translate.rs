@@ -11,7 +11,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use gateway_api::httproutes::{HttpRouteRulesFilters, HttpRouteRulesFiltersType as FilterType};
+use crate::httproutes::{HttpRouteRulesFilters, HttpRouteRulesFiltersType as FilterType};
 use serde_json::Value;
 
 use crate::{data_plane::model::TranslatedFilter, judgement::resolve::issue::Issue};

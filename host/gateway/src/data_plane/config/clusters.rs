@@ -12,7 +12,11 @@
 
 use std::{collections::BTreeMap, net::SocketAddr};
 
-use super::praxis::{CaFile, Cluster, ClusterHttp, ClusterTls, Endpoint, KeyPair};
+use super::{
+    error::MAX_TIMEOUT_MS,
+    praxis::{CaFile, Cluster, ClusterHttp, ClusterTls, Endpoint, KeyPair, RetryPolicy},
+    retries,
+};
 use crate::data_plane::model::{Backend, BackendProtocol, BackendTls, Rule};
 
 /// Praxis's ceiling for one endpoint's weight.
@@ -164,9 +168,6 @@ pub fn tls(backends: &[Backend]) -> Result<Option<&BackendTls>, String> {
     }
 }
 
-/// Praxis's longest cluster timeout (one hour).
-pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
-
 /// Whether Praxis can bound the rule's backend requests as asked.
 pub fn check_timeouts(rule: &Rule) -> Result<(), String> {
     match rule.timeouts.backend_request_ms {
@@ -185,6 +186,7 @@ pub struct Settings {
     version: Option<&'static str>,
     read_timeout_ms: Option<u64>,
     tls: Option<BackendTls>,
+    retry_policy: Option<RetryPolicy>,
 }
 
 impl Settings {
@@ -208,6 +210,7 @@ impl Settings {
             read_timeout_ms,
             // A rule whose backends disagree is refused (`tls`) before this.
             tls: tls(&rule.backends).ok().flatten().cloned(),
+            retry_policy: retries::policy(rule),
         }
     }
 }
@@ -257,6 +260,7 @@ pub fn cluster(
                     key_path: c.key_path.clone(),
                 }),
             }),
+        retry_policy: settings.retry_policy.clone(),
     }
 }
 

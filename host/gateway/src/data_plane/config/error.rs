@@ -10,6 +10,10 @@ pub const MAX_CONFIG_BYTES: usize = 1_000_000;
 /// Praxis's limit of branches in one config.
 pub const MAX_BRANCHES: usize = 256;
 
+/// Praxis's longest upstream timeout (one hour): a cluster's, and a retry
+/// policy's per attempt and per request.
+pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
+
 /// A rule that Praxis cannot express: put it on the route's status
 /// (`reason` [`UNSUPPORTED_VALUE`], `message`).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]

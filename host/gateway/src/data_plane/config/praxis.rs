@@ -310,6 +310,45 @@ pub struct Cluster {
     /// TLS to the endpoints (a BackendTLSPolicy): absent, plain.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<ClusterTls>,
+    /// The rule's `retry`: absent, Praxis's own default (a failed connect
+    /// tried again on the same endpoint, idempotent requests only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_policy: Option<RetryPolicy>,
+}
+
+/// A cluster's `retry_policy`: when Praxis sends a request again, to
+/// another endpoint where there is one, after a jittered backoff.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt (absent: Praxis's 3; at most 15).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u32>,
+    /// Response statuses retried (100..=599).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub retriable_status_codes: Vec<u16>,
+    /// `connect_failure`, `reset` (a connection closed, a read or write
+    /// failed or timed out), `refused_stream`, `status_5xx`.
+    pub retriable_conditions: Vec<&'static str>,
+    /// Each attempt's connect, read and write timeout (at most one hour).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_try_timeout_ms: Option<u64>,
+    /// No retry starts once this long has passed since the request came
+    /// (at most one hour).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_timeout_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<Backoff>,
+    /// Whether POST and PATCH requests are retried too.
+    pub allow_non_idempotent: bool,
+}
+
+/// Praxis's backoff: before retry n, a wait drawn at random between 0 and
+/// `base_interval_ms` × 2^(n-1), capped at `max_interval_ms` (> 0 and at
+/// least the base).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Backoff {
+    pub base_interval_ms: u64,
+    pub max_interval_ms: u64,
 }
 
 /// A cluster's `tls`: the certificate is verified (Praxis's default) against

@@ -13,7 +13,7 @@ use serde_json::json;
 use super::{tests::praxis_loads, *};
 use crate::data_plane::model::{
     Backend, BackendProtocol, CertificateFiles, ClientValidation, Listener, Match, MatchKind,
-    PathMatch, Protocol, Route, Rule, Timeouts, TranslatedFilter, ValueMatch,
+    PathMatch, Protocol, Retry, Route, Rule, Timeouts, TranslatedFilter, ValueMatch,
 };
 
 /// Text as users write it in a route, from the plain to the hostile.
@@ -180,6 +180,21 @@ fn filter() -> impl Strategy<Value = Option<TranslatedFilter>> {
     })
 }
 
+/// A rule's `retry` as judgement passes it on: attempts of 1 or more
+/// (beyond Praxis's 15 too), statuses of 400 to 599, durations as above.
+fn retry() -> impl Strategy<Value = Retry> {
+    (
+        proptest::option::of(prop_oneof![1..=16u32, Just(u32::MAX)]),
+        proptest::collection::btree_set(400..=599u16, 0..5),
+        proptest::option::of(prop_oneof![0..=1_000u64, 0..=360_000_000u64]),
+    )
+        .prop_map(|(attempts, codes, backoff_ms)| Retry {
+            attempts,
+            codes: codes.into_iter().collect(),
+            backoff_ms,
+        })
+}
+
 fn rule() -> impl Strategy<Value = Rule> {
     (
         proptest::collection::vec(route_match(), 0..3),
@@ -188,17 +203,21 @@ fn rule() -> impl Strategy<Value = Rule> {
         // Gateway API durations: 0 (none) up to 5 digits of hours.
         proptest::option::of(0..=360_000_000u64),
         proptest::option::of(0..=360_000_000u64),
+        proptest::option::of(retry()),
     )
-        .prop_map(|(matches, backends, filters, request, backend)| Rule {
-            index: 0,
-            matches,
-            backends,
-            filters: filters.into_iter().flatten().collect(),
-            timeouts: Timeouts {
-                request_ms: request.filter(|ms| *ms > 0),
-                backend_request_ms: backend.filter(|ms| *ms > 0),
+        .prop_map(
+            |(matches, backends, filters, request, backend, retry)| Rule {
+                index: 0,
+                matches,
+                backends,
+                filters: filters.into_iter().flatten().collect(),
+                timeouts: Timeouts {
+                    request_ms: request.filter(|ms| *ms > 0),
+                    backend_request_ms: backend.filter(|ms| *ms > 0),
+                    retry,
+                },
             },
-        })
+        )
 }
 
 fn route() -> impl Strategy<Value = Route> {

@@ -9,7 +9,7 @@ use serde_json::json;
 use super::*;
 use crate::data_plane::model::{
     Backend, BackendProtocol, BackendTls, CertificateFiles, Listener, Match, MatchKind, PathMatch,
-    Protocol, Route, Rule, Timeouts, TranslatedFilter, ValueMatch,
+    Protocol, Retry, Route, Rule, Timeouts, TranslatedFilter, ValueMatch,
 };
 
 // ----- model builders ------------------------------------------------------
@@ -1278,6 +1278,7 @@ fn timeouts_bound_the_backend_read_and_the_whole_request() {
         timeouts: Timeouts {
             request_ms,
             backend_request_ms,
+            retry: None,
         },
         ..rule(vec![prefix("/")], web())
     };
@@ -1329,6 +1330,107 @@ fn timeouts_bound_the_backend_read_and_the_whole_request() {
         .map(|c| c["read_timeout_ms"].as_u64())
         .collect();
     assert_eq!(reads, [Some(500), Some(250), Some(1500), None]);
+}
+
+#[test]
+fn a_rules_retry_is_its_clusters_retry_policy() {
+    let retried = |request_ms, backend_request_ms, retry| Rule {
+        timeouts: Timeouts {
+            request_ms,
+            backend_request_ms,
+            retry,
+        },
+        ..rule(vec![prefix("/"), exact("/once")], web())
+    };
+    let model = gateway(vec![http(
+        "web",
+        80,
+        None,
+        vec![
+            route(
+                "codes",
+                &["codes.example.com"],
+                vec![retried(
+                    None,
+                    None,
+                    Some(Retry {
+                        attempts: Some(3),
+                        codes: vec![500, 502],
+                        backoff_ms: None,
+                    }),
+                )],
+            ),
+            route(
+                "timed",
+                &["timed.example.com"],
+                vec![retried(
+                    Some(2000),
+                    Some(500),
+                    Some(Retry {
+                        attempts: None,
+                        codes: Vec::new(),
+                        backoff_ms: Some(100),
+                    }),
+                )],
+            ),
+            route(
+                "none",
+                &["none.example.com"],
+                vec![retried(None, Some(500), None)],
+            ),
+        ],
+    )]);
+    let yaml = golden("retries", &model, &options());
+    let config = praxis_loads(&yaml).unwrap();
+    // As Praxis reads each cluster's policy (both matches of a rule alike).
+    let policies: Vec<Option<praxis_core::config::RetryPolicy>> = config.filter_chains[0]
+        .filters
+        .iter()
+        .filter(|f| f.filter_type == "load_balancer")
+        .flat_map(|f| {
+            f.config["clusters"]
+                .as_sequence()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|c| {
+            let json = serde_json::to_value(&c).unwrap();
+            serde_json::from_value::<praxis_core::config::Cluster>(json)
+                .unwrap()
+                .retry_policy
+        })
+        .collect();
+    assert_eq!(policies.len(), 6, "a cluster per rule and match");
+    assert_eq!(policies[0], policies[1]);
+    let codes = policies[0].as_ref().expect("a policy for `codes`");
+    assert_eq!(codes.effective_max_retries(), 3);
+    assert_eq!(
+        codes
+            .retriable_status_codes
+            .iter()
+            .map(|c| c.get())
+            .collect::<Vec<_>>(),
+        [500, 502]
+    );
+    use praxis_core::config::RetriableCondition::{ConnectFailure, RefusedStream, Reset};
+    assert_eq!(
+        codes.retriable_conditions,
+        [ConnectFailure, Reset, RefusedStream]
+    );
+    assert!(codes.allow_non_idempotent() && codes.configured);
+    let timed = policies[2].as_ref().expect("a policy for `timed`");
+    assert_eq!(timed.effective_max_retries(), 3, "Praxis's default");
+    assert!(timed.retriable_status_codes.is_empty());
+    assert_eq!(
+        (timed.per_try_timeout_ms, timed.request_timeout_ms),
+        (Some(500), Some(2000))
+    );
+    let backoff = timed.backoff.as_ref().unwrap();
+    assert_eq!(
+        (backoff.base_interval_ms, backoff.max_interval_ms),
+        (100, 1000)
+    );
+    assert_eq!(policies[4], None, "no retry, no policy: Praxis's default");
 }
 
 fn tls_route(name: &str, hostnames: &[&str], backends: Vec<Backend>) -> Route {

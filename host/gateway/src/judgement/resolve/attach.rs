@@ -2,7 +2,8 @@
 //! listeners, with the hostnames it serves there: section name and port,
 //! the listener's allowed namespaces and kinds, and hostname intersection.
 
-use gateway_api::{gateways::Gateway, httproutes::HttpRouteParentRefs};
+use crate::httproutes::HttpRouteParentRefs;
+use gateway_api::gateways::Gateway;
 
 use super::{
     hostnames,

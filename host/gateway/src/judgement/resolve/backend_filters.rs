@@ -3,7 +3,7 @@
 //! balancer sends to that backend and to their responses. Other filter
 //! types on a backend are refused, saying which.
 
-use gateway_api::httproutes::HttpRouteRulesBackendRefs;
+use crate::httproutes::HttpRouteRulesBackendRefs;
 use serde_json::Value;
 
 use crate::data_plane::model::{BackendHeaders, HeaderChanges, HeaderValuePair};

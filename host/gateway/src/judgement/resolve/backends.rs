@@ -4,7 +4,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use gateway_api::httproutes::HttpRouteRulesBackendRefs;
+use crate::httproutes::HttpRouteRulesBackendRefs;
 use k8s_openapi::api::core::v1::{Service, ServicePort};
 
 use super::{

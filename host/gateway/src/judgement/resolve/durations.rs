@@ -2,7 +2,7 @@
 //! units `h`, `m`, `s`, `ms`, numbers of at most five digits (`1h30m`,
 //! `500ms`). Timeouts use them; `0s` means "no timeout".
 
-use gateway_api::httproutes::HttpRouteRulesTimeouts;
+use crate::httproutes::HttpRouteRulesTimeouts;
 
 use crate::data_plane::model::Timeouts;
 
@@ -55,6 +55,7 @@ pub fn timeouts(timeouts: Option<&HttpRouteRulesTimeouts>) -> Result<Timeouts, S
     let out = Timeouts {
         request_ms: one("request", &t.request)?,
         backend_request_ms: one("backendRequest", &t.backend_request)?,
+        retry: None,
     };
     if let (Some(request), Some(backend)) = (out.request_ms, out.backend_request_ms)
         && backend > request
@@ -99,7 +100,8 @@ mod tests {
             t(serde_json::json!({"request": "0s", "backendRequest": "500ms"})),
             Ok(Timeouts {
                 request_ms: None,
-                backend_request_ms: Some(500)
+                backend_request_ms: Some(500),
+                retry: None,
             })
         );
         assert!(

@@ -1,7 +1,7 @@
 //! HTTPRoute matches in the model's terms, with the spec's defaults (a
 //! match without a path is PathPrefix `/`; types default to Exact).
 
-use gateway_api::httproutes::{
+use crate::httproutes::{
     HttpRouteRulesMatches, HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesMethod,
     HttpRouteRulesMatchesPathType, HttpRouteRulesMatchesQueryParamsType,
 };

@@ -6,7 +6,7 @@
 //! `ResolvedRefs` False, and the rule is served without that mirror: a
 //! mirror never changes what the client gets, so its absence cannot either.
 
-use gateway_api::httproutes::{HttpRouteRulesBackendRefs, HttpRouteRulesFiltersRequestMirror};
+use crate::httproutes::{HttpRouteRulesBackendRefs, HttpRouteRulesFiltersRequestMirror};
 use serde_json::json;
 
 use super::{backends, issue::Issue, view::ClusterView};
