@@ -432,8 +432,8 @@ async fn grpc_calls_go_where_their_routes_send_them_over_http2() -> anyhow::Resu
 }
 
 #[tokio::test]
-async fn tls_passthrough_reaches_the_backend_which_shows_its_own_certificate() -> anyhow::Result<()>
-{
+async fn tls_passthrough_reaches_the_backend_which_shows_its_own_certificate_and_termination_shares_its_port()
+-> anyhow::Result<()> {
     let Some(net) = testbed() else {
         return pontoon_tests::skip!("the test bed runs no process pods here (not root)");
     };
@@ -469,6 +469,16 @@ async fn tls_passthrough_reaches_the_backend_which_shows_its_own_certificate() -
         "stringData": { "tls.crt": pem(&cert)?, "tls.key": pem(&key)? }
     }))
     .await?;
+    // The Gateway's own certificate, for the listener that terminates.
+    let (gateway_ca, gateway_cert, gateway_key) =
+        signed(dir.path(), "gateway-ca", "plain.example.com")?;
+    bed.create::<Secret>(json!({
+        "metadata": { "name": "gateway-cert" },
+        "type": "kubernetes.io/tls",
+        "stringData": { "tls.crt": gateway_cert, "tls.key": gateway_key }
+    }))
+    .await?;
+    std::fs::write(dir.path().join("gateway-ca.pem"), &gateway_ca)?;
     bed.echo(
         "secure",
         2,
@@ -487,11 +497,20 @@ async fn tls_passthrough_reaches_the_backend_which_shows_its_own_certificate() -
         }),
     )
     .await?;
+    // The same pods in plain HTTP, for the terminated stream.
+    bed.create::<Service>(json!({
+        "metadata": { "name": "secure-plain" },
+        "spec": { "selector": { "app": "secure" }, "ports": [{ "port": 80, "targetPort": 3000 }] }
+    }))
+    .await?;
+    backends::wait_for_endpoints(&bed.ns, "secure-plain", 2, TIMEOUT).await?;
     let address = bed
         .gateway(
             "tls",
             json!([{ "name": "tls", "protocol": "TLS", "port": 443, "hostname": "*.example.com",
-                     "tls": { "mode": "Passthrough" } }]),
+                     "tls": { "mode": "Passthrough" } },
+                   { "name": "plain", "protocol": "TLS", "port": 443, "hostname": "plain.example.com",
+                     "tls": { "mode": "Terminate", "certificateRefs": [{ "name": "gateway-cert" }] } }]),
         )
         .await?;
     bed.create::<TlsRoute>(json!({
@@ -507,10 +526,21 @@ async fn tls_passthrough_reaches_the_backend_which_shows_its_own_certificate() -
         .await?;
     bed.route_condition::<TlsRoute>("secure", "ResolvedRefs", "True")
         .await?;
+    bed.create::<TlsRoute>(json!({
+        "metadata": { "name": "plain" },
+        "spec": {
+            "parentRefs": [{ "name": "tls", "sectionName": "plain" }],
+            "hostnames": ["plain.example.com"],
+            "rules": [{ "backendRefs": [{ "name": "secure-plain", "port": 80 }] }]
+        }
+    }))
+    .await?;
+    bed.route_condition::<TlsRoute>("plain", "Accepted", "True")
+        .await?;
 
     let resolve = format!("secure.example.com:443:{address}");
     let cacert = cert.display().to_string();
-    let https = |name: &str| -> anyhow::Result<Output> {
+    let https_trusting = |name: &str, cacert: &str| -> anyhow::Result<Output> {
         let resolve = format!("{name}:443:{address}");
         let url = format!("https://{name}/passthrough");
         bed.curl(&[
@@ -521,10 +551,11 @@ async fn tls_passthrough_reaches_the_backend_which_shows_its_own_certificate() -
             "--resolve",
             &resolve,
             "--cacert",
-            &cacert,
+            cacert,
             &url,
         ])
     };
+    let https = |name: &str| https_trusting(name, &cacert);
     let deadline = tokio::time::Instant::now() + TIMEOUT;
     let body = loop {
         let out = https("secure.example.com")?;
@@ -558,6 +589,41 @@ async fn tls_passthrough_reaches_the_backend_which_shows_its_own_certificate() -
         !other.status.success(),
         "other.example.com has no route, yet: {}",
         String::from_utf8_lossy(&other.stdout)
+    );
+    // The terminating listener on the same port: the Gateway's certificate
+    // (curl trusts only its CA), and the backend gets plain HTTP.
+    let gateway_ca = dir.path().join("gateway-ca.pem").display().to_string();
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    let body = loop {
+        let out = https_trusting("plain.example.com", &gateway_ca)?;
+        if out.status.success() {
+            break String::from_utf8_lossy(&out.stdout).into_owned();
+        }
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "plain.example.com never answered through the terminating listener: {}\n--- operator ---\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            bed.operator.log_tail(30)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let echo: serde_json::Value = serde_json::from_str(&body).context(body.clone())?;
+    ensure!(
+        echo["pod"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("secure-")),
+        "answered by a secure pod: {body}"
+    );
+    ensure!(
+        echo["tls"].is_null(),
+        "the backend got the stream in plain text: {body}"
+    );
+    // The passthrough name still shows the backend's own certificate.
+    ensure!(
+        !https_trusting("secure.example.com", &gateway_ca)?
+            .status
+            .success(),
+        "the passthrough listener showed the Gateway's certificate"
     );
     Ok(())
 }
@@ -936,7 +1002,48 @@ async fn backend_tls_policies_make_the_data_plane_speak_verified_tls_to_the_back
         .replace("secure", &PostParams::default(), &right_host)
         .await?;
     until(|c| c == 200, "the right hostname again never answered 200").await?;
-    // Trusting another CA: refused.
+    // subjectAltNames: the certificate must carry one of them, whatever the
+    // hostname (still the SNI). Pontoon's data plane checks them in a relay
+    // of its own, which also presents the Gateway's client certificate.
+    let mut sans = policies.get("secure").await?;
+    sans.spec.validation.hostname = "other.example.com".into();
+    sans.spec.validation.subject_alt_names = Some(serde_json::from_value(json!([
+        { "type": "Hostname", "hostname": "dce.example.com" }
+    ]))?);
+    policies
+        .replace("secure", &PostParams::default(), &sans)
+        .await?;
+    until(
+        |c| c >= 500,
+        "a certificate without any of the policy's subjectAltNames was accepted",
+    )
+    .await?;
+    let mut sans = policies.get("secure").await?;
+    sans.spec.validation.subject_alt_names = Some(serde_json::from_value(json!([
+        { "type": "URI", "uri": "spiffe://example.com/nobody" },
+        { "type": "Hostname", "hostname": "abc.example.com" }
+    ]))?);
+    policies
+        .replace("secure", &PostParams::default(), &sans)
+        .await?;
+    let body = until(
+        |c| c == 200,
+        "a certificate with one of the subjectAltNames never answered 200",
+    )
+    .await?;
+    let echo: serde_json::Value = serde_json::from_str(&body).context(body.clone())?;
+    ensure!(
+        echo["tls"]["serverName"] == "other.example.com",
+        "through the relay the backend saw the policy's hostname as SNI: {body}"
+    );
+    ensure!(
+        echo["tls"]["peerCertificates"]
+            .to_string()
+            .replace("\\n", "")
+            .contains(&client_body),
+        "through the relay the backend saw the Gateway's client certificate: {body}"
+    );
+    // Trusting another CA (the names still match): refused by the relay.
     let mut wrong_ca = policies.get("secure").await?;
     wrong_ca.spec.validation.ca_certificate_refs = Some(serde_json::from_value(json!([
         { "group": "", "kind": "ConfigMap", "name": "other-ca" }
