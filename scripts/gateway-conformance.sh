@@ -11,9 +11,7 @@
 #   CONFORMANCE_ARGS      more flags for the suite, e.g. --run-test HTTPRouteSimpleSameNamespace
 #                         (tests to skip: CONFORMANCE_SKIP)
 #   CONFORMANCE_PROFILES  the profiles to run (default GATEWAY-HTTP,GATEWAY-GRPC,GATEWAY-TLS,GATEWAY-TCP)
-#   CONFORMANCE_SKIP      tests not run (default TCPRouteWeightedRouting: Praxis 0.7.5
-#                         balances TCP by weight only after the client spoke, and the
-#                         suite's TCP echo server speaks first; docs/gateway-api-support.md)
+#   CONFORMANCE_SKIP      tests not run (default none)
 #   CONFORMANCE_CHANNEL   the Gateway API CRDs' channel installed (default experimental:
 #                         the HTTPRouteRetry features' tests need a rule's `retry`, a field
 #                         of the experimental channel's HTTPRoute; `standard` runs the
@@ -82,7 +80,7 @@ publish_report() {
     echo "run the suite's echo servers and each Gateway's Praxis), runs \`pontoon run --controllers"
     echo "gateway-api\`, creates the GatewayClass \`pontoon\`, runs the suite for the features its"
     echo "\`status.supportedFeatures\` lists (profiles GATEWAY-HTTP, GATEWAY-GRPC, GATEWAY-TLS and"
-    echo "GATEWAY-TCP, without TCPRouteWeightedRouting: see docs/gateway-api-support.md) on the"
+    echo "GATEWAY-TCP) on the"
     echo "Gateway API's experimental-channel CRDs (\`pontoon crds --channel experimental\`: the"
     echo "HTTPRouteRetry features need a rule's \`retry\`), and files the report here"
     echo "(scripts/gateway-conformance.sh --publish)."
@@ -157,7 +155,7 @@ status=0
 in_netns "$bin/gateway-conformance.test" -test.run '^TestConformance$' -test.v -test.timeout 60m \
   --gateway-class pontoon \
   --conformance-profiles "${CONFORMANCE_PROFILES:-GATEWAY-HTTP,GATEWAY-GRPC,GATEWAY-TLS,GATEWAY-TCP}" \
-  --supported-features "$features" --skip-tests "${CONFORMANCE_SKIP-TCPRouteWeightedRouting}" \
+  --supported-features "$features" --skip-tests "${CONFORMANCE_SKIP-}" \
   --usable-address 10.97.255.254 --unusable-address 10.98.0.1 \
   --organization pontoon --project pontoon --url https://github.com/pontoon-dev/pontoon \
   --version "$version" --contact https://github.com/pontoon-dev/pontoon/issues/new \

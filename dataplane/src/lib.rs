@@ -9,6 +9,7 @@
 //! | `pontoon_cors` | HTTPRoute's CORS filter, as the Gateway API defines it |
 //! | `pontoon_mirror` | RequestMirror: copies to another backend, fire-and-forget |
 //! | `pontoon_backend_headers` | `backendRefs[].filters`: header changes of the backend the load balancer picked |
+//! | `pontoon_tcp_weights` (TCP) | TCPRoute rules with several weighted backends, dialled at once |
 //! | `pontoon_backend_tls` | BackendTLSPolicy `subjectAltNames`: TLS to the backend through a relay that checks them |
 //!
 //! The operator writes these only when its Gateways run this binary
@@ -26,18 +27,20 @@ pub mod cors;
 pub mod mirror;
 pub mod query_params;
 pub mod redirect;
+pub mod tcp_weights;
 #[cfg(test)]
 mod test_context;
 
 /// The names of the filters this crate adds: every one starts with
 /// `pontoon_`, which is how the operator knows an entry needs this binary.
-pub const FILTERS: [&str; 6] = [
+pub const FILTERS: [&str; 7] = [
     query_params::NAME,
     redirect::NAME,
     cors::NAME,
     mirror::NAME,
     backend_headers::NAME,
     backend_tls::NAME,
+    tcp_weights::NAME,
 ];
 
 praxis_filter::register_filters! {
@@ -47,6 +50,7 @@ praxis_filter::register_filters! {
     http mirror::NAME => mirror::Mirror::from_config,
     http backend_headers::NAME => backend_headers::BackendHeaders::from_config,
     http backend_tls::NAME => backend_tls::BackendTls::from_config,
+    tcp tcp_weights::NAME => tcp_weights::TcpWeights::from_config,
 }
 
 /// Praxis's built-in filters and Pontoon's.

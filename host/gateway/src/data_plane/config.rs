@@ -137,7 +137,7 @@ pub fn check_rule(
         return Ok(Vec::new());
     }
     if kind == RouteKind::Tcp {
-        tcp::check_rule(rule)?;
+        tcp::check_rule(rule, plane)?;
         return Ok(Vec::new());
     }
     let matches = route_entries::check_matches(rule, plane)?;
@@ -173,6 +173,7 @@ pub fn generate(model: &GatewayModel, options: &GenerateOptions) -> Result<Strin
     };
     let mut tags = 0_usize;
     let mut tcp_listeners = 0_u64;
+    let mut weighted_tcp_listeners = 0_u64;
     let mut refused = Vec::new();
     let mut ports = loopback::LoopbackPorts::new(model, options.health_address);
     let mut hops = Vec::new();
@@ -198,17 +199,28 @@ pub fn generate(model: &GatewayModel, options: &GenerateOptions) -> Result<Strin
         }
         if group.protocol == Protocol::Tcp {
             refused.extend(group_refusals(group, options.data_plane));
-            // No filter chain: Praxis serves TCP listeners of one upstream
-            // and session timeout as one, and refuses them different chains.
+            // Praxis serves TCP listeners of one upstream and session
+            // timeout as one, and refuses them different chains: only a
+            // listener that splits by weight has one, and a session
+            // timeout a millisecond shorter than any other's.
+            let weights = tcp::weights(group, &name);
+            let session_timeout = match weights {
+                Some(_) => {
+                    weighted_tcp_listeners += 1;
+                    tcp::SESSION_TIMEOUT_MS - weighted_tcp_listeners
+                }
+                None => tcp::SESSION_TIMEOUT_MS,
+            };
             config.listeners.push(praxis::Listener {
                 name: name.clone(),
                 address: group.address(options.listen_ip),
                 protocol: Some("tcp"),
-                tcp_session_timeout_ms: Some(tcp::SESSION_TIMEOUT_MS),
+                tcp_session_timeout_ms: Some(session_timeout),
                 upstream: Some(tcp::upstream(group)),
                 tls: None,
-                filter_chains: Vec::new(),
+                filter_chains: weights.iter().map(|c| c.name.clone()).collect(),
             });
+            config.filter_chains.extend(weights);
             config.insecure_options.allow_private_upstreams = true;
             continue;
         }

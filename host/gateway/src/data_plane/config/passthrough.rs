@@ -168,7 +168,7 @@ pub(super) fn upstream(route: &Route) -> String {
         .map_or_else(|| PLACEHOLDER_ENDPOINT.to_string(), |a| a.to_string())
 }
 
-fn address(backend: &Backend) -> Option<std::net::SocketAddr> {
+pub(super) fn address(backend: &Backend) -> Option<std::net::SocketAddr> {
     backend
         .service_address
         .or_else(|| backend.endpoints.first().copied())

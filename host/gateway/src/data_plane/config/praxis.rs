@@ -123,6 +123,7 @@ pub enum Filter<'a> {
     QueryParams(QueryParams),
     BackendHeaders(BackendHeadersEntry<'a>),
     BackendTls(BackendTlsEntry<'a>),
+    TcpWeights(TcpWeights),
     Module(super::module_entry::ModuleEntry<'a>),
 }
 
@@ -140,6 +141,20 @@ pub struct OneBackend<'a> {
     pub endpoints: Vec<String>,
     pub request: &'a crate::data_plane::model::HeaderChanges,
     pub response: &'a crate::data_plane::model::HeaderChanges,
+}
+
+/// Pontoon's data plane's `pontoon_tcp_weights` (`dataplane/`): a TCP
+/// connect filter that draws the backend by weight.
+#[derive(Debug, Serialize)]
+pub struct TcpWeights {
+    pub filter: &'static str,
+    pub backends: Vec<TcpWeight>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TcpWeight {
+    pub address: String,
+    pub weight: u32,
 }
 
 /// Pontoon's data plane's `pontoon_backend_tls` (`dataplane/`): the relays

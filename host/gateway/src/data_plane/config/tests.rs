@@ -1678,40 +1678,72 @@ fn a_tcp_listener_sends_every_connection_to_its_oldest_routes_service() {
 }
 
 #[test]
-fn a_tcp_route_rule_takes_one_weighted_backend() {
+fn a_tcp_route_rule_splits_by_weight_with_a_connect_filter_on_pontoons_data_plane() {
     let split = Rule {
         backends: vec![
-            service("a", "10.96.0.20:3000"),
+            Backend {
+                weight: 3,
+                ..service("a", "10.96.0.20:3000")
+            },
             service("b", "10.96.0.21:3000"),
+            // Did not resolve: its share of connections is refused.
+            Backend {
+                service_address: None,
+                endpoints: Vec::new(),
+                ..service("gone", "10.96.0.22:3000")
+            },
         ],
         ..rule(Vec::new(), Vec::new())
     };
-    let why = check_rule(RouteKind::Tcp, &split, DataPlane::Pontoon).unwrap_err();
-    assert!(why.contains("a TCPRoute rule takes one backend"), "{why}");
+    let why = check_rule(RouteKind::Tcp, &split, DataPlane::StockPraxis).unwrap_err();
+    assert!(
+        why.contains("needs Pontoon's data plane") && why.contains("server speaks first"),
+        "{why}"
+    );
+    assert!(check_rule(RouteKind::Tcp, &split, DataPlane::Pontoon).is_ok());
     let mut one = split.clone();
     one.backends[1].weight = 0;
-    assert!(check_rule(RouteKind::Tcp, &one, DataPlane::Pontoon).is_ok());
-    let model = gateway(vec![tcp(
-        "tcp",
-        9300,
-        vec![Route {
-            kind: RouteKind::Tcp,
-            ..route("split", &[], vec![split])
-        }],
-    )]);
-    assert!(matches!(
-        generate(&model, &options()),
-        Err(ConfigError::UnsupportedRules(r)) if r.len() == 1
-    ));
-    // Weight 0 is no share: the other backend takes every connection.
-    let model = gateway(vec![tcp(
-        "tcp",
-        9300,
-        vec![Route {
-            kind: RouteKind::Tcp,
-            ..route("one", &[], vec![one])
-        }],
-    )]);
-    let yaml = generate(&model, &options()).unwrap();
-    assert!(yaml.contains(r#""upstream":"10.96.0.20:3000""#), "{yaml}");
+    one.backends[2].weight = 0;
+    let model = gateway(vec![
+        tcp(
+            "tcp",
+            9300,
+            vec![Route {
+                kind: RouteKind::Tcp,
+                ..route("split", &[], vec![split])
+            }],
+        ),
+        tcp(
+            "one",
+            9301,
+            vec![Route {
+                kind: RouteKind::Tcp,
+                ..route("one", &[], vec![one])
+            }],
+        ),
+    ]);
+    let yaml = golden("tcp_weights", &model, &options());
+    praxis_loads(&yaml).unwrap();
+    let value: serde_json::Value = serde_json::from_str(yaml.split_once('\n').unwrap().1).unwrap();
+    let (split, one) = (&value["listeners"][0], &value["listeners"][1]);
+    // Dialled at once (a static upstream), the filter choosing the address.
+    assert_eq!(split["upstream"], "10.96.0.20:3000");
+    assert_eq!(split["filter_chains"], json!(["tcp-9300"]));
+    assert_eq!(
+        split["tcp_session_timeout_ms"], 3_599_999,
+        "a session timeout of its own: Praxis serves TCP listeners alike as one"
+    );
+    assert_eq!(
+        value["filter_chains"][0]["filters"][0],
+        json!({ "filter": "pontoon_tcp_weights", "backends": [
+            { "address": "10.96.0.20:3000", "weight": 3 },
+            { "address": "10.96.0.21:3000", "weight": 1 },
+            { "address": "127.0.0.1:9", "weight": 1 }
+        ] })
+    );
+    // Weight 0 is no share: the other backend takes every connection, with
+    // no filter.
+    assert_eq!(one["upstream"], "10.96.0.20:3000");
+    assert_eq!(one["filter_chains"], json!([]));
+    assert_eq!(one["tcp_session_timeout_ms"], 3_600_000);
 }
