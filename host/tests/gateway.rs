@@ -320,13 +320,15 @@ async fn the_class_is_accepted_with_the_features_pontoon_supports() -> anyhow::R
         // gateway_protocols.rs and the conformance suite show these.
         "HTTPRouteRetry",
         "HTTPRouteRetryBackendTimeout",
+        "BackendTLSPolicySANValidation",
+        "TLSRouteModeTerminate",
+        "TLSRouteModeMixed",
     ] {
         assert!(features.iter().any(|f| f == shown), "{shown}: {features:?}");
     }
     for missing in [
         "HTTPRouteRetryConnectionError",
         "GatewayFrontendClientCertificateValidationInsecureFallback",
-        "BackendTLSPolicySANValidation",
         "GatewayHTTPSListenerDetectMisdirectedRequests",
     ] {
         assert!(
@@ -1214,11 +1216,20 @@ async fn with_stock_praxis_the_class_claims_less_and_routes_needing_pontoons_fil
         "HTTPRouteRequestMultipleMirrors",
         "HTTPRouteRequestPercentageMirror",
         "HTTPRouteBackendRequestHeaderModification",
+        "BackendTLSPolicySANValidation",
     ] {
         assert!(
             !features.iter().any(|f| f == missing),
             "{missing}: {features:?}"
         );
+    }
+    // Plain Praxis config: stock Praxis serves these as well.
+    for shown in [
+        "TLSRouteModeTerminate",
+        "TLSRouteModeMixed",
+        "HTTPRouteRetry",
+    ] {
+        assert!(features.iter().any(|f| f == shown), "{shown}: {features:?}");
     }
 
     let own = bed.ns.name().to_string();
