@@ -7,6 +7,7 @@ pub mod apply_plan;
 pub mod certificates;
 pub mod children;
 pub mod config;
+pub mod loopback;
 pub mod model;
 pub mod ownership;
 pub mod program;

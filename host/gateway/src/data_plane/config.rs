@@ -19,7 +19,6 @@ mod conditions;
 mod error;
 mod filters;
 mod host_precedence;
-mod loopback;
 mod module_entry;
 mod passthrough;
 mod placeholders;
@@ -50,6 +49,7 @@ use self::{
     route_entries::{Candidate, CheckedMatch},
 };
 use super::{
+    loopback::LoopbackPorts,
     model::{GatewayModel, Protocol, Route, RouteKind, Rule},
     program::DataPlane,
 };
@@ -175,7 +175,7 @@ pub fn generate(model: &GatewayModel, options: &GenerateOptions) -> Result<Strin
     let mut tcp_listeners = 0_u64;
     let mut weighted_tcp_listeners = 0_u64;
     let mut refused = Vec::new();
-    let mut ports = loopback::LoopbackPorts::new(model, options.health_address);
+    let mut ports = LoopbackPorts::new(model, options.health_address.map(|a| a.port()));
     let mut hops = Vec::new();
     for group in &groups {
         let name = group.name();

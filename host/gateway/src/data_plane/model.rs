@@ -319,11 +319,6 @@ pub enum SubjectAltName {
     Uri(String),
 }
 
-/// The first port the data plane's own listeners on the pod's loopback take
-/// (backend TLS relays, then TLS termination hops): from here up, those no
-/// Gateway listener (nor the health port) uses.
-pub const LOOPBACK_PORTS_FROM: u16 = 15100;
-
 /// A relay of Pontoon's data plane: it listens on loopback and opens TLS to
 /// `upstream` itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -39,10 +39,7 @@ pub fn entry(backends: &[Backend], gate: Condition) -> Option<Filter<'_>> {
                 server_name: &tls.sni,
                 ca_path: tls.ca_path.as_deref(),
                 subject_alt_names: &tls.subject_alt_names,
-                client_cert: tls.client_certificate.as_ref().map(|c| KeyPair {
-                    cert_path: c.cert_path.clone(),
-                    key_path: c.key_path.clone(),
-                }),
+                client_cert: tls.client_certificate.as_ref().map(KeyPair::from),
             })
         })
         .collect();

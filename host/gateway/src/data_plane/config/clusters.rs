@@ -255,10 +255,7 @@ pub fn cluster(
             .map(|t| ClusterTls {
                 sni: t.sni.clone(),
                 ca: t.ca_path.clone().map(|ca_path| CaFile { ca_path }),
-                client_cert: t.client_certificate.as_ref().map(|c| KeyPair {
-                    cert_path: c.cert_path.clone(),
-                    key_path: c.key_path.clone(),
-                }),
+                client_cert: t.client_certificate.as_ref().map(KeyPair::from),
             }),
         retry_policy: settings.retry_policy.clone(),
     }

@@ -21,11 +21,13 @@
 use super::{
     clusters::PLACEHOLDER_ENDPOINT,
     host_precedence::HostPattern,
-    loopback::LoopbackPorts,
     praxis::{Certificate, FilterChain, Listener, SniRoute, SniRouter, Tls},
     praxis_listeners::PortGroup,
 };
-use crate::data_plane::model::{self, Backend, Protocol, Route, Rule};
+use crate::data_plane::{
+    loopback::LoopbackPorts,
+    model::{self, Backend, Protocol, Route, Rule},
+};
 
 /// The idle timeout of the `n`-th TCP listener: Praxis's default (5 min),
 /// a millisecond more for each further one. Praxis serves TCP listeners of

@@ -383,6 +383,15 @@ pub struct KeyPair {
     pub key_path: String,
 }
 
+impl From<&crate::data_plane::model::CertificateFiles> for KeyPair {
+    fn from(files: &crate::data_plane::model::CertificateFiles) -> Self {
+        Self {
+            cert_path: files.cert_path.clone(),
+            key_path: files.key_path.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Serialize)]
 pub struct Endpoint {
     pub address: String,

@@ -31,6 +31,7 @@ use super::{
 };
 use crate::data_plane::{
     certificates::CertificateSecret,
+    loopback::LoopbackPorts,
     model::{BackendTls, CertificateFiles, GatewayModel, Relay, RouteKind, SubjectAltName},
     program::DataPlane,
 };
@@ -55,9 +56,6 @@ pub struct Trust {
     /// The names the certificate must carry one of instead (`subjectAltNames`).
     pub subject_alt_names: Vec<SubjectAltName>,
 }
-
-/// The first loopback port a Gateway's backend TLS relays listen on.
-pub const RELAY_PORTS_FROM: u16 = crate::data_plane::model::LOOPBACK_PORTS_FROM;
 
 /// A policy, judged: `Ok` when it can be kept, else why not, as the
 /// `Accepted` reason and the `ResolvedRefs` problem (if it is one of its
@@ -492,19 +490,15 @@ pub fn apply(
 /// trust, each on a loopback port of its own that no listener takes.
 struct Relays {
     taken: Vec<(Relay, BackendTls)>,
-    busy: std::collections::BTreeSet<u16>,
-    next: u16,
+    ports: LoopbackPorts,
 }
 
 impl Relays {
     fn new(model: &GatewayModel) -> Self {
-        let mut busy: std::collections::BTreeSet<u16> =
-            model.listeners.iter().map(|l| l.port).collect();
-        busy.extend(u16::try_from(crate::data_plane::children::ADMIN_PORT).ok());
+        let health = u16::try_from(crate::data_plane::children::ADMIN_PORT).ok();
         Self {
             taken: Vec::new(),
-            busy,
-            next: RELAY_PORTS_FROM,
+            ports: LoopbackPorts::new(model, health),
         }
     }
 
@@ -522,14 +516,10 @@ impl Relays {
         {
             return Some(*relay);
         }
-        while self.busy.contains(&self.next) {
-            self.next = self.next.checked_add(1)?;
-        }
         let relay = Relay {
-            listen: SocketAddr::from(([127, 0, 0, 1], self.next)),
+            listen: self.ports.take()?,
             upstream,
         };
-        self.busy.insert(self.next);
         self.taken.push((relay, tls.clone()));
         Some(relay)
     }
@@ -1035,6 +1025,7 @@ mod tests {
 
     #[test]
     fn subject_alt_names_send_the_backend_through_a_relay_on_a_port_no_listener_takes() {
+        use crate::data_plane::loopback::LOOPBACK_PORTS_FROM;
         let sans = |service: &str, names: serde_json::Value| {
             policy(
                 service,
@@ -1056,7 +1047,7 @@ mod tests {
         // Rules 0 and 2 send to `web`, rule 1 to `api`; a listener takes
         // the first relay port.
         let mut m = model(vec![("web", None), ("api", None), ("web", None)]);
-        m.listeners[0].port = RELAY_PORTS_FROM;
+        m.listeners[0].port = LOOPBACK_PORTS_FROM;
         let outcome = apply(&mut m, &[dns, uri], None, &view(), DataPlane::Pontoon);
         assert!(outcome.judged.iter().all(|j| j.verdict.is_ok()));
         let rules = &m.listeners[0].routes[0].rules;
@@ -1070,14 +1061,14 @@ mod tests {
             web.subject_alt_names,
             [SubjectAltName::Hostname("dce.example.com".into())]
         );
-        assert_eq!(web.relays, [relay(RELAY_PORTS_FROM + 1)]);
+        assert_eq!(web.relays, [relay(LOOPBACK_PORTS_FROM + 1)]);
         assert_eq!(
             rules[0].backends[0].endpoints,
-            [relay(RELAY_PORTS_FROM + 1).listen],
+            [relay(LOOPBACK_PORTS_FROM + 1).listen],
             "Praxis sends to the relay"
         );
         let api = rules[1].backends[0].tls.clone().unwrap();
-        assert_eq!(api.relays, [relay(RELAY_PORTS_FROM + 2)]);
+        assert_eq!(api.relays, [relay(LOOPBACK_PORTS_FROM + 2)]);
         assert_eq!(
             rules[2].backends[0].tls.as_ref().unwrap().relays,
             web.relays,

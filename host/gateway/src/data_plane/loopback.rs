@@ -1,11 +1,15 @@
-//! Ports on the pod's loopback for the data plane's own hops (TLS
-//! termination behind a server-name router): from
-//! [`LOOPBACK_PORTS_FROM`] up, skipping the Gateway's listener ports, the
-//! health port and the ports the backend TLS relays already took.
+//! Ports on the pod's loopback for the data plane's own listeners: the
+//! backend TLS relays (taken while BackendTLSPolicies are applied) and the
+//! TLS termination hops behind a server-name router (taken while the config
+//! is written). Both take them from [`LOOPBACK_PORTS_FROM`] up, skipping
+//! the Gateway's listener ports, the health port and the relays' ports.
 
 use std::{collections::BTreeSet, net::SocketAddr};
 
-use crate::data_plane::model::{GatewayModel, LOOPBACK_PORTS_FROM};
+use super::model::GatewayModel;
+
+/// The first port the data plane's own listeners on the pod's loopback take.
+pub const LOOPBACK_PORTS_FROM: u16 = 15100;
 
 pub struct LoopbackPorts {
     busy: BTreeSet<u16>,
@@ -13,9 +17,11 @@ pub struct LoopbackPorts {
 }
 
 impl LoopbackPorts {
-    pub fn new(model: &GatewayModel, health: Option<SocketAddr>) -> Self {
+    /// The ports free in `model`'s data plane, whose health port (if any)
+    /// is `health`.
+    pub fn new(model: &GatewayModel, health: Option<u16>) -> Self {
         let mut busy: BTreeSet<u16> = model.listeners.iter().map(|l| l.port).collect();
-        busy.extend(health.map(|a| a.port()));
+        busy.extend(health);
         busy.extend(
             model
                 .listeners
