@@ -556,20 +556,30 @@ async fn tls_passthrough_reaches_the_backend_which_shows_its_own_certificate_and
         ])
     };
     let https = |name: &str| https_trusting(name, &cacert);
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    let body = loop {
-        let out = https("secure.example.com")?;
-        if out.status.success() {
-            break String::from_utf8_lossy(&out.stdout).into_owned();
+    // The body `name` answers once it does (trusting `cacert`), as the
+    // Gateway's data plane rolls out.
+    let served = |name: &'static str, cacert: String| {
+        let https_trusting = &https_trusting;
+        let operator = &bed.operator;
+        let resolve = &resolve;
+        async move {
+            let deadline = tokio::time::Instant::now() + TIMEOUT;
+            loop {
+                let out = https_trusting(name, &cacert)?;
+                if out.status.success() {
+                    return anyhow::Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+                }
+                ensure!(
+                    tokio::time::Instant::now() < deadline,
+                    "{name} never answered through the Gateway ({resolve}): {}\n--- operator ---\n{}",
+                    String::from_utf8_lossy(&out.stderr),
+                    operator.log_tail(30)
+                );
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
         }
-        ensure!(
-            tokio::time::Instant::now() < deadline,
-            "secure.example.com never answered through the Gateway ({resolve}): {}\n--- operator ---\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            bed.operator.log_tail(30)
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
     };
+    let body = served("secure.example.com", cacert.clone()).await?;
     // curl trusted only the backend's own certificate: the handshake was
     // the backend's, end to end; and the backend saw the client's server name.
     let echo: serde_json::Value = serde_json::from_str(&body).context(body.clone())?;
@@ -593,20 +603,7 @@ async fn tls_passthrough_reaches_the_backend_which_shows_its_own_certificate_and
     // The terminating listener on the same port: the Gateway's certificate
     // (curl trusts only its CA), and the backend gets plain HTTP.
     let gateway_ca = dir.path().join("gateway-ca.pem").display().to_string();
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    let body = loop {
-        let out = https_trusting("plain.example.com", &gateway_ca)?;
-        if out.status.success() {
-            break String::from_utf8_lossy(&out.stdout).into_owned();
-        }
-        ensure!(
-            tokio::time::Instant::now() < deadline,
-            "plain.example.com never answered through the terminating listener: {}\n--- operator ---\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            bed.operator.log_tail(30)
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    let body = served("plain.example.com", gateway_ca.clone()).await?;
     let echo: serde_json::Value = serde_json::from_str(&body).context(body.clone())?;
     ensure!(
         echo["pod"]
