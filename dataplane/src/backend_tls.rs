@@ -32,10 +32,7 @@
 mod relay;
 mod verify;
 
-use std::{
-    net::SocketAddr,
-    sync::atomic::{AtomicBool, Ordering},
-};
+use std::net::SocketAddr;
 
 use async_trait::async_trait;
 use praxis_filter::{
@@ -46,16 +43,6 @@ use serde::Deserialize;
 pub use verify::SubjectAltName;
 
 pub const NAME: &str = "pontoon_backend_tls";
-
-/// Whether building an entry starts its relays: set by the server before it
-/// loads its config, never by `-t` (which only checks) or by tests of other
-/// filters.
-static SERVING: AtomicBool = AtomicBool::new(false);
-
-/// From now on, entries start the relays they name.
-pub fn serve_relays() {
-    SERVING.store(true, Ordering::SeqCst);
-}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -95,7 +82,7 @@ pub struct BackendTls;
 impl BackendTls {
     pub fn from_config(config: &serde_yaml::Value) -> Result<Box<dyn HttpFilter>, FilterError> {
         let config: Config = parse_filter_config(NAME, config)?;
-        let serving = SERVING.load(Ordering::SeqCst);
+        let serving = crate::serving::is_serving();
         for relay in config.relays {
             if !relay.listen.ip().is_loopback() {
                 return Err(format!(

@@ -11,6 +11,7 @@
 //! | `pontoon_backend_headers` | `backendRefs[].filters`: header changes of the backend the load balancer picked |
 //! | `pontoon_tcp_weights` (TCP) | TCPRoute rules with several weighted backends, dialled at once |
 //! | `pontoon_backend_tls` | BackendTLSPolicy `subjectAltNames`: TLS to the backend through a relay that checks them |
+//! | `pontoon_misdirected` | 421 for a request whose host is another HTTPS listener's than its connection's server name |
 //!
 //! The operator writes these only when its Gateways run this binary
 //! (`--data-plane-image`); with stock Praxis (`--praxis-image`) it refuses
@@ -25,21 +26,24 @@ pub mod backend_headers;
 pub mod backend_tls;
 pub mod cors;
 pub mod mirror;
+pub mod misdirected;
 pub mod query_params;
 pub mod redirect;
+pub mod serving;
 pub mod tcp_weights;
 #[cfg(test)]
 mod test_context;
 
 /// The names of the filters this crate adds: every one starts with
 /// `pontoon_`, which is how the operator knows an entry needs this binary.
-pub const FILTERS: [&str; 7] = [
+pub const FILTERS: [&str; 8] = [
     query_params::NAME,
     redirect::NAME,
     cors::NAME,
     mirror::NAME,
     backend_headers::NAME,
     backend_tls::NAME,
+    misdirected::NAME,
     tcp_weights::NAME,
 ];
 
@@ -50,6 +54,7 @@ praxis_filter::register_filters! {
     http mirror::NAME => mirror::Mirror::from_config,
     http backend_headers::NAME => backend_headers::BackendHeaders::from_config,
     http backend_tls::NAME => backend_tls::BackendTls::from_config,
+    http misdirected::NAME => misdirected::Misdirected::from_config,
     tcp tcp_weights::NAME => tcp_weights::TcpWeights::from_config,
 }
 

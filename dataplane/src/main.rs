@@ -56,8 +56,8 @@ fn main() -> ExitCode {
         Ok(file) => file,
         Err(error) => praxis::fatal(&error),
     };
-    // Serving, not checking: the config's backend TLS relays start as it loads.
-    pontoon_dataplane::backend_tls::serve_relays();
+    // Serving, not checking: the config's relays and fronts start as it loads.
+    pontoon_dataplane::serving::start();
     let config = praxis::with_bootstrap_logging(|| {
         Config::from_config_file_or(config_file.as_ref(), DEFAULT_CONFIG)
     })
