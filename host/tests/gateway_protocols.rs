@@ -1262,3 +1262,111 @@ async fn retries_of_http_routes() -> anyhow::Result<()> {
     ensure!(code == 504, "retries spent, the timeout's 504, got {code}");
     Ok(())
 }
+
+#[tokio::test]
+async fn https_listeners_sharing_a_port_answer_421_to_a_host_of_another_listener()
+-> anyhow::Result<()> {
+    let Some(net) = testbed() else {
+        return pontoon_tests::skip!("the test bed runs no process pods here (not root)");
+    };
+    let bed = Bed::new("gwp-421", net).await?;
+    let dir = tempfile::tempdir()?;
+    // One CA signs both listeners' certificates, so a client that trusts
+    // it would take either connection for either name: the case 421 is for.
+    let mut ca = String::new();
+    for name in ["a.example.com", "b.example.com"] {
+        let (ca_pem, cert, key) = signed(dir.path(), "gateway-ca", name)?;
+        ca = ca_pem;
+        bed.create::<Secret>(json!({
+            "metadata": { "name": name },
+            "type": "kubernetes.io/tls",
+            "stringData": { "tls.crt": cert, "tls.key": key }
+        }))
+        .await?;
+    }
+    let cacert = dir.path().join("ca.pem");
+    std::fs::write(&cacert, ca)?;
+    let cacert = cacert.display().to_string();
+    bed.echo(
+        "web",
+        1,
+        json!([{ "name": "HTTP_PORT", "value": "3000" }]),
+        json!({ "name": "http", "port": 8080, "targetPort": 3000 }),
+        json!({}),
+    )
+    .await?;
+    let address = bed
+        .gateway(
+            "shared",
+            json!([{ "name": "any", "protocol": "HTTPS", "port": 443,
+                     "tls": { "certificateRefs": [{ "name": "a.example.com" }] } },
+                   { "name": "b", "protocol": "HTTPS", "port": 443, "hostname": "b.example.com",
+                     "tls": { "certificateRefs": [{ "name": "b.example.com" }] } }]),
+        )
+        .await?;
+    for (route, listener, hostnames) in [
+        ("a", "any", json!(["a.example.com"])),
+        ("b", "b", json!([])),
+    ] {
+        bed.create::<HttpRoute>(json!({
+            "metadata": { "name": route },
+            "spec": {
+                "parentRefs": [{ "name": "shared", "sectionName": listener }],
+                "hostnames": hostnames,
+                "rules": [{ "backendRefs": [{ "name": "web", "port": 8080 }] }]
+            }
+        }))
+        .await?;
+        bed.route_condition::<HttpRoute>(route, "Accepted", "True")
+            .await?;
+    }
+    // The status of a request over HTTP/2 on a connection that asked for
+    // `server_name`, for `host`.
+    let status = |server_name: &str, host: &str| -> anyhow::Result<String> {
+        let resolve = format!("{server_name}:443:{address}");
+        let url = format!("https://{server_name}/shared");
+        let host = format!("Host: {host}");
+        let out = bed.curl(&[
+            "--silent",
+            "--http2",
+            "--max-time",
+            "5",
+            "--cacert",
+            &cacert,
+            "--resolve",
+            &resolve,
+            "-H",
+            &host,
+            "--output",
+            "/dev/null",
+            "--write-out",
+            "%{http_version} %{http_code}",
+            &url,
+        ])?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let cases = [
+        // Each listener's own host: served.
+        ("a.example.com", "a.example.com", "2 200"),
+        ("b.example.com", "b.example.com", "2 200"),
+        // The other listener's host on a connection made for this one.
+        ("a.example.com", "b.example.com", "2 421"),
+        ("b.example.com", "a.example.com", "2 421"),
+        // A host only the listener without hostname takes, on its own
+        // connection: not misdirected, just not routed.
+        ("a.example.com", "c.example.com", "2 404"),
+        ("b.example.com", "c.example.com", "2 421"),
+    ];
+    bed.steadily("shared", "a shared HTTPS port", || {
+        for (server_name, host, expected) in cases {
+            let got = status(server_name, host)?;
+            if got != expected {
+                return Ok(Err(format!(
+                    "server name {server_name}, Host {host}: {got:?}, not {expected:?}"
+                )));
+            }
+        }
+        Ok(Ok(()))
+    })
+    .await
+}

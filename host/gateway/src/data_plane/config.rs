@@ -3,7 +3,8 @@
 //!
 //! Per Praxis listener (one per port) the filter chain is:
 //!
-//! 1. `request_id`;
+//! 1. `request_id`; on a shared HTTPS port of Pontoon's data plane,
+//!    `pontoon_misdirected` (`misdirected.rs`);
 //! 2. classifiers for what the router cannot test itself (`routes.rs`);
 //! 3. `router`, entries in the Gateway API's precedence;
 //! 4. `load_balancer`, one cluster per rule and match (`clusters.rs`);
@@ -19,6 +20,7 @@ mod conditions;
 mod error;
 mod filters;
 mod host_precedence;
+mod misdirected;
 mod module_entry;
 mod passthrough;
 mod placeholders;
@@ -224,12 +226,23 @@ pub fn generate(model: &GatewayModel, options: &GenerateOptions) -> Result<Strin
             config.insecure_options.allow_private_upstreams = true;
             continue;
         }
-        let (filters, security) =
+        let (mut filters, security) =
             pipeline(group, &name, &mut tags, &mut refused, options.data_plane);
+        let mut address = group.address(options.listen_ip);
+        // Past port 65535 (some fifty thousand hops and relays) the port is
+        // served without the check rather than not at all.
+        if let Some(hop) = misdirected::applies(group, options.data_plane)
+            .then(|| ports.take())
+            .flatten()
+        {
+            // After `request_id`, before anything reads the client's address.
+            filters.insert(1, misdirected::entry(group, address, hop));
+            address = hop.to_string();
+        }
         let chains = chunks(&name, filters);
         config.listeners.push(praxis::Listener {
             name: name.clone(),
-            address: group.address(options.listen_ip),
+            address,
             protocol: None,
             tcp_session_timeout_ms: None,
             upstream: None,

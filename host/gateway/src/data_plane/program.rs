@@ -53,6 +53,8 @@ const COMMON_FEATURES: &[&str] = &[
 const PONTOON_FEATURES: &[&str] = &[
     // pontoon_backend_tls
     "BackendTLSPolicySANValidation",
+    // pontoon_misdirected
+    "GatewayHTTPSListenerDetectMisdirectedRequests",
     // pontoon_redirect
     "HTTPRoute303RedirectStatusCode",
     // pontoon_cors

@@ -123,6 +123,7 @@ pub enum Filter<'a> {
     QueryParams(QueryParams),
     BackendHeaders(BackendHeadersEntry<'a>),
     BackendTls(BackendTlsEntry<'a>),
+    Misdirected(MisdirectedEntry),
     TcpWeights(TcpWeights),
     Module(super::module_entry::ModuleEntry<'a>),
 }
@@ -155,6 +156,18 @@ pub struct TcpWeights {
 pub struct TcpWeight {
     pub address: String,
     pub weight: u32,
+}
+
+/// Pontoon's data plane's `pontoon_misdirected` (`dataplane/`): the front
+/// that holds a shared HTTPS port's public address and hands its
+/// connections to the port's Praxis listener at `hop`, and the listeners'
+/// hostnames it tells a misdirected request by.
+#[derive(Debug, Serialize)]
+pub struct MisdirectedEntry {
+    pub filter: &'static str,
+    pub listen: String,
+    pub hop: String,
+    pub listener_hostnames: Vec<String>,
 }
 
 /// Pontoon's data plane's `pontoon_backend_tls` (`dataplane/`): the relays

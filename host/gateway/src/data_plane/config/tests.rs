@@ -273,6 +273,30 @@ fn https_listeners_and_shared_ports() {
         shared.certificates[1].default,
         "the listener without hostname has the default certificate"
     );
+    // The shared port's public address is the misdirected-request front's;
+    // Praxis's listener behind it is on loopback. The port with one
+    // listener is Praxis's own.
+    let addresses: Vec<&str> = config
+        .listeners
+        .iter()
+        .map(|l| l.address.as_str())
+        .collect();
+    assert_eq!(addresses, ["0.0.0.0:80", "0.0.0.0:443", "127.0.0.1:15100"]);
+    let front = r#"{"filter":"pontoon_misdirected","listen":"0.0.0.0:8443","hop":"127.0.0.1:15100","listener_hostnames":["a.example.com"]}"#;
+    let compact = generate(&model, &options()).unwrap();
+    assert_eq!(compact.matches(front).count(), 1, "{compact}");
+
+    // Stock Praxis has no front: the port is its listener's, unchecked.
+    let stock = generate(
+        &model,
+        &GenerateOptions {
+            data_plane: DataPlane::StockPraxis,
+            ..options()
+        },
+    )
+    .unwrap();
+    assert!(!stock.contains("pontoon_misdirected"), "{stock}");
+    assert!(stock.contains(r#""address":"0.0.0.0:8443""#), "{stock}");
 }
 
 #[test]
