@@ -156,9 +156,10 @@ fn host<'a>(ctx: &'a HttpFilterContext<'_>) -> Option<&'a str> {
     }
 }
 
-/// Puts the client's address, which the front recorded, where the filters
-/// after this one read it; and answers 421 to a request for another
-/// listener's host.
+/// Puts the client's address, which the front recorded, where the request
+/// phase's later filters read it (the response phase, and Praxis's own
+/// records, still see the loopback address: the front logs the pair at
+/// debug level); and answers 421 to a request for another listener's host.
 #[async_trait]
 impl HttpFilter for Misdirected {
     fn name(&self) -> &'static str {
@@ -182,16 +183,6 @@ impl HttpFilter for Misdirected {
                 "misdirected request: this connection's TLS \
                  server name is served by another listener than the request's host\n",
             )));
-        }
-        Ok(FilterAction::Continue)
-    }
-
-    async fn on_response(
-        &self,
-        ctx: &mut HttpFilterContext<'_>,
-    ) -> Result<FilterAction, FilterError> {
-        if let Some(origin) = ctx.client_addr.and_then(origins::lookup) {
-            ctx.client_addr = Some(origin.client);
         }
         Ok(FilterAction::Continue)
     }

@@ -321,6 +321,7 @@ async fn the_class_is_accepted_with_the_features_pontoon_supports() -> anyhow::R
         "HTTPRouteRetry",
         "HTTPRouteRetryBackendTimeout",
         "BackendTLSPolicySANValidation",
+        "GatewayHTTPSListenerDetectMisdirectedRequests",
         "TLSRouteModeTerminate",
         "TLSRouteModeMixed",
     ] {
@@ -329,7 +330,6 @@ async fn the_class_is_accepted_with_the_features_pontoon_supports() -> anyhow::R
     for missing in [
         "HTTPRouteRetryConnectionError",
         "GatewayFrontendClientCertificateValidationInsecureFallback",
-        "GatewayHTTPSListenerDetectMisdirectedRequests",
     ] {
         assert!(
             !features.iter().any(|f| f == missing),
@@ -1217,6 +1217,7 @@ async fn with_stock_praxis_the_class_claims_less_and_routes_needing_pontoons_fil
         "HTTPRouteRequestPercentageMirror",
         "HTTPRouteBackendRequestHeaderModification",
         "BackendTLSPolicySANValidation",
+        "GatewayHTTPSListenerDetectMisdirectedRequests",
     ] {
         assert!(
             !features.iter().any(|f| f == missing),

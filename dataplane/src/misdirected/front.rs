@@ -124,6 +124,12 @@ async fn carry(
     // The accept's permit bounds the table: it is never full here.
     let registration = origins::register(origin)
         .ok_or_else(|| std::io::Error::other("no loopback address left"))?;
+    tracing::debug!(
+        %peer,
+        via = %registration.address(),
+        "{}: connection handed to Praxis",
+        super::NAME
+    );
     let socket = TcpSocket::new_v4()?;
     socket.bind(SocketAddr::new(IpAddr::V4(registration.address()), 0))?;
     let mut upstream = socket.connect(hop).await?;
