@@ -27,10 +27,14 @@
 //! ```
 //!
 //! Building the entry starts the front, once per address (`-t` does not);
-//! a reload that moves the hop takes effect for the next connection.
+//! a reload that moves the hop takes effect for the next connection. With
+//! `tls` (the port's listeners let in certificates that do not validate,
+//! which Praxis cannot), the front ends the TLS itself (`terminate.rs`) and
+//! the port's Praxis listener on loopback speaks plain HTTP (and h2c).
 
 mod front;
 pub mod origins;
+mod terminate;
 
 use std::net::SocketAddr;
 
@@ -48,6 +52,10 @@ struct Config {
     listen: SocketAddr,
     hop: SocketAddr,
     listener_hostnames: Vec<String>,
+    /// The port's TLS, when the front ends it (`terminate.rs`): the Praxis
+    /// listener's own `tls`, which the listener then goes without.
+    #[serde(default)]
+    tls: Option<terminate::TlsConfig>,
 }
 
 /// A Gateway listener's hostname.
@@ -99,8 +107,15 @@ impl Misdirected {
             .map(|h| Pattern::parse(h))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("{NAME}: {e}"))?;
+        // Built even when only checking, so `-t` reads the certificates.
+        let tls = config
+            .tls
+            .as_ref()
+            .map(terminate::server_config)
+            .transpose()
+            .map_err(|e| format!("{NAME}: tls: {e}"))?;
         if crate::serving::is_serving() {
-            front::start(config.listen, config.hop)
+            front::start(config.listen, config.hop, tls)
                 .map_err(|e| format!("{NAME}: front {}: {e}", config.listen))?;
         }
         Ok(Box::new(Self { listeners }))
@@ -109,28 +124,8 @@ impl Misdirected {
     /// The listener that serves `name`: the index of its most specific
     /// hostname, `None` for the listener without one.
     fn listener_of(&self, name: &str) -> Option<usize> {
-        let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
-        let exact = self
-            .listeners
-            .iter()
-            .position(|p| *p == Pattern::Exact(name.clone()));
-        exact.or_else(|| {
-            self.listeners
-                .iter()
-                .enumerate()
-                .filter_map(|(i, p)| match p {
-                    Pattern::Wildcard(suffix)
-                        if name.len() > suffix.len() + 1
-                            && name.ends_with(suffix.as_str())
-                            && name.as_bytes()[name.len() - suffix.len() - 1] == b'.' =>
-                    {
-                        Some((suffix.len(), i))
-                    }
-                    _ => None,
-                })
-                .max()
-                .map(|(_, i)| i)
-        })
+        let patterns: Vec<&Pattern> = self.listeners.iter().collect();
+        most_specific(&patterns, name)
     }
 
     /// Whether a request for `host` on a connection that asked for
@@ -138,6 +133,32 @@ impl Misdirected {
     fn misdirected(&self, server_name: &str, host: &str) -> bool {
         self.listener_of(server_name) != self.listener_of(host)
     }
+}
+
+/// Which of `patterns` matches `name` most specifically: an exact name,
+/// else the longest wildcard; `None` if none does.
+fn most_specific(patterns: &[&Pattern], name: &str) -> Option<usize> {
+    let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
+    let exact = patterns
+        .iter()
+        .position(|p| matches!(p, Pattern::Exact(exact) if *exact == name));
+    exact.or_else(|| {
+        patterns
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| match p {
+                Pattern::Wildcard(suffix)
+                    if name.len() > suffix.len() + 1
+                        && name.ends_with(suffix.as_str())
+                        && name.as_bytes()[name.len() - suffix.len() - 1] == b'.' =>
+                {
+                    Some((suffix.len(), i))
+                }
+                _ => None,
+            })
+            .max()
+            .map(|(_, i)| i)
+    })
 }
 
 /// The request's host without port: `Host`, else the URI's authority (as
@@ -174,6 +195,8 @@ impl HttpFilter for Misdirected {
             return Ok(FilterAction::Continue);
         };
         ctx.client_addr = Some(origin.client);
+        // The front ended the TLS: the request came in TLS all the same.
+        ctx.downstream_tls |= origin.tls_ended;
         let wrong = match (origin.server_name.as_deref(), host(ctx)) {
             (Some(server_name), Some(host)) => self.misdirected(server_name, host),
             _ => false,

@@ -322,15 +322,13 @@ async fn the_class_is_accepted_with_the_features_pontoon_supports() -> anyhow::R
         "HTTPRouteRetryBackendTimeout",
         "BackendTLSPolicySANValidation",
         "GatewayHTTPSListenerDetectMisdirectedRequests",
+        "GatewayFrontendClientCertificateValidationInsecureFallback",
         "TLSRouteModeTerminate",
         "TLSRouteModeMixed",
     ] {
         assert!(features.iter().any(|f| f == shown), "{shown}: {features:?}");
     }
-    for missing in [
-        "HTTPRouteRetryConnectionError",
-        "GatewayFrontendClientCertificateValidationInsecureFallback",
-    ] {
+    for missing in ["HTTPRouteRetryConnectionError"] {
         assert!(
             !features.iter().any(|f| f == missing),
             "{missing}: {features:?}"
@@ -1218,6 +1216,7 @@ async fn with_stock_praxis_the_class_claims_less_and_routes_needing_pontoons_fil
         "HTTPRouteBackendRequestHeaderModification",
         "BackendTLSPolicySANValidation",
         "GatewayHTTPSListenerDetectMisdirectedRequests",
+        "GatewayFrontendClientCertificateValidationInsecureFallback",
     ] {
         assert!(
             !features.iter().any(|f| f == missing),

@@ -16,7 +16,7 @@ use gateway_api::{
 };
 use k8s_openapi::api::{
     apps::v1::Deployment,
-    core::v1::{Secret, Service},
+    core::v1::{ConfigMap, Secret, Service},
 };
 use kube::{
     Api, Resource,
@@ -1363,6 +1363,83 @@ async fn https_listeners_sharing_a_port_answer_421_to_a_host_of_another_listener
             if got != expected {
                 return Ok(Err(format!(
                     "server name {server_name}, Host {host}: {got:?}, not {expected:?}"
+                )));
+            }
+        }
+        Ok(Ok(()))
+    })
+    .await?;
+
+    // AllowInsecureFallback (one listener, so no misdirection to judge):
+    // a certificate is asked for, and a client with one no CA of the
+    // Gateway's signed, or with none, gets in all the same.
+    let (clients_ca, _, _) = signed(dir.path(), "clients-ca", "unused.example.com")?;
+    let (_, stranger_cert, stranger_key) = signed(dir.path(), "stranger-ca", "stranger")?;
+    bed.create::<ConfigMap>(json!({
+        "metadata": { "name": "clients" },
+        "data": { "ca.crt": clients_ca }
+    }))
+    .await?;
+    let fallback = bed
+        .gateway_with(
+            "fallback",
+            json!({
+                "listeners": [{ "name": "https", "protocol": "HTTPS", "port": 443,
+                                "tls": { "certificateRefs": [{ "name": "a.example.com" }] } }],
+                "tls": { "frontend": { "default": { "validation": {
+                    "mode": "AllowInsecureFallback",
+                    "caCertificateRefs": [{ "group": "", "kind": "ConfigMap", "name": "clients" }]
+                } } } }
+            }),
+        )
+        .await?;
+    bed.create::<HttpRoute>(json!({
+        "metadata": { "name": "fallback" },
+        "spec": {
+            "parentRefs": [{ "name": "fallback" }],
+            "rules": [{ "backendRefs": [{ "name": "web", "port": 8080 }] }]
+        }
+    }))
+    .await?;
+    bed.route_condition::<HttpRoute>("fallback", "Accepted", "True")
+        .await?;
+    let cert = dir.path().join("stranger.crt").display().to_string();
+    let key = dir.path().join("stranger.key").display().to_string();
+    ensure!(stranger_cert.contains("CERTIFICATE") && stranger_key.contains("KEY"));
+    let resolve = format!("a.example.com:443:{fallback}");
+    let fetch = |client_cert: bool| -> anyhow::Result<String> {
+        let mut args = vec![
+            "--silent",
+            "--show-error",
+            "--http2",
+            "--max-time",
+            "5",
+            "--cacert",
+            &cacert,
+            "--resolve",
+            &resolve,
+            "--output",
+            "/dev/null",
+            "--write-out",
+            "%{http_version} %{http_code}",
+        ];
+        if client_cert {
+            args.extend(["--cert", &cert, "--key", &key]);
+        }
+        args.push("https://a.example.com/fallback");
+        let out = bed.curl(&args)?;
+        Ok(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    };
+    bed.steadily("fallback", "AllowInsecureFallback", || {
+        for client_cert in [true, false] {
+            let got = fetch(client_cert)?;
+            if got != "2 200" {
+                return Ok(Err(format!(
+                    "with a certificate of another CA: {client_cert}: {got:?}"
                 )));
             }
         }

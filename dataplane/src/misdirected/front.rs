@@ -13,13 +13,14 @@ use std::{
     time::Duration,
 };
 
-use rustls::server::Acceptor;
+use rustls::{ServerConfig, server::Acceptor};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpSocket, TcpStream},
     runtime::Runtime,
     sync::Semaphore,
 };
+use tokio_rustls::TlsAcceptor;
 
 use super::origins::{self, Origin};
 
@@ -36,10 +37,17 @@ const MAX_HELLO_BYTES: usize = 66_000;
 static CONNECTIONS: LazyLock<Arc<Semaphore>> =
     LazyLock::new(|| Arc::new(Semaphore::new(origins::MAX_CONNECTIONS)));
 
-type Slot = Arc<RwLock<SocketAddr>>;
+/// Where a front hands its connections, and whether it ends their TLS first.
+struct Handoff {
+    hop: SocketAddr,
+    tls: Option<TlsAcceptor>,
+}
 
-/// The fronts of this process, by public address, each reading the hop it
-/// sends to from its slot: a reload that moves the hop needs no new socket.
+type Slot = Arc<RwLock<Arc<Handoff>>>;
+
+/// The fronts of this process, by public address, each reading its handoff
+/// from its slot: a reload that moves the hop, or brings new certificates,
+/// needs no new socket.
 static FRONTS: LazyLock<Mutex<HashMap<SocketAddr, Slot>>> = LazyLock::new(Mutex::default);
 
 /// The fronts carry every request of their ports, so they get a thread per
@@ -54,12 +62,17 @@ static RUNTIME: LazyLock<Result<Runtime, String>> = LazyLock::new(|| {
         .map_err(|e| format!("the fronts' runtime: {e}"))
 });
 
-/// Serves `listen`, handing its connections to `hop`: binds it the first
-/// time, else only moves where it hands them.
-pub fn start(listen: SocketAddr, hop: SocketAddr) -> Result<(), String> {
+/// Serves `listen`, handing its connections to `hop` (after ending their
+/// TLS with `tls`, if given): binds it the first time, else only changes
+/// the handoff.
+pub fn start(listen: SocketAddr, hop: SocketAddr, tls: Option<ServerConfig>) -> Result<(), String> {
+    let handoff = Arc::new(Handoff {
+        hop,
+        tls: tls.map(|config| TlsAcceptor::from(Arc::new(config))),
+    });
     let mut fronts = FRONTS.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(slot) = fronts.get(&listen) {
-        *slot.write().unwrap_or_else(PoisonError::into_inner) = hop;
+        *slot.write().unwrap_or_else(PoisonError::into_inner) = handoff;
         return Ok(());
     }
     let runtime = RUNTIME.as_ref().map_err(Clone::clone)?;
@@ -71,7 +84,7 @@ pub fn start(listen: SocketAddr, hop: SocketAddr) -> Result<(), String> {
         let _entered = runtime.enter();
         TcpListener::from_std(listener).map_err(|e| format!("bind: {e}"))?
     };
-    let slot: Slot = Arc::new(RwLock::new(hop));
+    let slot: Slot = Arc::new(RwLock::new(handoff));
     runtime.spawn(accept(listener, slot.clone()));
     fronts.insert(listen, slot);
     Ok(())
@@ -96,9 +109,9 @@ async fn accept(listener: TcpListener, slot: Slot) {
             );
             continue;
         };
-        let hop = *slot.read().unwrap_or_else(PoisonError::into_inner);
+        let handoff = slot.read().unwrap_or_else(PoisonError::into_inner).clone();
         tokio::spawn(async move {
-            if let Err(error) = carry(downstream, peer, hop).await {
+            if let Err(error) = carry(downstream, peer, &handoff).await {
                 tracing::debug!(%peer, %error, "{}: connection ended", super::NAME);
             }
             drop(permit);
@@ -106,21 +119,55 @@ async fn accept(listener: TcpListener, slot: Slot) {
     }
 }
 
-/// One connection: its ClientHello read, its origin recorded, then copied
-/// both ways to the hop until either side closes.
+/// One connection: its ClientHello read (or its TLS ended), its origin
+/// recorded, then copied both ways to the hop until either side closes.
 async fn carry(
     mut downstream: TcpStream,
     peer: SocketAddr,
-    hop: SocketAddr,
+    handoff: &Handoff,
 ) -> std::io::Result<()> {
-    let timed_out = || std::io::Error::new(std::io::ErrorKind::TimedOut, "no ClientHello in time");
-    let (server_name, hello) = tokio::time::timeout(HELLO_TIMEOUT, read_hello(&mut downstream))
-        .await
-        .map_err(|_| timed_out())??;
-    let origin = Origin {
-        client: unmapped(peer.ip()),
-        server_name,
-    };
+    let timed_out = || std::io::Error::new(std::io::ErrorKind::TimedOut, "no handshake in time");
+    downstream.set_nodelay(true)?;
+    let client = unmapped(peer.ip());
+    match &handoff.tls {
+        None => {
+            let (server_name, hello) =
+                tokio::time::timeout(HELLO_TIMEOUT, read_hello(&mut downstream))
+                    .await
+                    .map_err(|_| timed_out())??;
+            let origin = Origin {
+                client,
+                server_name,
+                tls_ended: false,
+            };
+            let (registration, mut upstream) = dial(origin, peer, handoff.hop).await?;
+            upstream.write_all(&hello).await?;
+            tokio::io::copy_bidirectional(&mut downstream, &mut upstream).await?;
+            drop(registration);
+        }
+        Some(acceptor) => {
+            let mut tls = tokio::time::timeout(HELLO_TIMEOUT, acceptor.accept(downstream))
+                .await
+                .map_err(|_| timed_out())??;
+            let origin = Origin {
+                client,
+                server_name: tls.get_ref().1.server_name().map(str::to_ascii_lowercase),
+                tls_ended: true,
+            };
+            let (registration, mut upstream) = dial(origin, peer, handoff.hop).await?;
+            tokio::io::copy_bidirectional(&mut tls, &mut upstream).await?;
+            drop(registration);
+        }
+    }
+    Ok(())
+}
+
+/// The hop, dialled from a loopback address that names `origin`.
+async fn dial(
+    origin: Origin,
+    peer: SocketAddr,
+    hop: SocketAddr,
+) -> std::io::Result<(origins::Registration, TcpStream)> {
     // The accept's permit bounds the table: it is never full here.
     let registration = origins::register(origin)
         .ok_or_else(|| std::io::Error::other("no loopback address left"))?;
@@ -132,13 +179,9 @@ async fn carry(
     );
     let socket = TcpSocket::new_v4()?;
     socket.bind(SocketAddr::new(IpAddr::V4(registration.address()), 0))?;
-    let mut upstream = socket.connect(hop).await?;
+    let upstream = socket.connect(hop).await?;
     upstream.set_nodelay(true)?;
-    downstream.set_nodelay(true)?;
-    upstream.write_all(&hello).await?;
-    tokio::io::copy_bidirectional(&mut downstream, &mut upstream).await?;
-    drop(registration);
-    Ok(())
+    Ok((registration, upstream))
 }
 
 /// The bytes of the connection up to its whole ClientHello, and the server

@@ -29,6 +29,8 @@ pub struct Origin {
     pub client: IpAddr,
     /// The server name of its ClientHello, lower case; `None` without one.
     pub server_name: Option<String>,
+    /// Whether the front ended the connection's TLS (Praxis gets it plain).
+    pub tls_ended: bool,
 }
 
 #[derive(Default)]
@@ -113,6 +115,7 @@ mod tests {
         Origin {
             client: client.parse().unwrap(),
             server_name: Some("example.org".into()),
+            tls_ended: false,
         }
     }
 

@@ -111,6 +111,7 @@ fn a_request_through_the_front_gets_its_clients_address_and_its_verdict() {
     let registration = origins::register(Origin {
         client: "203.0.113.7".parse().unwrap(),
         server_name: Some("second-example.org".into()),
+        tls_ended: false,
     })
     .unwrap();
     let via = SocketAddr::new(registration.address().into(), 0);
@@ -215,12 +216,12 @@ fn client_hello(server_name: &str) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_front_hands_each_connection_on_from_an_address_that_names_its_origin() {
     let front = free_loopback();
-    super::front::start(front, hop().await).unwrap();
+    super::front::start(front, hop().await, None).unwrap();
 
     let answer = through(front, &client_hello("Second-Example.org")).await;
     assert!(
         answer.starts_with(
-            "Some(Origin { client: 127.0.0.1, server_name: Some(\"second-example.org\") })"
+            "Some(Origin { client: 127.0.0.1, server_name: Some(\"second-example.org\"), tls_ended: false })"
         ),
         "{answer}"
     );
@@ -239,7 +240,164 @@ async fn the_front_hands_each_connection_on_from_an_address_that_names_its_origi
     // Not TLS: handed on all the same, for Praxis to answer, with no name.
     let answer = through(front, b"GET / HTTP/1.1\r\n\r\n").await;
     assert!(
-        answer.starts_with("Some(Origin { client: 127.0.0.1, server_name: None })"),
+        answer
+            .starts_with("Some(Origin { client: 127.0.0.1, server_name: None, tls_ended: false })"),
         "{answer}"
     );
+}
+
+/// A CA (PEM) and a certificate it signed for `name`: (CA, cert, key) PEM.
+fn signed(name: &str) -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.distinguished_name.push(
+        rcgen::DnType::CommonName,
+        format!("test CA {}", fastrand::u64(..)),
+    );
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec![name.to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    (ca.pem(), leaf.pem(), key.serialize_pem())
+}
+
+/// Stands for Praxis's plain listener behind a front that ends TLS: reads
+/// a line, answers it with the origin of its peer.
+async fn plain_hop() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (stream, peer) = listener.accept().await.unwrap();
+            tokio::spawn(async move {
+                let mut stream = tokio::io::BufReader::new(stream);
+                let mut line = String::new();
+                tokio::io::AsyncBufReadExt::read_line(&mut stream, &mut line)
+                    .await
+                    .unwrap();
+                let origin = origins::lookup(peer.ip()).unwrap();
+                let answer = format!("{line:?} {:?} {}", origin.server_name, origin.tls_ended);
+                stream.get_mut().write_all(answer.as_bytes()).await.unwrap();
+                stream.get_mut().shutdown().await.unwrap();
+            });
+        }
+    });
+    address
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_insecure_fallback_the_front_ends_tls_asking_for_a_certificate_and_letting_any_in() {
+    praxis::install_crypto_provider();
+    let provider = rustls::crypto::CryptoProvider::get_default()
+        .unwrap()
+        .clone();
+    let dir = std::env::temp_dir().join(format!("pontoon-front-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let (server_ca, server_cert, server_key) = signed("example.org");
+    let (client_ca, _, _) = signed("unused");
+    let (_, stranger_cert, stranger_key) = signed("client.example.org");
+    let yaml = format!(
+        "listen: 127.0.0.1:1\nhop: 127.0.0.1:2\nlistener_hostnames: []\ntls:\n  \
+         certificates: [{{cert_path: {}, key_path: {}}}]\n  client_ca: {{ca_path: {}}}\n  \
+         client_cert_mode: request\n",
+        file("server.crt", &server_cert),
+        file("server.key", &server_key),
+        file("client-ca.crt", &client_ca),
+    );
+    let entry: serde_yaml::Value = config(&yaml);
+    let tls: super::terminate::TlsConfig = serde_yaml::from_value(entry["tls"].clone()).unwrap();
+    let front = free_loopback();
+    super::front::start(
+        front,
+        plain_hop().await,
+        Some(super::terminate::server_config(&tls).unwrap()),
+    )
+    .unwrap();
+
+    use rustls::pki_types::pem::PemObject as _;
+    let mut roots = RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from_pem_slice(server_ca.as_bytes()).unwrap())
+        .unwrap();
+    let asked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // A client whose certificate no CA of the Gateway's signed, and one
+    // without any: both get in, and both were asked.
+    for with_certificate in [true, false] {
+        let builder = ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots.clone());
+        let client = if with_certificate {
+            use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
+            let resolver = Asked {
+                asked: asked.clone(),
+                key: Arc::new(
+                    rustls::sign::CertifiedKey::from_der(
+                        vec![CertificateDer::from_pem_slice(stranger_cert.as_bytes()).unwrap()],
+                        PrivateKeyDer::from_pem_slice(stranger_key.as_bytes()).unwrap(),
+                        &provider,
+                    )
+                    .unwrap(),
+                ),
+            };
+            builder.with_client_cert_resolver(Arc::new(resolver))
+        } else {
+            builder.with_no_client_auth()
+        };
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
+        let stream = tokio::net::TcpStream::connect(front).await.unwrap();
+        let mut tls = connector
+            .connect(ServerName::try_from("example.org").unwrap(), stream)
+            .await
+            .unwrap_or_else(|e| panic!("certificate {with_certificate}: refused: {e}"));
+        tls.write_all(b"hello\n").await.unwrap();
+        let mut answer = String::new();
+        tls.read_to_string(&mut answer).await.unwrap();
+        assert_eq!(answer, "\"hello\\n\" Some(\"example.org\") true");
+    }
+    assert!(
+        asked.load(std::sync::atomic::Ordering::SeqCst),
+        "no certificate was asked for"
+    );
+
+    // A required certificate is Praxis's to check, never the front's.
+    let required = yaml.replace("client_cert_mode: request", "client_cert_mode: require");
+    let error = match Misdirected::from_config(&config(&required)) {
+        Ok(_) => panic!("the front took a required certificate"),
+        Err(error) => error.to_string(),
+    };
+    assert!(error.contains("client_cert_mode \"require\""), "{error}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Presents `key` when asked, and notes that it was.
+#[derive(Debug)]
+struct Asked {
+    asked: Arc<std::sync::atomic::AtomicBool>,
+    key: Arc<rustls::sign::CertifiedKey>,
+}
+
+impl rustls::client::ResolvesClientCert for Asked {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[rustls::SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        self.asked.store(true, std::sync::atomic::Ordering::SeqCst);
+        Some(self.key.clone())
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
 }

@@ -229,14 +229,20 @@ pub fn generate(model: &GatewayModel, options: &GenerateOptions) -> Result<Strin
         let (mut filters, security) =
             pipeline(group, &name, &mut tags, &mut refused, options.data_plane);
         let mut address = group.address(options.listen_ip);
+        let mut tls = group.tls()?;
         // Past port 65535 (some fifty thousand hops and relays) the port is
-        // served without the check rather than not at all.
+        // Praxis's own rather than not served at all.
         if let Some(hop) = misdirected::applies(group, options.data_plane)
             .then(|| ports.take())
             .flatten()
         {
+            let front_tls = if misdirected::ends_tls(group) {
+                tls.take()
+            } else {
+                None
+            };
             // After `request_id`, before anything reads the client's address.
-            filters.insert(1, misdirected::entry(group, address, hop));
+            filters.insert(1, misdirected::entry(group, address, hop, front_tls));
             address = hop.to_string();
         }
         let chains = chunks(&name, filters);
@@ -246,7 +252,7 @@ pub fn generate(model: &GatewayModel, options: &GenerateOptions) -> Result<Strin
             protocol: None,
             tcp_session_timeout_ms: None,
             upstream: None,
-            tls: group.tls()?,
+            tls,
             filter_chains: chains.iter().map(|c| c.name.clone()).collect(),
         });
         config

@@ -119,9 +119,10 @@ pub struct Listener {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientValidation {
     pub ca_path: String,
-    /// Without a certificate a client is refused; otherwise
-    /// (`AllowInsecureFallback`) let in without one (a certificate it
-    /// presents must still be valid: Praxis verifies every one).
+    /// Without a valid certificate a client is refused; otherwise
+    /// (`AllowInsecureFallback`) let in without one, or with one that does
+    /// not chain to the CA (on Pontoon's data plane, whose front ends such
+    /// a port's TLS; stock Praxis verifies every certificate presented).
     pub required: bool,
 }
 

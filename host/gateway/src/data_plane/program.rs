@@ -53,6 +53,8 @@ const COMMON_FEATURES: &[&str] = &[
 const PONTOON_FEATURES: &[&str] = &[
     // pontoon_backend_tls
     "BackendTLSPolicySANValidation",
+    // pontoon_misdirected's front, which ends such a port's TLS
+    "GatewayFrontendClientCertificateValidationInsecureFallback",
     // pontoon_misdirected
     "GatewayHTTPSListenerDetectMisdirectedRequests",
     // pontoon_redirect

@@ -513,9 +513,11 @@ pub fn gateway_conditions(
             true,
             "ConfigurationChanged",
             format!(
-                "port(s) {} let in clients without a certificate (AllowInsecureFallback); a \
-                 certificate presented must still chain to the CA (Praxis verifies every one); \
-                 set the mode to AllowValidOnly to require certificates",
+                "port(s) {} let in clients without a valid certificate \
+                 (AllowInsecureFallback: a certificate is asked for, and one missing or not \
+                 chaining to the CA is let in; with stock Praxis, --praxis-image, one presented \
+                 must still chain to it); set the mode to AllowValidOnly to require valid \
+                 certificates",
                 ports.join(", ")
             ),
         ));

@@ -13,25 +13,49 @@
 //! filters after it). A port with one listener has no other listener to be
 //! misdirected to, and is served as before; so is every port on stock
 //! Praxis, which has no such filter and does not claim the feature.
+//!
+//! A port whose client-certificate validation is `AllowInsecureFallback`
+//! (GatewayFrontendClientCertificateValidationInsecureFallback) goes behind
+//! the front too, whatever its listeners, and there the front ends the TLS
+//! itself: Praxis refuses, in the handshake, a certificate that does not
+//! chain to the CA, where the fallback lets it in. The port's Praxis
+//! listener then serves plain HTTP on loopback.
 
 use std::net::SocketAddr;
 
 use super::{
-    praxis::{Filter, MisdirectedEntry},
+    praxis::{Filter, MisdirectedEntry, Tls},
     praxis_listeners::PortGroup,
 };
 use crate::data_plane::{model::Protocol, program::DataPlane};
 
 pub const NAME: &str = "pontoon_misdirected";
 
-/// Whether `group`'s requests are checked for misdirection on `plane`.
+/// Whether `group`'s connections go through the front on `plane`.
 pub fn applies(group: &PortGroup<'_>, plane: DataPlane) -> bool {
-    group.protocol == Protocol::Https && group.listeners.len() > 1 && plane.has_filter(NAME)
+    group.protocol == Protocol::Https
+        && (group.listeners.len() > 1 || ends_tls(group))
+        && plane.has_filter(NAME)
+}
+
+/// Whether the front, not Praxis, ends `group`'s TLS: its client
+/// certificates are asked for but let in when they do not validate.
+pub fn ends_tls(group: &PortGroup<'_>) -> bool {
+    group
+        .listeners
+        .iter()
+        .find_map(|l| l.client_validation.as_ref())
+        .is_some_and(|v| !v.required)
 }
 
 /// The entry for `group`, whose public address is `listen` and whose Praxis
-/// listener binds `hop`.
-pub fn entry(group: &PortGroup<'_>, listen: String, hop: SocketAddr) -> Filter<'static> {
+/// listener binds `hop`; with `tls` when the front ends the TLS.
+pub fn entry(
+    group: &PortGroup<'_>,
+    listen: String,
+    hop: SocketAddr,
+    tls: Option<Tls>,
+) -> Filter<'static> {
     Filter::Misdirected(MisdirectedEntry {
         filter: NAME,
         listen,
@@ -43,5 +67,6 @@ pub fn entry(group: &PortGroup<'_>, listen: String, hop: SocketAddr) -> Filter<'
             .filter(|h| !h.is_empty())
             .map(str::to_ascii_lowercase)
             .collect(),
+        tls,
     })
 }

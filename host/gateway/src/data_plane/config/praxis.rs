@@ -168,6 +168,10 @@ pub struct MisdirectedEntry {
     pub listen: String,
     pub hop: String,
     pub listener_hostnames: Vec<String>,
+    /// The port's TLS, when the front ends it (the Praxis listener then has
+    /// none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<Tls>,
 }
 
 /// Pontoon's data plane's `pontoon_backend_tls` (`dataplane/`): the relays

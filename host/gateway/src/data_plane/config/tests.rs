@@ -534,7 +534,8 @@ fn a_backends_own_filters_apply_to_the_requests_sent_to_it() {
 
 #[test]
 fn client_certificates_are_required_or_only_asked_for() {
-    let with = |required: bool| {
+    // The Praxis listener's `tls` and the front's entry, if any.
+    let with = |required: bool, plane: DataPlane| {
         let mut listener = https(
             "secure",
             443,
@@ -546,19 +547,54 @@ fn client_certificates_are_required_or_only_asked_for() {
             ca_path: "/etc/praxis-tls/client-ca-443.pem".into(),
             required,
         });
-        let yaml = generate(&gateway(vec![listener]), &options()).unwrap();
+        let options = GenerateOptions {
+            data_plane: plane,
+            ..options()
+        };
+        let yaml = generate(&gateway(vec![listener]), &options).unwrap();
         let config = praxis_loads(&yaml).unwrap();
-        let tls = config.listeners[0].tls.clone().unwrap();
-        serde_json::to_value(&tls).unwrap()
+        let listener = &config.listeners[0];
+        let tls = serde_json::to_value(&listener.tls).unwrap();
+        let compact: serde_json::Value =
+            serde_json::from_str(yaml.lines().nth(1).unwrap()).unwrap();
+        let front = compact["filter_chains"][0]["filters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["filter"] == "pontoon_misdirected")
+            .cloned();
+        (listener.address.clone(), tls, front)
     };
-    let valid_only = with(true);
-    assert_eq!(valid_only["client_cert_mode"], "require", "{valid_only}");
-    assert!(valid_only["client_ca"].is_object(), "{valid_only}");
-    // AllowInsecureFallback: asked for, not required (Praxis still verifies
-    // a certificate presented: the feature is not claimed).
-    let fallback = with(false);
+    for plane in [DataPlane::Pontoon, DataPlane::StockPraxis] {
+        let (address, valid_only, front) = with(true, plane);
+        assert_eq!(address, "0.0.0.0:443");
+        assert_eq!(valid_only["client_cert_mode"], "require", "{valid_only}");
+        assert!(valid_only["client_ca"].is_object(), "{valid_only}");
+        assert_eq!(front, None, "a required certificate is Praxis's to check");
+    }
+    // AllowInsecureFallback on stock Praxis: asked for, not required, but a
+    // certificate presented is still verified (the feature is not claimed).
+    let (address, fallback, front) = with(false, DataPlane::StockPraxis);
+    assert_eq!(address, "0.0.0.0:443");
     assert_eq!(fallback["client_cert_mode"], "request", "{fallback}");
-    assert!(fallback["client_ca"].is_object(), "{fallback}");
+    assert_eq!(front, None);
+    // On Pontoon's data plane the front holds the port and ends the TLS
+    // with the listener's own settings; Praxis serves plain HTTP behind it.
+    let (address, tls, front) = with(false, DataPlane::Pontoon);
+    assert_eq!(address, "127.0.0.1:15100");
+    assert!(tls.is_null(), "{tls}");
+    let front = front.unwrap();
+    assert_eq!(front["listen"], "0.0.0.0:443", "{front}");
+    assert_eq!(front["hop"], "127.0.0.1:15100", "{front}");
+    assert_eq!(front["tls"]["client_cert_mode"], "request", "{front}");
+    assert_eq!(
+        front["tls"]["client_ca"]["ca_path"], "/etc/praxis-tls/client-ca-443.pem",
+        "{front}"
+    );
+    assert_eq!(
+        front["tls"]["certificates"][0]["cert_path"], "/etc/praxis-tls/web-tls/tls.crt",
+        "{front}"
+    );
 }
 
 #[test]
