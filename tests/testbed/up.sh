@@ -249,7 +249,7 @@ if can_run_processes; then
   start pod-runner "$bin/pod-runner" --kubeconfig "$kubeconfig" "${process_images[@]}" \
     --bin-dirs "$bin:$pod_bin:${praxis%/*}:${dataplane%/*}" --state "$tb/process-pods" --logs "$logs/pods" \
     --netns "$netns" --api-relay "127.0.0.1:$apiserver_port" \
-    --exec-root "$tb/pods" --dns "$cluster_dns"
+    --exec-root "$tb/pods" --dns "$cluster_dns" --token-refresh 30s
   wait_until 30 "the API server inside the network namespace" \
     in_netns "$bin/kubectl" --kubeconfig "$kubeconfig" get --raw /readyz
   # Cluster DNS, as a cluster's CoreDNS serves it (Services, headless

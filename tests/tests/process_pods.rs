@@ -548,3 +548,239 @@ fn an_unprogrammed_load_balancer_address_refuses_at_once() -> anyhow::Result<()>
     }
     Ok(())
 }
+
+/// The status of container `name` of `pod`.
+fn container<'a>(
+    pod: &'a Pod,
+    name: &str,
+) -> Option<&'a k8s_openapi::api::core::v1::ContainerStatus> {
+    pod.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == name)
+}
+
+/// How container `name` last ended: (exit code, reason).
+fn last_termination(pod: &Pod, name: &str) -> Option<(i32, String)> {
+    let ended = container(pod, name)?
+        .last_state
+        .as_ref()?
+        .terminated
+        .as_ref()?;
+    Some((ended.exit_code, ended.reason.clone().unwrap_or_default()))
+}
+
+fn restarts(pod: &Pod, name: &str) -> i32 {
+    container(pod, name).map_or(0, |c| c.restart_count)
+}
+
+#[tokio::test]
+async fn a_container_failing_its_liveness_probe_or_passing_its_memory_limit_is_killed_and_restarted()
+-> anyhow::Result<()> {
+    if let Err(reason) = TestbedNet::of_testbed() {
+        return pontoon_tests::skip!("{reason}");
+    }
+    let ns = TestNamespace::new("process-health").await?;
+    let httpd = |port: u16, live_path: &str, memory: &str| {
+        json!({
+            "image": BUSYBOX,
+            "command": ["busybox", "httpd", "-f", "-p", port.to_string(), "-h", "/"],
+            "livenessProbe": {
+                "httpGet": { "path": live_path, "port": port },
+                "periodSeconds": 1, "failureThreshold": 2
+            },
+            "resources": { "limits": { "memory": memory } }
+        })
+    };
+    let mut sick = httpd(8080, "/no-such-page", "64Mi");
+    sick["name"] = json!("sick");
+    let mut well = httpd(8081, "/etc/hostname", "64Mi");
+    well["name"] = json!("well");
+    // 64 MiB read into one buffer, over and over, against a 32 MiB limit.
+    let hog = json!({
+        "name": "hog",
+        "image": BUSYBOX,
+        "command": ["busybox", "dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=100000000"],
+        "resources": { "limits": { "memory": "32Mi" } }
+    });
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "health" },
+        "spec": { "containers": [sick, well, hog] }
+    }))?;
+    ns.api::<Pod>().create(&PostParams::default(), &pod).await?;
+    let pod = wait_for(
+        &ns.api::<Pod>(),
+        "health",
+        |p: Option<&Pod>| {
+            p.is_some_and(|p| {
+                restarts(p, "sick") >= 2
+                    && last_termination(p, "hog").is_some_and(|(_, r)| r == "OOMKilled")
+            })
+        },
+        TIMEOUT,
+    )
+    .await
+    .context("the sick container was not restarted twice, or the hog never OOMKilled")?
+    .context("the pod went away")?;
+    // Killed as a kubelet kills: SIGKILL, 128 + 9.
+    assert_eq!(
+        last_termination(&pod, "sick"),
+        Some((137, "Error".to_string())),
+        "{:?}",
+        pod.status
+    );
+    assert_eq!(
+        last_termination(&pod, "hog"),
+        Some((137, "OOMKilled".to_string())),
+        "{:?}",
+        pod.status
+    );
+    // The container whose probe passes, under its limit, was left alone.
+    assert_eq!(restarts(&pod, "well"), 0, "{:?}", pod.status);
+    assert_eq!(last_termination(&pod, "well"), None);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_process_pod_gets_the_api_servers_address_and_a_service_account_token_kept_fresh()
+-> anyhow::Result<()> {
+    let net = match TestbedNet::of_testbed() {
+        Ok(net) => net,
+        Err(reason) => return pontoon_tests::skip!("{reason}"),
+    };
+    let ns = TestNamespace::new("process-token").await?;
+    // Serves the ServiceAccount's directory, and the API server's address
+    // as its environment gives it.
+    let script = "mkdir -p /tmp/www && \
+        echo \"$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT\" > /tmp/www/api && \
+        ln -s /var/run/secrets/kubernetes.io/serviceaccount /tmp/www/sa && \
+        exec busybox httpd -f -p 8080 -h /tmp/www";
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "reader" },
+        "spec": { "containers": [{
+            "name": "reader",
+            "image": BUSYBOX,
+            "command": ["busybox", "sh", "-c", script],
+            "readinessProbe": { "httpGet": { "path": "/api", "port": 8080 }, "periodSeconds": 1 }
+        }] }
+    }))?;
+    // The API server adds the kube-api-access volume: token, ca.crt and
+    // namespace at /var/run/secrets/kubernetes.io/serviceaccount.
+    ns.api::<Pod>().create(&PostParams::default(), &pod).await?;
+    let running = wait_for(
+        &ns.api::<Pod>(),
+        "reader",
+        |p: Option<&Pod>| p.is_some_and(ready),
+        TIMEOUT,
+    )
+    .await?
+    .context("the pod went away")?;
+    let ip = running.status.and_then(|s| s.pod_ip).context("no IP")?;
+    let get = |path: &str| net.get(&format!("http://{ip}:8080/{path}"));
+    assert_eq!(get("api")?.trim(), "10.96.0.1:443");
+    assert_eq!(get("sa/namespace")?, ns.name());
+    let root_ca: ConfigMap = ns.api().get("kube-root-ca.crt").await?;
+    let ca = root_ca.data.unwrap_or_default().remove("ca.crt");
+    assert_eq!(Some(get("sa/ca.crt")?), ca, "ca.crt is kube-root-ca.crt's");
+
+    // The token is the pod's own (bound to it), and the API server takes it.
+    let first = get("sa/token")?;
+    let review: k8s_openapi::api::authentication::v1::TokenReview =
+        serde_json::from_value(json!({ "spec": { "token": first.trim() } }))?;
+    let reviewed =
+        kube::Api::<k8s_openapi::api::authentication::v1::TokenReview>::all(ns.client.clone())
+            .create(&PostParams::default(), &review)
+            .await?;
+    let status = reviewed.status.context("no review status")?;
+    assert_eq!(status.authenticated, Some(true), "{status:?}");
+    let user = status.user.context("no user")?;
+    assert_eq!(
+        user.username.as_deref(),
+        Some(format!("system:serviceaccount:{}:default", ns.name()).as_str())
+    );
+    let bound = user.extra.unwrap_or_default();
+    assert_eq!(
+        bound.get("authentication.kubernetes.io/pod-name"),
+        Some(&vec!["reader".to_string()]),
+        "{bound:?}"
+    );
+    // Renewed while the pod runs (every 30 s on the test bed).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(75);
+    loop {
+        let now = get("sa/token")?;
+        if now != first {
+            anyhow::ensure!(now.matches('.').count() == 2, "not a token: {now:?}");
+            break;
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the token was never renewed"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_pod_that_runs_to_its_end_follows_its_restart_policy() -> anyhow::Result<()> {
+    if let Err(reason) = TestbedNet::of_testbed() {
+        return pontoon_tests::skip!("{reason}");
+    }
+    let ns = TestNamespace::new("process-end").await?;
+    // Fails its first run and succeeds its second: an emptyDir outlives a
+    // container's restart.
+    let second_time_lucky = "test -f /work/ran && exit 0; touch /work/ran; exit 3";
+    for (name, policy, script) in [
+        ("once", "Never", "exit 0"),
+        ("broken", "Never", "exit 3"),
+        ("retried", "OnFailure", second_time_lucky),
+    ] {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "spec": {
+                "restartPolicy": policy,
+                "containers": [{
+                    "name": "job",
+                    "image": BUSYBOX,
+                    "command": ["busybox", "sh", "-c", script],
+                    "volumeMounts": [{ "name": "work", "mountPath": "/work" }]
+                }],
+                "volumes": [{ "name": "work", "emptyDir": {} }]
+            }
+        }))?;
+        ns.api::<Pod>().create(&PostParams::default(), &pod).await?;
+    }
+    let over = |p: Option<&Pod>| {
+        p.and_then(|p| p.status.as_ref())
+            .and_then(|s| s.phase.as_deref())
+            .is_some_and(|phase| phase == "Succeeded" || phase == "Failed")
+    };
+    for (name, phase, code, restarted) in [
+        ("once", "Succeeded", 0, 0),
+        ("broken", "Failed", 3, 0),
+        ("retried", "Succeeded", 0, 1),
+    ] {
+        let pod = wait_for(&ns.api::<Pod>(), name, over, TIMEOUT)
+            .await
+            .with_context(|| format!("pod {name} never ended"))?
+            .context("the pod went away")?;
+        let status = pod.status.clone().unwrap_or_default();
+        assert_eq!(status.phase.as_deref(), Some(phase), "{name}: {status:?}");
+        let job = container(&pod, "job").context("no container status")?;
+        let ended = job
+            .state
+            .as_ref()
+            .and_then(|s| s.terminated.as_ref())
+            .with_context(|| format!("{name}: not terminated: {job:?}"))?;
+        assert_eq!(ended.exit_code, code, "{name}: {job:?}");
+        assert_eq!(
+            ended.reason.as_deref(),
+            Some(if code == 0 { "Completed" } else { "Error" }),
+            "{name}: {job:?}"
+        );
+        assert_eq!(job.restart_count, restarted, "{name}: {job:?}");
+    }
+    Ok(())
+}

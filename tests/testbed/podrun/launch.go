@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	securejoin "github.com/cyphar/filepath-securejoin"
 )
 
 // Launch is what a container's process needs, handed from the agent to
@@ -127,7 +129,13 @@ func launch(specFile string) error {
 
 // bind puts one volume (or one file of it) at its mount path.
 func bind(root string, m Mount) error {
-	target := filepath.Join(root, m.Target)
+	// The mount path as the container sees it: a symlink on the way
+	// (/var/run -> /run) is followed inside the container's root, never
+	// out of it onto the host's.
+	target, err := securejoin.SecureJoin(root, m.Target)
+	if err != nil {
+		return fmt.Errorf("mount point %s: %w", m.Target, err)
+	}
 	info, err := os.Stat(m.Source)
 	if err != nil {
 		return err

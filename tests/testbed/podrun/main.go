@@ -70,7 +70,10 @@ type agent struct {
 	// The cluster DNS server the pods' resolv.conf names; none when empty.
 	dns    string
 	client kubernetes.Interface
-	lister cache.Indexer
+	// How often projected tokens are renewed; 0: as a kubelet (80% of
+	// their lifetime).
+	tokenRefresh time.Duration
+	lister       cache.Indexer
 
 	mu   sync.Mutex
 	pods map[string]*podRun // by namespace/name
@@ -101,18 +104,19 @@ func main() {
 	relay := flag.String("api-relay", "", "HOST:PORT of the API server to relay into the network namespace")
 	execRoot := flag.String("exec-root", "", "pod-exec-sync's --root: each pod's exec sandbox, whose tmp/ becomes the containers' /tmp")
 	dns := flag.String("dns", "", "IP of the cluster DNS server for the pods' /etc/resolv.conf")
+	tokenRefresh := flag.Duration("token-refresh", 0, "how often projected ServiceAccount tokens are requested again; 0: at 80% of their lifetime, as a kubelet")
 	flag.Parse()
 	if *kubeconfig == "" || *imagesFile == "" || *state == "" || *logs == "" || *netns == "" {
 		fmt.Fprintln(os.Stderr, "usage: pod-runner --kubeconfig FILE --images FILE --bin-dirs DIRS --state DIR --logs DIR --netns NAME [--api-relay HOST:PORT] [--exec-root DIR] [--dns IP]")
 		os.Exit(2)
 	}
-	if err := run(*kubeconfig, *imagesFile, *binDirs, *state, *logs, *netns, *relay, *execRoot, *dns); err != nil {
+	if err := run(*kubeconfig, *imagesFile, *binDirs, *state, *logs, *netns, *relay, *execRoot, *dns, *tokenRefresh); err != nil {
 		klog.ErrorS(err, "pod-runner stopped")
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, imagesFile, binDirs, state, logs, netns, relay, execRoot, dns string) error {
+func run(kubeconfig, imagesFile, binDirs, state, logs, netns, relay, execRoot, dns string, tokenRefresh time.Duration) error {
 	mapping, err := images.Load(imagesFile)
 	if err != nil {
 		return err
@@ -147,17 +151,18 @@ func run(kubeconfig, imagesFile, binDirs, state, logs, netns, relay, execRoot, d
 		return err
 	}
 	a := &agent{
-		images:   mapping,
-		binDirs:  filepath.SplitList(binDirs),
-		state:    state,
-		logs:     logs,
-		netns:    netns,
-		execRoot: execRoot,
-		dns:      dns,
-		client:   client,
-		lister:   pq.Lister,
-		pods:     map[string]*podRun{},
-		draining: map[string]*podRun{},
+		images:       mapping,
+		binDirs:      filepath.SplitList(binDirs),
+		state:        state,
+		logs:         logs,
+		netns:        netns,
+		execRoot:     execRoot,
+		dns:          dns,
+		client:       client,
+		tokenRefresh: tokenRefresh,
+		lister:       pq.Lister,
+		pods:         map[string]*podRun{},
+		draining:     map[string]*podRun{},
 	}
 	ready := func() { klog.InfoS("pod-runner ready", "images", len(mapping.Images), "netns", netns) }
 	if err := pq.Run(ctx, 4, ready, a.sync); err != nil {

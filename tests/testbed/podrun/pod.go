@@ -41,6 +41,8 @@ type podRun struct {
 	cancel    context.CancelFunc
 	// gracePeriod is the pod's terminationGracePeriodSeconds (default 30).
 	gracePeriod time.Duration
+	// restartPolicy is the pod's: Always (the default), OnFailure or Never.
+	restartPolicy corev1.RestartPolicy
 	// Closed (once) to end its preStop sleep early.
 	drainCut     chan struct{}
 	drainCutOnce sync.Once
@@ -52,15 +54,21 @@ type podRun struct {
 
 // containerRun is one container: its process (if mapped) and readiness.
 type containerRun struct {
-	spec     corev1.Container
-	mapped   bool
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	running  bool
-	ready    bool
-	restarts int32
-	started  metav1.Time
-	exited   *corev1.ContainerStateTerminated
+	spec   corev1.Container
+	mapped bool
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	// finished: it exited and its pod's restartPolicy keeps it so
+	// (Never, or OnFailure after a success).
+	finished bool
+	// Why the test bed killed the running process (OOMKilled for its
+	// memory limit, Error for its liveness probe); reported when it exits.
+	killedFor string
+	running   bool
+	ready     bool
+	restarts  int32
+	started   metav1.Time
+	exited    *corev1.ContainerStateTerminated
 	// The pod's exec sandbox bound at /tmp, if any (see launchOf).
 	tmp string
 	// Stops this process's supervisor and probe; done closes when both ended.
@@ -91,6 +99,7 @@ func (a *agent) start(ctx context.Context, pod *corev1.Pod) (*podRun, error) {
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
 		r.gracePeriod = time.Duration(*g) * time.Second
 	}
+	r.restartPolicy = pod.Spec.RestartPolicy
 	if err := materialise(ctx, a.client, pod, r.volumes()); err != nil {
 		return nil, err
 	}
@@ -114,6 +123,7 @@ func (a *agent) start(ctx context.Context, pod *corev1.Pod) (*podRun, error) {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	r.ctx, r.cancel = runCtx, cancel
+	r.refreshTokens(runCtx, pod.DeepCopy())
 	for _, c := range r.containers {
 		if err := r.run(c, launches[c.spec.Name]); err != nil {
 			cancel()
@@ -155,6 +165,13 @@ func (r *podRun) launchOf(ctx context.Context, pod *corev1.Pod, c *corev1.Contai
 		WorkingDir: c.WorkingDir,
 	}
 	spec.UID, spec.GID = identity(pod, c)
+	files, err := image.ResolveFiles(a.binDirs)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		spec.Mounts = append(spec.Mounts, Mount{Source: f.Source, Target: f.Target, ReadOnly: true})
+	}
 	// As in a cluster: `kubectl exec` runs in the container's file system,
 	// so what an exec'd command writes to /tmp (a Carrier2 config, its
 	// upgrade socket) is what the container's process sees. The test bed's
@@ -240,10 +257,12 @@ func (r *podRun) run(c *containerRun, spec *Launch) error {
 		}
 	}
 	var wg sync.WaitGroup
-	wg.Add(2)
-	r.wg.Add(2)
+	wg.Add(4)
+	r.wg.Add(4)
 	go func() { defer r.wg.Done(); defer wg.Done(); r.supervise(ctx, c, specFile, logs) }()
 	go func() { defer r.wg.Done(); defer wg.Done(); r.probe(ctx, c, image) }()
+	go func() { defer r.wg.Done(); defer wg.Done(); r.live(ctx, c) }()
+	go func() { defer r.wg.Done(); defer wg.Done(); r.limitMemory(ctx, c) }()
 	go func() { wg.Wait(); close(done) }()
 	return nil
 }
@@ -395,14 +414,34 @@ func (r *podRun) supervise(ctx context.Context, c *containerRun, specFile string
 		code := int32(0)
 		if exit, ok := err.(*exec.ExitError); ok {
 			code = int32(exit.ExitCode())
+			// Killed by a signal: 128 + its number, as a container runtime says.
+			if status, ok := exit.Sys().(syscall.WaitStatus); ok && status.Signaled() {
+				code = 128 + int32(status.Signal())
+			}
 		}
-		klog.InfoS("container exited; restarting", "pod", r.namespace+"/"+r.name, "container", c.spec.Name, "code", code)
 		c.mu.Lock()
+		reason := "Error"
+		if c.killedFor != "" {
+			reason, c.killedFor = c.killedFor, ""
+		} else if code == 0 {
+			reason = "Completed"
+		}
+		klog.InfoS("container exited", "pod", r.namespace+"/"+r.name, "container", c.spec.Name, "code", code, "reason", reason)
 		c.ready = false
-		c.restarts++
-		c.exited = &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error", StartedAt: c.started, FinishedAt: metav1.Now()}
+		c.exited = &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, StartedAt: c.started, FinishedAt: metav1.Now()}
+		again := r.restartPolicy == corev1.RestartPolicyAlways || r.restartPolicy == "" ||
+			(r.restartPolicy == corev1.RestartPolicyOnFailure && code != 0)
+		if again {
+			c.restarts++
+		} else {
+			c.finished = true
+		}
 		c.mu.Unlock()
 		r.writeStatus(ctx)
+		if !again {
+			klog.InfoS("container finished; not restarted (restartPolicy)", "pod", r.namespace+"/"+r.name, "container", c.spec.Name, "code", code, "restartPolicy", r.restartPolicy)
+			return
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -566,6 +605,8 @@ func (r *podRun) writeStatus(ctx context.Context) {
 		}
 		now := metav1.Now()
 		all := true
+		// Whether every mapped container finished for good, and one failed.
+		finished, failed, mapped := true, false, false
 		statuses := make([]corev1.ContainerStatus, 0, len(r.containers))
 		for _, c := range r.containers {
 			var previous *corev1.ContainerStatus
@@ -585,19 +626,25 @@ func (r *podRun) writeStatus(ctx context.Context) {
 				status.Image, status.ImageID = c.spec.Image, "testbed://"+c.spec.Image
 			}
 			c.mu.Lock()
+			mapped = mapped || c.mapped
 			status.Ready = c.ready
 			started := !c.mapped || c.running
 			status.Started = &started
 			if c.mapped {
 				status.RestartCount = c.restarts
-				if c.running {
+				switch {
+				case c.running:
 					status.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: c.started}}
-				} else if c.exited != nil {
+				case c.finished:
+					status.State = corev1.ContainerState{Terminated: c.exited}
+				case c.exited != nil:
 					status.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
 				}
-				if c.exited != nil {
+				if c.exited != nil && !c.finished {
 					status.LastTerminationState = corev1.ContainerState{Terminated: c.exited}
 				}
+				finished = finished && c.finished
+				failed = failed || (c.finished && c.exited != nil && c.exited.ExitCode != 0)
 			} else if c.restarts > 0 {
 				// Restarted onto an image the test bed fakes.
 				status.RestartCount = c.restarts
@@ -609,6 +656,14 @@ func (r *podRun) writeStatus(ctx context.Context) {
 			statuses = append(statuses, status)
 		}
 		pod.Status.ContainerStatuses = statuses
+		// A pod whose containers all ran to their end is over, as a
+		// kubelet says: Succeeded, or Failed if one exited with an error.
+		if mapped && finished {
+			pod.Status.Phase = corev1.PodSucceeded
+			if failed {
+				pod.Status.Phase = corev1.PodFailed
+			}
+		}
 		for _, t := range []corev1.PodConditionType{corev1.ContainersReady, corev1.PodReady} {
 			setCondition(&pod.Status, t, all, now)
 		}

@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 )
 
 // materialise writes each of the pod's volumes into dir/<volume name>, as a
@@ -43,7 +45,7 @@ func materialise(ctx context.Context, client kubernetes.Interface, pod *corev1.P
 				case source.DownwardAPI != nil:
 					err = downwardFiles(pod, target, source.DownwardAPI.Items)
 				case source.ServiceAccountToken != nil:
-					err = tokenFile(ctx, client, pod, target, source.ServiceAccountToken)
+					_, err = tokenFile(ctx, client, pod, target, source.ServiceAccountToken)
 				default:
 					err = fmt.Errorf("projected volume %s: unsupported source", v.Name)
 				}
@@ -112,12 +114,31 @@ func writeKeys(dir string, data map[string][]byte, items []corev1.KeyToPath, wha
 	return nil
 }
 
+// writeFile writes dir/name whole, in one rename: a process of the pod
+// reading it while it is replaced (a refreshed token) sees the old content
+// or the new, never part of either.
 func writeFile(dir, name string, content []byte) error {
 	path := filepath.Join(dir, filepath.Clean("/"+name))
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(path, content, 0o644)
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".writing-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(content); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 func downwardFiles(pod *corev1.Pod, dir string, items []corev1.DownwardAPIVolumeFile) error {
@@ -136,7 +157,9 @@ func downwardFiles(pod *corev1.Pod, dir string, items []corev1.DownwardAPIVolume
 	return nil
 }
 
-func tokenFile(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, dir string, source *corev1.ServiceAccountTokenProjection) error {
+// tokenFile writes a token of the pod's ServiceAccount, bound to the pod,
+// as the projection asks; it returns when the token expires.
+func tokenFile(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, dir string, source *corev1.ServiceAccountTokenProjection) (time.Time, error) {
 	account := pod.Spec.ServiceAccountName
 	if account == "" {
 		account = "default"
@@ -152,9 +175,64 @@ func tokenFile(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod
 	}
 	token, err := client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, account, request, metav1.CreateOptions{})
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
-	return writeFile(dir, source.Path, []byte(token.Status.Token))
+	return token.Status.ExpirationTimestamp.Time, writeFile(dir, source.Path, []byte(token.Status.Token))
+}
+
+// refreshTokens keeps the pod's projected ServiceAccount tokens fresh, as a
+// kubelet does: each is requested again once 80% of its lifetime has
+// passed (or every agent.tokenRefresh, when set: the test bed's tests of
+// rotation cannot wait the ten minutes a token lasts at least), and
+// replaced in one rename, so a reader sees the old token or the new one.
+func (r *podRun) refreshTokens(ctx context.Context, pod *corev1.Pod) {
+	type projected struct {
+		dir    string
+		source *corev1.ServiceAccountTokenProjection
+	}
+	var tokens []projected
+	for _, v := range pod.Spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for _, s := range v.Projected.Sources {
+			if s.ServiceAccountToken != nil {
+				tokens = append(tokens, projected{filepath.Join(r.volumes(), v.Name), s.ServiceAccountToken})
+			}
+		}
+	}
+	for _, t := range tokens {
+		go func() {
+			// The token materialise wrote is as old as this.
+			issued := time.Now()
+			lifetime := 3600 * time.Second
+			if t.source.ExpirationSeconds != nil {
+				lifetime = time.Duration(*t.source.ExpirationSeconds) * time.Second
+			}
+			for {
+				wait := time.Duration(float64(lifetime) * 0.8)
+				if r.agent.tokenRefresh > 0 {
+					wait = r.agent.tokenRefresh
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Until(issued.Add(wait))):
+				}
+				expires, err := tokenFile(ctx, r.agent.client, pod, t.dir, t.source)
+				if err != nil {
+					if ctx.Err() == nil {
+						klog.ErrorS(err, "cannot refresh a ServiceAccount token; trying again in 10 s", "pod", r.namespace+"/"+r.name)
+					}
+					issued = time.Now().Add(10*time.Second - wait)
+					continue
+				}
+				issued = time.Now()
+				lifetime = time.Until(expires)
+				klog.V(2).InfoS("ServiceAccount token refreshed", "pod", r.namespace+"/"+r.name, "expires", expires)
+			}
+		}()
+	}
 }
 
 // fieldValue is a downward API field of the pod.

@@ -35,6 +35,16 @@ type Image struct {
 	// ReadyPort, for a container without a readiness probe, is where it
 	// serves (TCP); it is reported ready once that port accepts connections.
 	ReadyPort int `json:"readyPort"`
+	// Files are what the image holds besides its program, at the paths
+	// its containers see them (read-only): each source is a name looked up
+	// in the bin dirs, as a program is, or a path.
+	Files []ImageFile `json:"files"`
+}
+
+// ImageFile is one file or directory of an image.
+type ImageFile struct {
+	Source string `json:"source"`
+	Target string `json:"target"`
 }
 
 // Load reads and checks the mapping file.
@@ -50,6 +60,11 @@ func Load(file string) (*File, error) {
 	for i, image := range images.Images {
 		if image.Match == "" || image.Program == "" {
 			return nil, fmt.Errorf("%s: images[%d] needs match and program", file, i)
+		}
+		for j, f := range image.Files {
+			if f.Source == "" || !strings.HasPrefix(f.Target, "/") {
+				return nil, fmt.Errorf("%s: images[%d].files[%d] needs a source and an absolute target", file, i, j)
+			}
 		}
 		if _, err := path.Match(image.Match, ""); err != nil {
 			return nil, fmt.Errorf("%s: images[%d].match %q: %w", file, i, image.Match, err)
@@ -118,4 +133,28 @@ func (image *Image) Resolve(dirs []string) (string, error) {
 		return found, nil
 	}
 	return "", fmt.Errorf("program %q of image %q is in none of %v, nor on the PATH", image.Program, image.Match, dirs)
+}
+
+// ResolveFiles finds each of the image's files in dirs (or takes it as a
+// path): source path and target, in order.
+func (image *Image) ResolveFiles(dirs []string) ([]ImageFile, error) {
+	resolved := make([]ImageFile, 0, len(image.Files))
+	for _, f := range image.Files {
+		source := ""
+		if strings.Contains(f.Source, "/") {
+			source = f.Source
+		} else {
+			for _, dir := range dirs {
+				if _, err := os.Stat(filepath.Join(dir, f.Source)); err == nil {
+					source = filepath.Join(dir, f.Source)
+					break
+				}
+			}
+		}
+		if source == "" {
+			return nil, fmt.Errorf("file %q of image %q is in none of %v", f.Source, image.Match, dirs)
+		}
+		resolved = append(resolved, ImageFile{Source: source, Target: f.Target})
+	}
+	return resolved, nil
 }

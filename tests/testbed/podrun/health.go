@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// How often a container's memory is measured against its limit.
+const memoryPeriod = 100 * time.Millisecond
+
+// live kills a container's process, as a kubelet does, once its liveness
+// probe has failed failureThreshold times in a row (counted from the
+// probe's initialDelaySeconds after each start); supervise then restarts
+// it. Without a liveness probe, nothing.
+func (r *podRun) live(ctx context.Context, c *containerRun) {
+	probe := c.spec.LivenessProbe
+	if probe == nil {
+		return
+	}
+	period, threshold := 10*time.Second, 3
+	if probe.PeriodSeconds > 0 {
+		period = time.Duration(probe.PeriodSeconds) * time.Second
+	}
+	if probe.FailureThreshold > 0 {
+		threshold = int(probe.FailureThreshold)
+	}
+	delay := time.Duration(probe.InitialDelaySeconds) * time.Second
+	failed := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(period):
+		}
+		c.mu.Lock()
+		running, started, cmd := c.running, c.started.Time, c.cmd
+		c.mu.Unlock()
+		if !running || time.Since(started) < delay {
+			failed = 0
+			continue
+		}
+		if r.check(ctx, c, probe, nil) {
+			failed = 0
+			continue
+		}
+		failed++
+		if failed < threshold || cmd == nil || cmd.Process == nil {
+			continue
+		}
+		klog.InfoS("liveness probe failed; killing the container", "pod", r.namespace+"/"+r.name, "container", c.spec.Name, "failures", failed)
+		failed = 0
+		r.kill(c, cmd.Process.Pid, "Error")
+	}
+}
+
+// limitMemory kills a container's process group, reported as OOMKilled, once
+// the resident memory of its processes passes resources.limits.memory: the
+// test bed's stand-in for a cgroup's limit (measured every memoryPeriod, so
+// a process may pass the limit for that long). Without a limit, nothing.
+func (r *podRun) limitMemory(ctx context.Context, c *containerRun) {
+	limit := c.spec.Resources.Limits.Memory().Value()
+	if limit <= 0 {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(memoryPeriod):
+		}
+		c.mu.Lock()
+		running, cmd := c.running, c.cmd
+		c.mu.Unlock()
+		if !running || cmd == nil || cmd.Process == nil {
+			continue
+		}
+		pgid := cmd.Process.Pid
+		if used := groupRSS(pgid); used > limit {
+			klog.InfoS("memory limit passed; killing the container", "pod", r.namespace+"/"+r.name, "container", c.spec.Name, "rss", used, "limit", limit)
+			r.kill(c, pgid, "OOMKilled")
+		}
+	}
+}
+
+// kill ends a container's process group at once, the reason recorded for
+// the termination supervise reports.
+func (r *podRun) kill(c *containerRun, pgid int, reason string) {
+	c.mu.Lock()
+	c.killedFor = reason
+	c.mu.Unlock()
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+}
+
+// groupRSS is the resident memory, in bytes, of the processes of process
+// group pgid, read from /proc.
+func groupRSS(pgid int) int64 {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	page := int64(os.Getpagesize())
+	var total int64
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		group, pages, ok := statFields(string(stat))
+		if ok && group == pgid {
+			total += pages * page
+		}
+	}
+	return total
+}
+
+// statFields reads the process group and resident pages of a
+// /proc/PID/stat line (fields 5 and 24, counted after the command name,
+// which may hold spaces and parentheses).
+func statFields(stat string) (pgid int, rssPages int64, ok bool) {
+	end := strings.LastIndexByte(stat, ')')
+	if end < 0 {
+		return 0, 0, false
+	}
+	fields := strings.Fields(stat[end+1:])
+	// fields[0] is field 3 (state).
+	if len(fields) < 22 {
+		return 0, 0, false
+	}
+	group, err1 := strconv.Atoi(fields[2])
+	pages, err2 := strconv.ParseInt(fields[21], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, false
+	}
+	return group, pages, true
+}
