@@ -60,9 +60,10 @@ func (r *podRun) live(ctx context.Context, c *containerRun) {
 }
 
 // limitMemory kills a container's process group, reported as OOMKilled, once
-// the resident memory of its processes passes resources.limits.memory: the
-// test bed's stand-in for a cgroup's limit (measured every memoryPeriod, so
-// a process may pass the limit for that long). Without a limit, nothing.
+// the memory its processes hold (groupMemory) passes
+// resources.limits.memory: the test bed's stand-in for a cgroup's limit
+// (measured every memoryPeriod, so a process may pass the limit for that
+// long). Without a limit, nothing.
 func (r *podRun) limitMemory(ctx context.Context, c *containerRun) {
 	limit := c.spec.Resources.Limits.Memory().Value()
 	if limit <= 0 {
@@ -81,8 +82,8 @@ func (r *podRun) limitMemory(ctx context.Context, c *containerRun) {
 			continue
 		}
 		pgid := cmd.Process.Pid
-		if used := groupRSS(pgid); used > limit {
-			klog.InfoS("memory limit passed; killing the container", "pod", r.namespace+"/"+r.name, "container", c.spec.Name, "rss", used, "limit", limit)
+		if used := groupMemory(pgid); used > limit {
+			klog.InfoS("memory limit passed; killing the container", "pod", r.namespace+"/"+r.name, "container", c.spec.Name, "memory", used, "limit", limit)
 			r.kill(c, pgid, "OOMKilled")
 		}
 	}
@@ -97,14 +98,16 @@ func (r *podRun) kill(c *containerRun, pgid int, reason string) {
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 }
 
-// groupRSS is the resident memory, in bytes, of the processes of process
-// group pgid, read from /proc.
-func groupRSS(pgid int) int64 {
+// groupMemory is the memory, in bytes, the processes of process group pgid
+// hold that a cgroup could not give back under pressure: their anonymous
+// and shared resident pages (/proc/PID/status: RssAnon, RssShmem). Pages of
+// the program's own file are left out, as a kernel reclaims those before it
+// kills (a debug build's code alone is tens of MiB).
+func groupMemory(pgid int) int64 {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0
 	}
-	page := int64(os.Getpagesize())
 	var total int64
 	for _, e := range entries {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
@@ -114,31 +117,48 @@ func groupRSS(pgid int) int64 {
 		if err != nil {
 			continue
 		}
-		group, pages, ok := statFields(string(stat))
-		if ok && group == pgid {
-			total += pages * page
+		if group, ok := statGroup(string(stat)); !ok || group != pgid {
+			continue
 		}
+		status, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		total += unreclaimable(string(status))
 	}
 	return total
 }
 
-// statFields reads the process group and resident pages of a
-// /proc/PID/stat line (fields 5 and 24, counted after the command name,
-// which may hold spaces and parentheses).
-func statFields(stat string) (pgid int, rssPages int64, ok bool) {
+// statGroup reads the process group of a /proc/PID/stat line (field 5,
+// counted after the command name, which may hold spaces and parentheses).
+func statGroup(stat string) (int, bool) {
 	end := strings.LastIndexByte(stat, ')')
 	if end < 0 {
-		return 0, 0, false
+		return 0, false
 	}
 	fields := strings.Fields(stat[end+1:])
 	// fields[0] is field 3 (state).
-	if len(fields) < 22 {
-		return 0, 0, false
+	if len(fields) < 3 {
+		return 0, false
 	}
-	group, err1 := strconv.Atoi(fields[2])
-	pages, err2 := strconv.ParseInt(fields[21], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, 0, false
+	group, err := strconv.Atoi(fields[2])
+	return group, err == nil
+}
+
+// unreclaimable is RssAnon + RssShmem of a /proc/PID/status, in bytes.
+func unreclaimable(status string) int64 {
+	var total int64
+	for _, line := range strings.Split(status, "\n") {
+		name, value, ok := strings.Cut(line, ":")
+		if !ok || (name != "RssAnon" && name != "RssShmem") {
+			continue
+		}
+		fields := strings.Fields(value)
+		if len(fields) == 2 && fields[1] == "kB" {
+			if kb, err := strconv.ParseInt(fields[0], 10, 64); err == nil {
+				total += kb * 1024
+			}
+		}
 	}
-	return group, pages, true
+	return total
 }
