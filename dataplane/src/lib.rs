@@ -29,6 +29,7 @@ pub mod mirror;
 pub mod misdirected;
 pub mod query_params;
 pub mod redirect;
+mod request_host;
 pub mod serving;
 pub mod tcp_weights;
 #[cfg(test)]

@@ -44,6 +44,8 @@ use praxis_filter::{
 };
 use serde::Deserialize;
 
+use crate::request_host::request_host;
+
 pub const NAME: &str = "pontoon_misdirected";
 
 #[derive(Deserialize)]
@@ -124,8 +126,7 @@ impl Misdirected {
     /// The listener that serves `name`: the index of its most specific
     /// hostname, `None` for the listener without one.
     fn listener_of(&self, name: &str) -> Option<usize> {
-        let patterns: Vec<&Pattern> = self.listeners.iter().collect();
-        most_specific(&patterns, name)
+        most_specific(&self.listeners, name)
     }
 
     /// Whether a request for `host` on a connection that asked for
@@ -137,14 +138,18 @@ impl Misdirected {
 
 /// Which of `patterns` matches `name` most specifically: an exact name,
 /// else the longest wildcard; `None` if none does.
-fn most_specific(patterns: &[&Pattern], name: &str) -> Option<usize> {
+fn most_specific<'a, P>(patterns: P, name: &str) -> Option<usize>
+where
+    P: IntoIterator<Item = &'a Pattern>,
+    P::IntoIter: Clone,
+{
+    let patterns = patterns.into_iter();
     let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
     let exact = patterns
-        .iter()
+        .clone()
         .position(|p| matches!(p, Pattern::Exact(exact) if *exact == name));
     exact.or_else(|| {
         patterns
-            .iter()
             .enumerate()
             .filter_map(|(i, p)| match p {
                 Pattern::Wildcard(suffix)
@@ -159,22 +164,6 @@ fn most_specific(patterns: &[&Pattern], name: &str) -> Option<usize> {
             .max()
             .map(|(_, i)| i)
     })
-}
-
-/// The request's host without port: `Host`, else the URI's authority (as
-/// HTTP/2 sends it).
-fn host<'a>(ctx: &'a HttpFilterContext<'_>) -> Option<&'a str> {
-    let authority = ctx
-        .request
-        .headers
-        .get(http::header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .or_else(|| ctx.request.uri.authority().map(|a| a.as_str()))?;
-    match authority.strip_prefix('[') {
-        // An IPv6 literal: no listener hostname names one.
-        Some(rest) => rest.split(']').next(),
-        None => authority.split(':').next(),
-    }
 }
 
 /// Puts the client's address, which the front recorded, where the request
@@ -197,7 +186,8 @@ impl HttpFilter for Misdirected {
         ctx.client_addr = Some(origin.client);
         // The front ended the TLS: the request came in TLS all the same.
         ctx.downstream_tls |= origin.tls_ended;
-        let wrong = match (origin.server_name.as_deref(), host(ctx)) {
+        // An IPv6 literal (in brackets) is no listener's hostname.
+        let wrong = match (origin.server_name.as_deref(), request_host(ctx)) {
             (Some(server_name), Some(host)) => self.misdirected(server_name, host),
             _ => false,
         };

@@ -98,20 +98,9 @@ impl Redirect {
     }
 }
 
-/// The request's host without port (`Host`, else the URI's authority, as
-/// for HTTP/2), if it is one a `Location` may carry.
+/// The request's host without port, if it is one a `Location` may carry.
 fn host<'a>(ctx: &'a HttpFilterContext<'_>) -> Option<&'a str> {
-    let authority = ctx
-        .request
-        .headers
-        .get(http::header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .or_else(|| ctx.request.uri.authority().map(|a| a.as_str()))?;
-    let host = match authority.strip_prefix('[') {
-        // An IPv6 literal keeps its brackets.
-        Some(rest) => &authority[..rest.find(']')? + 2],
-        None => authority.split(':').next()?,
-    };
+    let host = crate::request_host::request_host(ctx)?;
     let usable = !host.is_empty()
         && host
             .bytes()

@@ -1,7 +1,8 @@
 //! Runs one filter's request phase the way Praxis's pipeline calls it: an
 //! `HttpFilterContext` as the protocol layer builds one for a plain HTTP
 //! request (no TLS, no cluster chosen yet), so that each filter's unit tests
-//! see what it would see in the server.
+//! see what it would see in the server; and what the filters' tests share
+//! besides (the crypto provider, a free loopback port).
 
 use std::collections::HashMap;
 
@@ -11,6 +12,21 @@ use praxis_filter::{
     BodyMode, FilterAction, HttpFilter, HttpFilterContext, Request, RequestExtensions, Response,
     SubRequestResponseMode,
 };
+
+/// The TLS crypto provider Praxis installs, as the server has it.
+pub fn crypto_provider() -> std::sync::Arc<rustls::crypto::CryptoProvider> {
+    praxis::install_crypto_provider();
+    rustls::crypto::CryptoProvider::get_default()
+        .unwrap()
+        .clone()
+}
+
+/// A loopback address with a port free a moment ago, for a test's listener.
+pub fn free_loopback() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+}
 
 /// A filter's YAML config.
 pub fn config(yaml: &str) -> serde_yaml::Value {

@@ -131,14 +131,7 @@ pub fn start(listen: SocketAddr, target: Target) -> Result<(), String> {
         return Ok(());
     }
     let runtime = RUNTIME.as_ref().map_err(Clone::clone)?;
-    let listener = std::net::TcpListener::bind(listen).map_err(|e| format!("bind: {e}"))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| format!("bind: {e}"))?;
-    let listener = {
-        let _entered = runtime.enter();
-        TcpListener::from_std(listener).map_err(|e| format!("bind: {e}"))?
-    };
+    let listener = crate::serving::bind(runtime, listen)?;
     let slot: Slot = Arc::new(RwLock::new(Arc::new(target)));
     runtime.spawn(accept(listener, slot.clone()));
     relays.insert(listen, slot);
@@ -147,15 +140,7 @@ pub fn start(listen: SocketAddr, target: Target) -> Result<(), String> {
 
 async fn accept(listener: TcpListener, slot: Slot) {
     loop {
-        let downstream = match listener.accept().await {
-            Ok((stream, _)) => stream,
-            Err(error) => {
-                // Out of descriptors, most likely: wait rather than spin.
-                tracing::warn!(%error, "{}: accept failed", super::NAME);
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
+        let (downstream, _) = crate::serving::next_connection(&listener, super::NAME).await;
         let Ok(permit) = CONNECTIONS.clone().try_acquire_owned() else {
             tracing::warn!(
                 "{}: {MAX_CONNECTIONS} connections relayed already; closing one",

@@ -4,7 +4,6 @@ use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, SanType}
 use rustls::{
     CertificateError, ServerConfig,
     client::danger::ServerCertVerifier,
-    crypto::CryptoProvider,
     pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime},
 };
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -14,14 +13,9 @@ use super::{
     relay::{self, Target},
     verify::SanVerifier,
 };
-use crate::test_context::config;
+use crate::test_context::{config, crypto_provider, free_loopback};
 
 const SPIFFE: &str = "spiffe://abc.example.com/test-identity";
-
-fn provider() -> Arc<CryptoProvider> {
-    praxis::install_crypto_provider();
-    CryptoProvider::get_default().unwrap().clone()
-}
 
 /// A CA, and a server certificate it signed for `names` (DNS) and `uris`.
 struct Pki {
@@ -63,7 +57,7 @@ fn verifier(pki: &Pki, names: Vec<SubjectAltName>) -> SanVerifier {
     let anchor = webpki::anchor_from_trusted_cert(&pki.ca)
         .unwrap()
         .to_owned();
-    SanVerifier::new(vec![anchor], names, provider())
+    SanVerifier::new(vec![anchor], names, crypto_provider())
 }
 
 fn check(verifier: &SanVerifier, leaf: &CertificateDer<'_>) -> Result<(), rustls::Error> {
@@ -164,7 +158,7 @@ fn entries_that_cannot_be_served_are_refused_saying_why() {
             "CA certificates /nonexistent/ca.pem",
         ),
     ];
-    provider();
+    crypto_provider();
     for (yaml, why) in cases {
         let error = match BackendTls::from_config(&config(yaml)) {
             Ok(_) => panic!("{yaml} was accepted"),
@@ -174,17 +168,10 @@ fn entries_that_cannot_be_served_are_refused_saying_why() {
     }
 }
 
-fn free_loopback() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
 /// A TLS backend with `pki`'s certificate: answers each connection's first
 /// line with the SNI it was sent and that line.
 async fn backend(pki: &Pki) -> SocketAddr {
-    let config = ServerConfig::builder_with_provider(provider())
+    let config = ServerConfig::builder_with_provider(crypto_provider())
         .with_safe_default_protocol_versions()
         .unwrap()
         .with_no_client_auth()
@@ -241,7 +228,7 @@ async fn the_relay_carries_a_connection_to_a_backend_whose_names_match_and_drops
         subject_alt_names: names,
         client_cert: None::<Pair>,
     };
-    provider();
+    crypto_provider();
 
     let matching = relay_for(vec![uri(SPIFFE)]);
     relay::start(matching.listen, Target::build(&matching).unwrap()).unwrap();

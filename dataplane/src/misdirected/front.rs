@@ -76,14 +76,7 @@ pub fn start(listen: SocketAddr, hop: SocketAddr, tls: Option<ServerConfig>) -> 
         return Ok(());
     }
     let runtime = RUNTIME.as_ref().map_err(Clone::clone)?;
-    let listener = std::net::TcpListener::bind(listen).map_err(|e| format!("bind: {e}"))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| format!("bind: {e}"))?;
-    let listener = {
-        let _entered = runtime.enter();
-        TcpListener::from_std(listener).map_err(|e| format!("bind: {e}"))?
-    };
+    let listener = crate::serving::bind(runtime, listen)?;
     let slot: Slot = Arc::new(RwLock::new(handoff));
     runtime.spawn(accept(listener, slot.clone()));
     fronts.insert(listen, slot);
@@ -92,15 +85,7 @@ pub fn start(listen: SocketAddr, hop: SocketAddr, tls: Option<ServerConfig>) -> 
 
 async fn accept(listener: TcpListener, slot: Slot) {
     loop {
-        let (downstream, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                // Out of descriptors, most likely: wait rather than spin.
-                tracing::warn!(%error, "{}: accept failed", super::NAME);
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
+        let (downstream, peer) = crate::serving::next_connection(&listener, super::NAME).await;
         let Ok(permit) = CONNECTIONS.clone().try_acquire_owned() else {
             tracing::warn!(
                 "{}: {} connections open already; closing one",

@@ -121,8 +121,8 @@ struct ByServerName {
 impl ResolvesServerCert for ByServerName {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         let chosen = hello.server_name().and_then(|name| {
-            let patterns: Vec<&Pattern> = self.by_name.iter().map(|(p, _)| p).collect();
-            super::most_specific(&patterns, name).map(|i| self.by_name[i].1.clone())
+            let patterns = self.by_name.iter().map(|(p, _)| p);
+            super::most_specific(patterns, name).map(|i| self.by_name[i].1.clone())
         });
         chosen.or_else(|| self.default.clone())
     }

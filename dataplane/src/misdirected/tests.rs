@@ -9,7 +9,7 @@ use super::{
     Misdirected,
     origins::{self, Origin},
 };
-use crate::test_context::{config, context_for, request};
+use crate::test_context::{config, context_for, crypto_provider, free_loopback, request};
 
 /// The listeners of the conformance suite's Gateway
 /// `same-namespace-with-https-listener` on port 443: one without a
@@ -162,13 +162,6 @@ fn entries_that_cannot_be_served_are_refused_saying_why() {
     }
 }
 
-fn free_loopback() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
 /// Stands for Praxis's listener: answers each connection with the origin
 /// the table gives its peer, read while the connection is open.
 async fn hop() -> SocketAddr {
@@ -197,11 +190,7 @@ async fn through(front: SocketAddr, first: &[u8]) -> String {
 }
 
 fn client_hello(server_name: &str) -> Vec<u8> {
-    praxis::install_crypto_provider();
-    let provider = rustls::crypto::CryptoProvider::get_default()
-        .unwrap()
-        .clone();
-    let config = ClientConfig::builder_with_provider(provider)
+    let config = ClientConfig::builder_with_provider(crypto_provider())
         .with_safe_default_protocol_versions()
         .unwrap()
         .with_root_certificates(RootCertStore::empty())
@@ -292,10 +281,7 @@ async fn plain_hop() -> SocketAddr {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_insecure_fallback_the_front_ends_tls_asking_for_a_certificate_and_letting_any_in() {
-    praxis::install_crypto_provider();
-    let provider = rustls::crypto::CryptoProvider::get_default()
-        .unwrap()
-        .clone();
+    let provider = crypto_provider();
     let dir = std::env::temp_dir().join(format!("pontoon-front-tls-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = |name: &str, text: &str| {
