@@ -1263,6 +1263,50 @@ async fn retries_of_http_routes() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What a request over HTTP/2 and TLS gets, as `<HTTP version> <status>`
+/// (then curl's error, if any): a connection to `address`:443 asking for
+/// `server_name` (trusting only `cacert`), for `host`, presenting
+/// `client` (certificate, key) if given.
+fn h2_status(
+    bed: &Bed,
+    address: &str,
+    cacert: &str,
+    server_name: &str,
+    host: &str,
+    client: Option<(&str, &str)>,
+) -> anyhow::Result<String> {
+    let resolve = format!("{server_name}:443:{address}");
+    let url = format!("https://{server_name}/");
+    let host = format!("Host: {host}");
+    let mut args = vec![
+        "--silent",
+        "--show-error",
+        "--http2",
+        "--max-time",
+        "5",
+        "--cacert",
+        cacert,
+        "--resolve",
+        &resolve,
+        "-H",
+        &host,
+        "--output",
+        "/dev/null",
+        "--write-out",
+        "%{http_version} %{http_code}",
+    ];
+    if let Some((cert, key)) = client {
+        args.extend(["--cert", cert, "--key", key]);
+    }
+    args.push(&url);
+    let out = bed.curl(&args)?;
+    Ok(format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    ))
+}
+
 #[tokio::test]
 async fn https_listeners_sharing_a_port_answer_421_to_a_host_of_another_listener()
 -> anyhow::Result<()> {
@@ -1320,31 +1364,8 @@ async fn https_listeners_sharing_a_port_answer_421_to_a_host_of_another_listener
         bed.route_condition::<HttpRoute>(route, "Accepted", "True")
             .await?;
     }
-    // The status of a request over HTTP/2 on a connection that asked for
-    // `server_name`, for `host`.
-    let status = |server_name: &str, host: &str| -> anyhow::Result<String> {
-        let resolve = format!("{server_name}:443:{address}");
-        let url = format!("https://{server_name}/shared");
-        let host = format!("Host: {host}");
-        let out = bed.curl(&[
-            "--silent",
-            "--http2",
-            "--max-time",
-            "5",
-            "--cacert",
-            &cacert,
-            "--resolve",
-            &resolve,
-            "-H",
-            &host,
-            "--output",
-            "/dev/null",
-            "--write-out",
-            "%{http_version} %{http_code}",
-            &url,
-        ])?;
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    };
+    let status =
+        |server_name: &str, host: &str| h2_status(&bed, &address, &cacert, server_name, host, None);
     let cases = [
         // Each listener's own host: served.
         ("a.example.com", "a.example.com", "2 200"),
@@ -1406,33 +1427,16 @@ async fn https_listeners_sharing_a_port_answer_421_to_a_host_of_another_listener
     let cert = dir.path().join("stranger.crt").display().to_string();
     let key = dir.path().join("stranger.key").display().to_string();
     ensure!(stranger_cert.contains("CERTIFICATE") && stranger_key.contains("KEY"));
-    let resolve = format!("a.example.com:443:{fallback}");
-    let fetch = |client_cert: bool| -> anyhow::Result<String> {
-        let mut args = vec![
-            "--silent",
-            "--show-error",
-            "--http2",
-            "--max-time",
-            "5",
-            "--cacert",
+    let fetch = |client_cert: bool| {
+        let client = client_cert.then_some((cert.as_str(), key.as_str()));
+        h2_status(
+            &bed,
+            &fallback,
             &cacert,
-            "--resolve",
-            &resolve,
-            "--output",
-            "/dev/null",
-            "--write-out",
-            "%{http_version} %{http_code}",
-        ];
-        if client_cert {
-            args.extend(["--cert", &cert, "--key", &key]);
-        }
-        args.push("https://a.example.com/fallback");
-        let out = bed.curl(&args)?;
-        Ok(format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ))
+            "a.example.com",
+            "a.example.com",
+            client,
+        )
     };
     bed.steadily("fallback", "AllowInsecureFallback", || {
         for client_cert in [true, false] {

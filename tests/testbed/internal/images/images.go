@@ -119,14 +119,8 @@ func (image *Image) Argv(c *corev1.Container, binary string) ([]string, error) {
 
 // Resolve finds the program in dirs (or takes it as a path).
 func (image *Image) Resolve(dirs []string) (string, error) {
-	if strings.Contains(image.Program, "/") {
-		return image.Program, nil
-	}
-	for _, dir := range dirs {
-		candidate := filepath.Join(dir, image.Program)
-		if info, err := os.Stat(candidate); err == nil && !info.IsDir() {
-			return candidate, nil
-		}
+	if found := lookUp(dirs, image.Program, false); found != "" {
+		return found, nil
 	}
 	// Then the host's own programs (busybox, say).
 	if found, err := exec.LookPath(image.Program); err == nil {
@@ -140,21 +134,26 @@ func (image *Image) Resolve(dirs []string) (string, error) {
 func (image *Image) ResolveFiles(dirs []string) ([]ImageFile, error) {
 	resolved := make([]ImageFile, 0, len(image.Files))
 	for _, f := range image.Files {
-		source := ""
-		if strings.Contains(f.Source, "/") {
-			source = f.Source
-		} else {
-			for _, dir := range dirs {
-				if _, err := os.Stat(filepath.Join(dir, f.Source)); err == nil {
-					source = filepath.Join(dir, f.Source)
-					break
-				}
-			}
-		}
+		source := lookUp(dirs, f.Source, true)
 		if source == "" {
 			return nil, fmt.Errorf("file %q of image %q is in none of %v", f.Source, image.Match, dirs)
 		}
 		resolved = append(resolved, ImageFile{Source: source, Target: f.Target})
 	}
 	return resolved, nil
+}
+
+// lookUp is name itself when it is a path (holds a slash), else the first
+// of dirs holding it (a directory too, if dirOK); "" when none does.
+func lookUp(dirs []string, name string, dirOK bool) string {
+	if strings.Contains(name, "/") {
+		return name
+	}
+	for _, dir := range dirs {
+		candidate := filepath.Join(dir, name)
+		if info, err := os.Stat(candidate); err == nil && (dirOK || !info.IsDir()) {
+			return candidate
+		}
+	}
+	return ""
 }
