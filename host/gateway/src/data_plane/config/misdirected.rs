@@ -25,7 +25,7 @@ use std::net::SocketAddr;
 
 use super::{
     praxis::{Filter, MisdirectedEntry, Tls},
-    praxis_listeners::PortGroup,
+    praxis_listeners::{PortGroup, host_of},
 };
 use crate::data_plane::{model::Protocol, program::DataPlane};
 
@@ -60,13 +60,7 @@ pub fn entry(
         filter: NAME,
         listen,
         hop: hop.to_string(),
-        listener_hostnames: group
-            .listeners
-            .iter()
-            .filter_map(|l| l.hostname.as_deref())
-            .filter(|h| !h.is_empty())
-            .map(str::to_ascii_lowercase)
-            .collect(),
+        listener_hostnames: group.listeners.iter().filter_map(|l| host_of(l)).collect(),
         tls,
     })
 }

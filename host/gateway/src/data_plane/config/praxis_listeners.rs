@@ -87,7 +87,7 @@ impl PortGroup<'_> {
 }
 
 /// A listener's hostname as it is matched: lowercase, empty as none.
-fn host_of(listener: &Listener) -> Option<String> {
+pub(super) fn host_of(listener: &Listener) -> Option<String> {
     listener
         .hostname
         .as_deref()
